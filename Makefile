@@ -1,0 +1,116 @@
+# Makefile - builds libac and the aicraft Python extension, runs the tests and demos.
+#
+#   make            the Python extension, in place (aicraft/_libac*.so)
+#   make lib        build/libac.a and build/libac.so
+#   make test       install test requirements, build, C tests plain and under
+#                   ASan+UBSan, then pytest
+#   make demo       the main demo
+#   make bench      the benchmarks (PyTorch columns need `pip install torch==2.13.0`)
+#   make install PREFIX=/usr/local   header, libraries, aicraft.pc
+#   make clean
+
+PYTHON_SYS ?= python3
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
+PREFIX     ?= /usr/local
+
+CC      ?= cc
+CFLAGS  ?= -O3 -fno-math-errno
+WARN    := -std=c99 -Wall -Wextra -pedantic
+INC     := -Ilibac/include -Ilibac/src
+LDLIBS  := -lm -lpthread
+SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
+
+SRC       := $(sort $(wildcard libac/src/*.c libac/src/*/*.c))
+OBJ       := $(SRC:libac/src/%.c=build/obj/%.o)
+ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o)
+HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h)
+CTESTS    := $(sort $(wildcard tests/c/test_*.c))
+CDEMOS    := $(sort $(wildcard demos/c/*.c))
+
+.PHONY: all lib test ctest asan pytest demo bench install clean venv
+
+all: venv
+	$(PY) setup.py -q build_ext --inplace
+
+venv: $(VENV)/.ready
+
+$(VENV)/.ready: tests/requirements.txt
+	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+# ---- the C library -----------------------------------------------------------
+
+lib: build/libac.a build/libac.so
+
+build/obj/%.o: libac/src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -fPIC $(INC) -c $< -o $@
+
+build/libac.a: $(OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+# Export exactly the functions the public header declares.
+build/libac.map: libac/include/ac.h
+	@mkdir -p build
+	{ echo '{ global:'; grep -oE '\bac_[a-z0-9_]+ *\(' $< | tr -d ' (' | sort -u | sed 's/$$/;/'; \
+	  echo 'local: *; };'; } > $@
+
+build/libac.so: $(OBJ) build/libac.map
+	$(CC) -shared -o $@ $(OBJ) -Wl,--version-script=build/libac.map $(LDLIBS)
+
+# ---- tests -------------------------------------------------------------------
+
+build/asan/%.o: libac/src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(SAN) $(INC) -c $< -o $@
+
+build/asan/libac.a: $(ASAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/tests/%: tests/c/%.c tests/c/test.h build/libac.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $< build/libac.a $(LDLIBS) -o $@
+
+build/tests-asan/%: tests/c/%.c tests/c/test.h build/asan/libac.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(SAN) $(INC) $< build/asan/libac.a $(LDLIBS) -o $@
+
+ctest: $(CTESTS:tests/c/%.c=build/tests/%)
+	@set -e; for t in $^; do echo "== $$t"; $$t; done
+
+asan: $(CTESTS:tests/c/%.c=build/tests-asan/%)
+	@set -e; for t in $^; do echo "== $$t (asan+ubsan)"; \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+pytest: all
+	$(PY) -m pytest -q tests
+
+test: venv ctest asan pytest
+
+# ---- demos, benchmarks, install ---------------------------------------------
+
+build/demos/%: demos/c/%.c build/libac.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
+
+demo: all $(CDEMOS:demos/c/%.c=build/demos/%)
+	$(PY) demos/linear_regression.py
+	build/demos/linear_regression
+
+bench: all
+	$(PY) bench/overhead.py
+	$(PY) bench/gemm.py
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 libac/include/ac.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 build/libac.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 build/libac.so $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's|@PREFIX@|$(PREFIX)|' aicraft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/aicraft.pc
+
+clean:
+	rm -rf build aicraft/_libac*.so aicraft/_libac.c aicraft/_libac.o *.egg-info .pytest_cache

@@ -1,0 +1,243 @@
+/*
+ * ac.h - the public C API of libac, the core of aicraft.
+ *
+ * Conventions, everywhere below:
+ *  - Every function validates its arguments. It never aborts, prints or exits.
+ *  - A function returning a pointer returns NULL on failure; one returning int
+ *    returns AC_OK (0) or a negative AcStatus. Either way the calling thread's
+ *    error is set: ac_last_error_code(), ac_last_error() ("op: what went wrong").
+ *  - Tensors are float32, contiguous, row-major, ndim <= AC_MAX_DIMS, with data
+ *    aligned to 64 bytes.
+ *  - Ownership: a tensor made while a scope (ac_mem_checkpoint) is open lives in
+ *    that scope and dies when it is restored; ac_tensor_free on it is a no-op.
+ *    A tensor made at root (no scope open) is reference counted: the caller owns
+ *    one reference and drops it with ac_tensor_free.
+ *  - Binary ops broadcast their operands by NumPy's rules.
+ *  - Ops record a graph node when grad mode is on and an input requires grad.
+ *
+ * The block between the AC_CDEF markers is read as-is by build_ffi.py as the
+ * CFFI cdef: keep it free of preprocessor lines other than integer #defines.
+ */
+#ifndef AC_H
+#define AC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* AC_CDEF_BEGIN */
+
+#define AC_MAX_DIMS 8
+#define AC_MAX_INPUTS 4
+
+/* ---- Errors -------------------------------------------------------------- */
+
+typedef enum {
+    AC_OK = 0,
+    AC_ERR_ARG = -1,      /* a bad argument: NULL, out of range, wrong value   */
+    AC_ERR_SHAPE = -2,    /* shapes that do not fit the op                     */
+    AC_ERR_MEMORY = -3,   /* allocation failed or the memory limit was hit     */
+    AC_ERR_SCOPE = -4,    /* a checkpoint that is not open on this thread      */
+    AC_ERR_INDEX = -5,    /* an index (class id, position) out of range        */
+    AC_ERR_STATE = -6,    /* the call does not fit the object's state          */
+    AC_ERR_IO = -7,       /* a file could not be opened, read or written       */
+    AC_ERR_FORMAT = -8,   /* a file's content is corrupt or unsupported        */
+    AC_ERR_GRADCHECK = -9 /* ac_gradient_check found a mismatch                */
+} AcStatus;
+
+int ac_last_error_code(void);            /* the calling thread's last error; AC_OK if none */
+const char *ac_last_error(void);         /* its message; "" if none; valid until the next error */
+void ac_clear_error(void);
+
+/* ---- Memory: scopes over arenas ----------------------------------------- */
+
+typedef struct {
+    int32_t depth;     /* scope depth this checkpoint opened; -1 on failure */
+    uint32_t serial;   /* tells a live checkpoint from a stale one          */
+} AcCheckpoint;
+
+typedef struct {
+    int64_t bytes_in_use;    /* tensor, node and scratch bytes not yet freed     */
+    int64_t peak_bytes;      /* the highest bytes_in_use seen                    */
+    int64_t live_tensors;    /* tensors not yet freed (root and scoped)          */
+    int64_t live_nodes;      /* graph nodes not yet freed                        */
+    int64_t arena_reserved;  /* bytes held by arena blocks, in use or cached     */
+    int64_t memory_limit;    /* 0 when there is none                             */
+} AcMemStats;
+
+AcCheckpoint ac_mem_checkpoint(void);    /* open a scope on this thread */
+int ac_mem_restore(AcCheckpoint cp);     /* free all allocated since cp, ending inner scopes too */
+int ac_mem_depth(void);                  /* scopes open on this thread; 0 at root */
+int ac_set_memory_limit(int64_t bytes);  /* allocations past it fail with AC_ERR_MEMORY; 0 lifts it */
+int ac_memory_stats(AcMemStats *out);    /* process-wide counters */
+
+/* ---- Tensors ------------------------------------------------------------- */
+
+typedef struct AcTensor AcTensor;
+typedef struct AcGradNode AcGradNode;
+typedef int (*AcBackwardFn)(AcGradNode *node, const AcTensor *grad_out, AcTensor **grad_in);
+
+/* Fields are for reading; change a tensor only through the functions below. */
+struct AcTensor {
+    float *data;
+    int64_t shape[AC_MAX_DIMS];
+    int64_t size;            /* number of elements */
+    int32_t ndim;
+    int32_t requires_grad;
+    AcTensor *grad;          /* leaf gradient, owned by the tensor; NULL until backward */
+    AcGradNode *node;        /* the op that produced it; NULL for a leaf */
+    AcTensor *base;          /* a view's owner of data (reshape, detach); else NULL */
+    int32_t refcount;        /* root tensors only; 0 for scoped ones */
+    int32_t scope_depth;     /* 0 at root */
+};
+
+/* A graph node: made by an op, freed with its output tensor. */
+struct AcGradNode {
+    const char *op;                    /* "add", "matmul", ... */
+    AcTensor *output;
+    AcTensor *inputs[AC_MAX_INPUTS];
+    int32_t n_inputs;
+    AcBackwardFn backward;             /* fills grad_in[i] for inputs that need it */
+    void *context;                     /* what forward saved for backward */
+    AcTensor *pending_grad;            /* used inside ac_backward only */
+    uint32_t visit;                    /* used inside ac_backward only */
+};
+
+AcTensor *ac_tensor_new(const int64_t *shape, int ndim);            /* zero-filled */
+AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim); /* copies */
+AcTensor *ac_full(const int64_t *shape, int ndim, float value);
+AcTensor *ac_arange(double start, double stop, double step);
+AcTensor *ac_eye(int64_t n, int64_t m);
+AcTensor *ac_rand(const int64_t *shape, int ndim);                 /* uniform [0, 1) */
+AcTensor *ac_randn(const int64_t *shape, int ndim);                /* standard normal */
+int ac_manual_seed(uint64_t seed);                                 /* this thread's generator */
+int ac_tensor_free(AcTensor *t);         /* drop a root reference; no-op for scoped tensors */
+int ac_tensor_retain(AcTensor *t);       /* add a root reference; no-op for scoped tensors */
+AcTensor *ac_tensor_clone(const AcTensor *t);   /* a differentiable copy */
+AcTensor *ac_tensor_detach(const AcTensor *t);  /* shares data, no graph */
+AcTensor *ac_tensor_keep(const AcTensor *t);    /* a detached copy made at root, whatever scope is open */
+int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad); /* leaves only */
+int ac_tensor_zero_grad(AcTensor *t);    /* drops t->grad */
+int ac_tensor_copy_(AcTensor *dst, const AcTensor *src); /* dst.data = src.data, same size, no graph */
+int ac_tensor_fill_(AcTensor *t, float value);            /* in place, no graph */
+
+/* ---- Elementwise ops ----------------------------------------------------- */
+
+AcTensor *ac_add(const AcTensor *a, const AcTensor *b);
+AcTensor *ac_sub(const AcTensor *a, const AcTensor *b);
+AcTensor *ac_mul(const AcTensor *a, const AcTensor *b);
+AcTensor *ac_div(const AcTensor *a, const AcTensor *b);
+AcTensor *ac_pow(const AcTensor *a, const AcTensor *b);
+AcTensor *ac_add_scalar(const AcTensor *a, float s);       /* a + s */
+AcTensor *ac_mul_scalar(const AcTensor *a, float s);       /* a * s */
+AcTensor *ac_rsub_scalar(const AcTensor *a, float s);      /* s - a */
+AcTensor *ac_div_scalar(const AcTensor *a, float s);       /* a / s */
+AcTensor *ac_rdiv_scalar(const AcTensor *a, float s);      /* s / a */
+AcTensor *ac_pow_scalar(const AcTensor *a, float p);       /* a ** p */
+AcTensor *ac_neg(const AcTensor *a);
+AcTensor *ac_exp(const AcTensor *a);
+AcTensor *ac_log(const AcTensor *a);
+AcTensor *ac_sqrt(const AcTensor *a);
+AcTensor *ac_abs(const AcTensor *a);
+AcTensor *ac_sin(const AcTensor *a);
+AcTensor *ac_cos(const AcTensor *a);
+AcTensor *ac_clamp(const AcTensor *a, float lo, float hi); /* -INFINITY / INFINITY for no bound */
+
+/* ---- Activations --------------------------------------------------------- */
+
+AcTensor *ac_relu(const AcTensor *a);
+AcTensor *ac_sigmoid(const AcTensor *a);
+AcTensor *ac_tanh(const AcTensor *a);
+AcTensor *ac_gelu(const AcTensor *a);                      /* exact, erf form */
+AcTensor *ac_softmax(const AcTensor *a, int dim);
+AcTensor *ac_log_softmax(const AcTensor *a, int dim);
+
+/* ---- Reductions ---------------------------------------------------------- */
+/* dims: n_dims axes (negative counts from the end); dims == NULL reduces all. */
+
+AcTensor *ac_sum(const AcTensor *a, const int *dims, int n_dims, int keepdim);
+AcTensor *ac_mean(const AcTensor *a, const int *dims, int n_dims, int keepdim);
+AcTensor *ac_max(const AcTensor *a, const int *dims, int n_dims, int keepdim);
+AcTensor *ac_min(const AcTensor *a, const int *dims, int n_dims, int keepdim);
+AcTensor *ac_var(const AcTensor *a, const int *dims, int n_dims, int correction, int keepdim);
+AcTensor *ac_std(const AcTensor *a, const int *dims, int n_dims, int correction, int keepdim);
+/* max/min along one dim with the index of the first extreme (as float) in *indices */
+AcTensor *ac_max_dim(const AcTensor *a, int dim, int keepdim, AcTensor **indices);
+AcTensor *ac_min_dim(const AcTensor *a, int dim, int keepdim, AcTensor **indices);
+AcTensor *ac_argmax(const AcTensor *a, int dim, int keepdim);  /* indices as float, no graph */
+
+/* ---- Linear algebra ------------------------------------------------------ */
+
+/* PyTorch's matmul: 1-D and 2-D operands, and batched with broadcast batch dims */
+AcTensor *ac_matmul(const AcTensor *a, const AcTensor *b);
+
+/* C = alpha * op(A) * op(B) + beta * C, row-major; op is A or A^T per trans_a/trans_b.
+   op(A) is m x k, op(B) is k x n, C is m x n. */
+int ac_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+             float beta, float *c, int64_t ldc);
+
+/* ---- Shape ops ----------------------------------------------------------- */
+
+typedef struct {
+    int64_t start, stop, step;   /* Python's meaning; negative start/stop count from the end */
+    int32_t has_start, has_stop; /* 0 means the slice left it out */
+    int32_t is_index;            /* 1: pick start alone and drop the dim */
+} AcSlice;
+
+AcTensor *ac_reshape(const AcTensor *a, const int64_t *shape, int ndim); /* one -1 allowed; shares data */
+AcTensor *ac_flatten(const AcTensor *a, int start_dim, int end_dim);
+AcTensor *ac_transpose(const AcTensor *a, int dim0, int dim1);
+AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim);
+AcTensor *ac_squeeze(const AcTensor *a, const int *dims, int n_dims);   /* dims == NULL: all size-1 dims */
+AcTensor *ac_unsqueeze(const AcTensor *a, int dim);
+AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices); /* leading dims; rest kept */
+AcTensor *ac_cat(AcTensor *const *tensors, int n, int dim);
+AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim);
+
+/* ---- Losses -------------------------------------------------------------- */
+
+typedef enum { AC_REDUCTION_NONE = 0, AC_REDUCTION_MEAN = 1, AC_REDUCTION_SUM = 2 } AcReduction;
+
+AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction);
+/* logits (N, C) or (C); target holds class indices as floats, shape (N) or () */
+AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int reduction,
+                           float label_smoothing);
+AcTensor *ac_binary_cross_entropy(const AcTensor *probs, const AcTensor *target, int reduction);
+AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int reduction);
+
+/* ---- Autograd ------------------------------------------------------------ */
+
+int ac_backward(AcTensor *loss);                          /* loss must have one element */
+int ac_backward_with(AcTensor *out, const AcTensor *grad); /* grad has out's shape */
+int ac_set_grad_enabled(int enabled);                     /* per thread; returns the previous mode */
+int ac_is_grad_enabled(void);
+/* Write the graph behind t as indented text (ac_graph_text) or Graphviz DOT (ac_graph_dot)
+   into buf (cap bytes, always terminated). Return the full length, or < 0 on error. */
+int64_t ac_graph_text(const AcTensor *t, char *buf, int64_t cap);
+int64_t ac_graph_dot(const AcTensor *t, char *buf, int64_t cap);
+int ac_print_graph(const AcTensor *t, FILE *out);
+
+/* Compare the gradients of sum(fn(inputs) * w), for a fixed random w, with central
+   differences of step eps. Inputs that require grad are checked. Returns AC_OK, or
+   AC_ERR_GRADCHECK naming the worst element; *max_err gets the largest error seen. */
+typedef AcTensor *(*AcGradcheckFn)(AcTensor *const *inputs, int n_inputs, void *user);
+int ac_gradient_check(AcGradcheckFn fn, AcTensor *const *inputs, int n_inputs, void *user,
+                      float eps, float atol, float rtol, float *max_err);
+
+/* ---- Threads ------------------------------------------------------------- */
+
+int ac_set_num_threads(int n);           /* 1..256; the pool resizes on next use */
+int ac_get_num_threads(void);
+
+/* AC_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AC_H */

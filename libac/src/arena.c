@@ -1,0 +1,352 @@
+/*
+ * arena.c - scopes over chained arena blocks, root allocations, and the
+ * process-wide memory counters.
+ *
+ * Each thread has its own chain of blocks and its own stack of scopes. A scope
+ * remembers the arena position when it opened; restoring it moves the position
+ * back and hands the blocks above it to a small per-thread cache, so a training
+ * step in a scope costs no malloc once the blocks exist.
+ *
+ * A scope also keeps a list of root tensors that its graph nodes and views
+ * hold (scope_hold): restoring drops those references, so a root parameter
+ * cannot be freed under a graph that still points to it.
+ *
+ * Not here: tensor layout (tensor.c) and graph nodes (autograd.c).
+ */
+#define _POSIX_C_SOURCE 200112L
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_BLOCK_BYTES ((size_t)1 << 20)
+#define ARENA_CACHED_BLOCKS 8
+#define ARENA_MAX_DEPTH 65536
+#define BLOCK_HEADER_BYTES AC_ALIGN
+
+typedef struct ArenaBlock {
+    struct ArenaBlock *prev;   /* the older block in the chain, or the next cached one */
+    size_t size;               /* usable bytes after the header */
+    size_t used;
+} ArenaBlock;
+
+typedef struct HoldEntry {
+    AcTensor *tensor;
+    struct HoldEntry *next;
+    int on_heap;               /* malloc'd (scope_hold_at) rather than in the arena */
+} HoldEntry;
+
+typedef struct {
+    ArenaBlock *block;         /* arena position when the scope opened */
+    size_t used;
+    uint32_t serial;
+    HoldEntry *holds;
+    int64_t bytes, tensors, nodes;   /* this thread's scoped counts when it opened */
+} Scope;
+
+typedef struct {
+    ArenaBlock *top;
+    ArenaBlock *cache;
+    int n_cached;
+    Scope *scopes;
+    int depth, capacity;
+    uint32_t next_serial;
+    int64_t bytes, tensors, nodes;   /* scoped allocations made by this thread so far */
+} ThreadArena;
+
+static int64_t g_bytes_in_use, g_peak_bytes, g_live_tensors, g_live_nodes;
+static int64_t g_arena_reserved, g_memory_limit;
+
+static pthread_key_t arena_key;
+static pthread_once_t arena_key_once = PTHREAD_ONCE_INIT;
+static AC_THREAD_LOCAL ThreadArena *tls_arena;
+
+/* ---- counters ------------------------------------------------------------ */
+
+static void add_bytes(int64_t delta)
+{
+    int64_t now = __atomic_add_fetch(&g_bytes_in_use, delta, __ATOMIC_RELAXED);
+    int64_t peak = __atomic_load_n(&g_peak_bytes, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&g_peak_bytes, &peak, now, 1,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+/* Would taking bytes more go past the limit? Sets the error if so. */
+static int over_limit(const char *what, size_t bytes)
+{
+    int64_t limit = __atomic_load_n(&g_memory_limit, __ATOMIC_RELAXED);
+    int64_t in_use = __atomic_load_n(&g_bytes_in_use, __ATOMIC_RELAXED);
+    if (bytes > (size_t)INT64_MAX / 2)
+        return error_set(AC_ERR_MEMORY, "%s: %zu bytes is more than can be allocated", what, bytes);
+    if (limit > 0 && in_use + (int64_t)bytes > limit)
+        return error_set(AC_ERR_MEMORY,
+                         "%s: allocating %zu bytes would pass the memory limit "
+                         "(%lld in use, limit %lld)",
+                         what, bytes, (long long)in_use, (long long)limit);
+    return AC_OK;
+}
+
+void counters_tensor(int delta, int scoped)
+{
+    __atomic_add_fetch(&g_live_tensors, delta, __ATOMIC_RELAXED);
+    if (scoped) tls_arena->tensors += delta;
+}
+
+void counters_node(int delta, int scoped)
+{
+    __atomic_add_fetch(&g_live_nodes, delta, __ATOMIC_RELAXED);
+    if (scoped) tls_arena->nodes += delta;
+}
+
+int ac_set_memory_limit(int64_t bytes)
+{
+    if (bytes < 0)
+        return error_set(AC_ERR_ARG, "set_memory_limit: limit %lld is negative", (long long)bytes);
+    __atomic_store_n(&g_memory_limit, bytes, __ATOMIC_RELAXED);
+    return AC_OK;
+}
+
+int ac_memory_stats(AcMemStats *out)
+{
+    if (!out) return error_set(AC_ERR_ARG, "memory_stats: out is NULL");
+    out->bytes_in_use = __atomic_load_n(&g_bytes_in_use, __ATOMIC_RELAXED);
+    out->peak_bytes = __atomic_load_n(&g_peak_bytes, __ATOMIC_RELAXED);
+    out->live_tensors = __atomic_load_n(&g_live_tensors, __ATOMIC_RELAXED);
+    out->live_nodes = __atomic_load_n(&g_live_nodes, __ATOMIC_RELAXED);
+    out->arena_reserved = __atomic_load_n(&g_arena_reserved, __ATOMIC_RELAXED);
+    out->memory_limit = __atomic_load_n(&g_memory_limit, __ATOMIC_RELAXED);
+    return AC_OK;
+}
+
+/* ---- root allocations ---------------------------------------------------- */
+
+void *root_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (over_limit("alloc", bytes)) return NULL;
+    if (posix_memalign(&p, AC_ALIGN, bytes ? bytes : 1) != 0)
+        return error_null(AC_ERR_MEMORY, "alloc: out of memory allocating %zu bytes", bytes);
+    add_bytes((int64_t)bytes);
+    return p;
+}
+
+void root_free(void *p, size_t bytes)
+{
+    if (!p) return;
+    free(p);
+    add_bytes(-(int64_t)bytes);
+}
+
+/* ---- per-thread arena ---------------------------------------------------- */
+
+static void block_release(ArenaBlock *b)
+{
+    __atomic_add_fetch(&g_arena_reserved, -(int64_t)(b->size + BLOCK_HEADER_BYTES), __ATOMIC_RELAXED);
+    free(b);
+}
+
+static void scope_drop_holds(Scope *s)
+{
+    HoldEntry *h = s->holds;
+    while (h) {
+        HoldEntry *next = h->next;
+        ac_tensor_free(h->tensor);
+        if (h->on_heap) free(h);
+        h = next;
+    }
+    s->holds = NULL;
+}
+
+/* End the scopes above new_depth: drop holds, uncount, move the arena back. */
+static void arena_pop_to(ThreadArena *ta, int new_depth)
+{
+    while (ta->depth > new_depth) {
+        Scope *s = &ta->scopes[ta->depth - 1];
+        scope_drop_holds(s);
+        add_bytes(-(ta->bytes - s->bytes));
+        __atomic_add_fetch(&g_live_tensors, -(ta->tensors - s->tensors), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&g_live_nodes, -(ta->nodes - s->nodes), __ATOMIC_RELAXED);
+        ta->bytes = s->bytes;
+        ta->tensors = s->tensors;
+        ta->nodes = s->nodes;
+        while (ta->top != s->block) {
+            ArenaBlock *b = ta->top;
+            ta->top = b->prev;
+            if (ta->n_cached < ARENA_CACHED_BLOCKS) {
+                b->prev = ta->cache;
+                ta->cache = b;
+                ta->n_cached++;
+            } else {
+                block_release(b);
+            }
+        }
+        if (ta->top) ta->top->used = s->used;
+        ta->depth--;
+    }
+}
+
+static void thread_arena_destroy(void *p)
+{
+    ThreadArena *ta = p;
+    tls_arena = ta;   /* holds may be released through counters that read it */
+    arena_pop_to(ta, 0);
+    while (ta->top) {
+        ArenaBlock *b = ta->top;
+        ta->top = b->prev;
+        block_release(b);
+    }
+    while (ta->cache) {
+        ArenaBlock *b = ta->cache;
+        ta->cache = b->prev;
+        block_release(b);
+    }
+    free(ta->scopes);
+    free(ta);
+    tls_arena = NULL;
+}
+
+static void arena_key_create(void) { pthread_key_create(&arena_key, thread_arena_destroy); }
+
+static ThreadArena *thread_arena(void)
+{
+    if (tls_arena) return tls_arena;
+    pthread_once(&arena_key_once, arena_key_create);
+    tls_arena = calloc(1, sizeof *tls_arena);
+    if (!tls_arena) return error_null(AC_ERR_MEMORY, "mem_checkpoint: out of memory");
+    pthread_setspecific(arena_key, tls_arena);
+    return tls_arena;
+}
+
+int current_depth(void) { return tls_arena ? tls_arena->depth : 0; }
+
+int ac_mem_depth(void) { return current_depth(); }
+
+static ArenaBlock *block_take(ThreadArena *ta, size_t bytes)
+{
+    ArenaBlock **link = &ta->cache;
+    ArenaBlock *b;
+    void *p = NULL;
+    size_t size;
+    while (*link) {
+        if ((*link)->size >= bytes) {
+            b = *link;
+            *link = b->prev;
+            ta->n_cached--;
+            return b;
+        }
+        link = &(*link)->prev;
+    }
+    size = bytes > ARENA_BLOCK_BYTES ? bytes : ARENA_BLOCK_BYTES;
+    if (posix_memalign(&p, AC_ALIGN, size + BLOCK_HEADER_BYTES) != 0)
+        return error_null(AC_ERR_MEMORY, "alloc: out of memory for an arena block of %zu bytes", size);
+    b = p;
+    b->size = size;
+    __atomic_add_fetch(&g_arena_reserved, (int64_t)(size + BLOCK_HEADER_BYTES), __ATOMIC_RELAXED);
+    return b;
+}
+
+void *arena_alloc(size_t bytes)
+{
+    ThreadArena *ta = tls_arena;
+    ArenaBlock *b;
+    if (!ta || ta->depth == 0)
+        return error_null(AC_ERR_SCOPE, "alloc: no scope is open on this thread");
+    if (bytes > SIZE_MAX - AC_ALIGN)
+        return error_null(AC_ERR_MEMORY, "alloc: %zu bytes is more than can be allocated", bytes);
+    bytes = (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1);
+    if (over_limit("alloc", bytes)) return NULL;
+    b = ta->top;
+    if (!b || b->size - b->used < bytes) {
+        b = block_take(ta, bytes);
+        if (!b) return NULL;
+        b->used = 0;
+        b->prev = ta->top;
+        ta->top = b;
+    }
+    b->used += bytes;
+    ta->bytes += (int64_t)bytes;
+    add_bytes((int64_t)bytes);
+    return (char *)b + BLOCK_HEADER_BYTES + b->used - bytes;
+}
+
+/* ---- scopes -------------------------------------------------------------- */
+
+AcCheckpoint ac_mem_checkpoint(void)
+{
+    AcCheckpoint cp = {-1, 0};
+    ThreadArena *ta = thread_arena();
+    Scope *s;
+    if (!ta) return cp;
+    if (ta->depth == ta->capacity) {
+        int capacity = ta->capacity ? ta->capacity * 2 : 16;
+        Scope *grown;
+        if (capacity > ARENA_MAX_DEPTH) {
+            error_set(AC_ERR_SCOPE, "mem_checkpoint: more than %d nested scopes", ARENA_MAX_DEPTH);
+            return cp;
+        }
+        grown = realloc(ta->scopes, (size_t)capacity * sizeof *grown);
+        if (!grown) {
+            error_set(AC_ERR_MEMORY, "mem_checkpoint: out of memory");
+            return cp;
+        }
+        ta->scopes = grown;
+        ta->capacity = capacity;
+    }
+    s = &ta->scopes[ta->depth++];
+    s->block = ta->top;
+    s->used = ta->top ? ta->top->used : 0;
+    s->serial = ++ta->next_serial;
+    s->holds = NULL;
+    s->bytes = ta->bytes;
+    s->tensors = ta->tensors;
+    s->nodes = ta->nodes;
+    cp.depth = ta->depth;
+    cp.serial = s->serial;
+    return cp;
+}
+
+int ac_mem_restore(AcCheckpoint cp)
+{
+    ThreadArena *ta = tls_arena;
+    if (!ta || cp.depth < 1 || cp.depth > ta->depth || ta->scopes[cp.depth - 1].serial != cp.serial)
+        return error_set(AC_ERR_SCOPE,
+                         "mem_restore: checkpoint (depth %d) is not open on this thread", cp.depth);
+    arena_pop_to(ta, cp.depth - 1);
+    return AC_OK;
+}
+
+/* Push t onto s's holds; the hold owns one reference of t from now on. */
+static int hold_push(Scope *s, AcTensor *t, int on_heap)
+{
+    HoldEntry *h = on_heap ? malloc(sizeof *h) : arena_alloc(sizeof *h);
+    if (!h) return error_set(AC_ERR_MEMORY, "alloc: out of memory");
+    h->tensor = t;
+    h->on_heap = on_heap;
+    h->next = s->holds;
+    s->holds = h;
+    return AC_OK;
+}
+
+int scope_hold(AcTensor *t)
+{
+    ThreadArena *ta = tls_arena;
+    if (t->scope_depth != 0) return AC_OK;   /* scoped: lives at least as long */
+    ac_tensor_retain(t);
+    if (!ta || ta->depth == 0) return AC_OK;
+    if (hold_push(&ta->scopes[ta->depth - 1], t, 0)) {
+        ac_tensor_free(t);
+        return AC_ERR_MEMORY;
+    }
+    return AC_OK;
+}
+
+int scope_hold_at(AcTensor *t, int depth)
+{
+    ThreadArena *ta = tls_arena;
+    if (!ta || depth < 1 || depth > ta->depth)
+        return error_set(AC_ERR_SCOPE, "alloc: scope at depth %d is not open on this thread", depth);
+    return hold_push(&ta->scopes[depth - 1], t, 1);
+}

@@ -1,0 +1,467 @@
+/*
+ * autograd.c - graph nodes, the backward walk, grad mode, graph dumps and
+ * the gradient check.
+ *
+ * An op records a node next to its output (op_output). ac_backward sorts the
+ * nodes behind the output with an explicit stack (no recursion), then walks
+ * them in reverse: each node's backward turns its pending output gradient into
+ * gradients for its inputs, which are summed into the inputs' pending
+ * gradients or, for leaves, into their .grad. Everything backward allocates
+ * besides leaf grads lives in a scope of its own, restored before returning.
+ *
+ * Not here: the ops' own backward functions (ops/), tensor memory (tensor.c).
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static AC_THREAD_LOCAL int grad_disabled;
+static AC_THREAD_LOCAL uint32_t visit_epoch;
+
+static size_t node_head_bytes(void) { return (sizeof(AcGradNode) + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
+
+int ac_set_grad_enabled(int enabled)
+{
+    int previous = !grad_disabled;
+    grad_disabled = !enabled;
+    return previous;
+}
+
+int ac_is_grad_enabled(void) { return !grad_disabled; }
+
+/* ---- recording ----------------------------------------------------------- */
+
+static AcTensor *make_output(const char *op, const int64_t *shape, int ndim, const AcTensor *share,
+                             const AcTensor *const *inputs, int n_inputs, AcBackwardFn backward,
+                             size_t ctx_bytes)
+{
+    int record = 0, i;
+    AcTensor *out;
+    AcGradNode *node;
+    if (n_inputs < 0 || n_inputs > AC_MAX_INPUTS)
+        return error_null(AC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, AC_MAX_INPUTS);
+    for (i = 0; i < n_inputs && !grad_disabled; i++)
+        if (inputs[i] && inputs[i]->requires_grad) record = 1;
+    out = tensor_create(op, shape, ndim, share, record ? node_head_bytes() + ctx_bytes : 0, 0);
+    if (!out || !record) return out;
+    node = out->node;
+    node->op = op;
+    node->output = out;
+    node->backward = backward;
+    node->context = ctx_bytes ? (char *)node + node_head_bytes() : NULL;
+    for (i = 0; i < n_inputs; i++) {
+        if (!inputs[i]) continue;
+        if (scope_hold((AcTensor *)inputs[i])) return NULL;
+        node->inputs[node->n_inputs++] = (AcTensor *)inputs[i];
+    }
+    out->requires_grad = 1;
+    return out;
+}
+
+AcTensor *op_output(const char *op, const int64_t *shape, int ndim, const AcTensor *const *inputs,
+                    int n_inputs, AcBackwardFn backward, size_t ctx_bytes)
+{
+    return make_output(op, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes);
+}
+
+AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
+                  AcBackwardFn backward, size_t ctx_bytes)
+{
+    return make_output(op, shape, ndim, a, &a, 1, backward, ctx_bytes);
+}
+
+void *op_context(const AcTensor *out) { return out->node ? out->node->context : NULL; }
+
+int input_needs_grad(const AcGradNode *node, int i)
+{
+    return i < node->n_inputs && node->inputs[i] && node->inputs[i]->requires_grad;
+}
+
+/* ---- topological order --------------------------------------------------- */
+
+typedef struct {
+    AcGradNode **nodes;
+    int64_t n, cap;
+} NodeList;
+
+static int node_list_push(NodeList *list, AcGradNode *node)
+{
+    if (list->n == list->cap) {
+        int64_t cap = list->cap ? list->cap * 2 : 256;
+        AcGradNode **grown = arena_alloc((size_t)cap * sizeof *grown);
+        if (!grown) return AC_ERR_MEMORY;
+        if (list->n) memcpy(grown, list->nodes, (size_t)list->n * sizeof *grown);
+        list->nodes = grown;
+        list->cap = cap;
+    }
+    list->nodes[list->n++] = node;
+    return AC_OK;
+}
+
+typedef struct {
+    AcGradNode *node;
+    int next_input;
+} DfsEntry;
+
+/* Post-order of the nodes behind root (inputs before users), into order.
+   An explicit stack instead of recursion; runs inside a scope, so the lists
+   are arena memory. */
+static int topo_sort(AcGradNode *root, NodeList *order)
+{
+    DfsEntry *stack = NULL;
+    int64_t depth = 0, cap = 0;
+    if (++visit_epoch == 0) visit_epoch = 1;
+    root->visit = visit_epoch;
+    for (;;) {
+        if (depth == cap) {
+            int64_t grown_cap = cap ? cap * 2 : 256;
+            DfsEntry *grown = arena_alloc((size_t)grown_cap * sizeof *grown);
+            if (!grown) return AC_ERR_MEMORY;
+            if (depth) memcpy(grown, stack, (size_t)depth * sizeof *grown);
+            stack = grown;
+            cap = grown_cap;
+        }
+        if (root) {
+            stack[depth].node = root;
+            stack[depth++].next_input = 0;
+            root = NULL;
+        }
+        if (depth == 0) return AC_OK;
+        {
+            DfsEntry *top = &stack[depth - 1];
+            if (top->next_input < top->node->n_inputs) {
+                AcTensor *in = top->node->inputs[top->next_input++];
+                if (in->node && in->node->visit != visit_epoch) {
+                    in->node->visit = visit_epoch;
+                    root = in->node;   /* pushed on the next turn, after the capacity check */
+                }
+            } else {
+                depth--;
+                if (node_list_push(order, top->node)) return AC_ERR_MEMORY;
+            }
+        }
+    }
+}
+
+/* ---- the backward walk --------------------------------------------------- */
+
+static int leaf_accumulate(AcTensor *leaf, const AcTensor *g)
+{
+    int64_t i;
+    if (leaf->grad) {
+        float *dst = leaf->grad->data;
+        const float *src = g->data;
+        for (i = 0; i < g->size; i++) dst[i] += src[i];
+        return AC_OK;
+    }
+    /* A leaf's grad lives in the leaf's home, never in backward's scope. */
+    leaf->grad = tensor_create("backward", leaf->shape, leaf->ndim, NULL, 0, 1);
+    if (!leaf->grad) return AC_ERR_MEMORY;
+    memcpy(leaf->grad->data, g->data, (size_t)g->size * sizeof(float));
+    if (leaf->scope_depth > 0 && scope_hold_at(leaf->grad, leaf->scope_depth)) {
+        ac_tensor_free(leaf->grad);
+        leaf->grad = NULL;
+        return AC_ERR_MEMORY;
+    }
+    return AC_OK;
+}
+
+static int accumulate(AcTensor *t, AcTensor *g)
+{
+    AcGradNode *node = t->node;
+    if (!node) return leaf_accumulate(t, g);
+    if (!node->pending_grad) {
+        node->pending_grad = g;
+    } else {
+        node->pending_grad = ac_add(node->pending_grad, g);
+        if (!node->pending_grad) return AC_ERR_MEMORY;
+    }
+    return AC_OK;
+}
+
+static int backward_nodes(const NodeList *order)
+{
+    int64_t k;
+    int i, rc;
+    for (k = order->n - 1; k >= 0; k--) {
+        AcGradNode *node = order->nodes[k];
+        AcTensor *gin[AC_MAX_INPUTS] = {NULL};
+        if (!node->pending_grad) continue;
+        rc = node->backward(node, node->pending_grad, gin);
+        if (rc) return rc;
+        for (i = 0; i < node->n_inputs; i++) {
+            if (!input_needs_grad(node, i) || !gin[i]) continue;
+            if (!same_shape(gin[i], node->inputs[i]))
+                return error_set(AC_ERR_STATE, "backward: %s gave a gradient of shape %s for input %d of shape %s",
+                                 node->op, tensor_shape_str(gin[i]), i, tensor_shape_str(node->inputs[i]));
+            rc = accumulate(node->inputs[i], gin[i]);
+            if (rc) return rc;
+        }
+        node->pending_grad = NULL;
+    }
+    return AC_OK;
+}
+
+static int run_backward(AcTensor *out, const AcTensor *grad, int grad_is_ones)
+{
+    NodeList order = {NULL, 0, 0};
+    AcCheckpoint cp = ac_mem_checkpoint();
+    int previous, rc = AC_OK;
+    int64_t k;
+    if (cp.depth < 0) return ac_last_error_code();
+    previous = ac_set_grad_enabled(0);
+    if (grad_is_ones) {
+        grad = ac_full(out->shape, out->ndim, 1.0f);
+        if (!grad) rc = AC_ERR_MEMORY;
+    }
+    if (rc == AC_OK && !out->node) {
+        rc = leaf_accumulate(out, grad);
+    } else if (rc == AC_OK) {
+        rc = topo_sort(out->node, &order);
+        if (rc == AC_OK) {
+            out->node->pending_grad = (AcTensor *)grad;
+            rc = backward_nodes(&order);
+        }
+        for (k = 0; k < order.n; k++) order.nodes[k]->pending_grad = NULL;
+        out->node->pending_grad = NULL;
+    }
+    ac_set_grad_enabled(previous);
+    ac_mem_restore(cp);
+    return rc;
+}
+
+static int backward_check(const char *op, const AcTensor *out)
+{
+    if (!out) return error_set(AC_ERR_ARG, "%s: tensor is NULL", op);
+    if (!out->requires_grad)
+        return error_set(AC_ERR_STATE, "%s: tensor of shape %s does not require grad and has no graph",
+                         op, tensor_shape_str(out));
+    return AC_OK;
+}
+
+int ac_backward(AcTensor *loss)
+{
+    if (backward_check("backward", loss)) return ac_last_error_code();
+    if (loss->size != 1)
+        return error_set(AC_ERR_SHAPE, "backward: loss has shape %s; a non-scalar output needs an "
+                         "explicit gradient (backward_with)", tensor_shape_str(loss));
+    return run_backward(loss, NULL, 1);
+}
+
+int ac_backward_with(AcTensor *out, const AcTensor *grad)
+{
+    if (backward_check("backward", out)) return ac_last_error_code();
+    if (!grad) return error_set(AC_ERR_ARG, "backward: gradient is NULL");
+    if (!same_shape(out, grad))
+        return error_set(AC_ERR_SHAPE, "backward: gradient of shape %s does not match output %s",
+                         tensor_shape_str(grad), tensor_shape_str(out));
+    return run_backward(out, grad, 0);
+}
+
+/* ---- graph dumps --------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    int64_t cap, len;
+} Writer;
+
+static void write_text(Writer *w, const char *fmt, ...)
+{
+    va_list args;
+    int64_t room = w->len < w->cap ? w->cap - w->len : 0;
+    int n;
+    va_start(args, fmt);
+    n = vsnprintf(room ? w->buf + w->len : NULL, (size_t)room, fmt, args);
+    va_end(args);
+    if (n > 0) w->len += n;
+}
+
+/* Sort the graph behind t into order (arena memory: call inside a scope) and
+   number its nodes by their position in node->visit. Return 0 when t is a leaf. */
+static int graph_order(const AcTensor *t, NodeList *order)
+{
+    int64_t k;
+    if (!t->node) return 0;
+    if (topo_sort(t->node, order)) return -1;
+    for (k = 0; k < order->n; k++) order->nodes[k]->visit = (uint32_t)k;
+    return 1;
+}
+
+/* Node ids were written over visit marks; clear them so no later epoch collides. */
+static void graph_order_done(NodeList *order)
+{
+    int64_t k;
+    for (k = 0; k < order->n; k++) order->nodes[k]->visit = 0;
+}
+
+static int64_t graph_write(const AcTensor *t, char *buf, int64_t cap, int dot, const char *op)
+{
+    NodeList order = {NULL, 0, 0};
+    Writer w;
+    AcCheckpoint cp;
+    int64_t k;
+    int i, sorted;
+    if (!t) return error_set(AC_ERR_ARG, "%s: tensor is NULL", op);
+    if (cap < 0 || (cap > 0 && !buf)) return error_set(AC_ERR_ARG, "%s: bad buffer (cap %lld)", op, (long long)cap);
+    w.buf = buf;
+    w.cap = cap;
+    w.len = 0;
+    cp = ac_mem_checkpoint();
+    if (cp.depth < 0) return ac_last_error_code();
+    sorted = graph_order(t, &order);
+    if (sorted < 0) {
+        ac_mem_restore(cp);
+        return AC_ERR_MEMORY;
+    }
+    if (dot) write_text(&w, "digraph aicraft {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n");
+    if (!sorted) {
+        if (dot) write_text(&w, "  leaf [label=\"leaf %s\"];\n", tensor_shape_str(t));
+        else write_text(&w, "leaf %s%s\n", tensor_shape_str(t), t->requires_grad ? " requires_grad" : "");
+    }
+    for (k = 0; k < order.n; k++) {
+        AcGradNode *node = order.nodes[k];
+        if (dot) write_text(&w, "  n%lld [label=\"%s %s\"];\n", (long long)k, node->op,
+                            tensor_shape_str(node->output));
+        else write_text(&w, "#%lld %s(", (long long)k, node->op);
+        for (i = 0; i < node->n_inputs; i++) {
+            AcTensor *in = node->inputs[i];
+            if (dot && in->node)
+                write_text(&w, "  n%lld -> n%lld;\n", (long long)in->node->visit, (long long)k);
+            else if (dot)
+                write_text(&w, "  l%lld_%d [label=\"leaf %s\", style=%s];\n  l%lld_%d -> n%lld;\n",
+                           (long long)k, i, tensor_shape_str(in), in->requires_grad ? "bold" : "dashed",
+                           (long long)k, i, (long long)k);
+            else if (in->node)
+                write_text(&w, "%s#%lld", i ? ", " : "", (long long)in->node->visit);
+            else
+                write_text(&w, "%sleaf %s", i ? ", " : "", tensor_shape_str(in));
+        }
+        if (!dot) write_text(&w, ") -> %s\n", tensor_shape_str(node->output));
+    }
+    if (dot) write_text(&w, "}\n");
+    graph_order_done(&order);
+    ac_mem_restore(cp);
+    if (cap > 0) buf[w.len < cap ? w.len : cap - 1] = '\0';
+    return w.len;
+}
+
+int64_t ac_graph_text(const AcTensor *t, char *buf, int64_t cap) { return graph_write(t, buf, cap, 0, "graph_text"); }
+
+int64_t ac_graph_dot(const AcTensor *t, char *buf, int64_t cap) { return graph_write(t, buf, cap, 1, "graph_dot"); }
+
+int ac_print_graph(const AcTensor *t, FILE *out)
+{
+    int64_t len;
+    char *text;
+    if (!out) return error_set(AC_ERR_ARG, "print_graph: out is NULL");
+    len = ac_graph_text(t, NULL, 0);
+    if (len < 0) return (int)len;
+    text = malloc((size_t)len + 1);
+    if (!text) return error_set(AC_ERR_MEMORY, "print_graph: out of memory");
+    ac_graph_text(t, text, len + 1);
+    if (fputs(text, out) < 0) {
+        free(text);
+        return error_set(AC_ERR_IO, "print_graph: write failed");
+    }
+    free(text);
+    return AC_OK;
+}
+
+/* ---- gradient check ------------------------------------------------------ */
+
+/* sum(fn(inputs) * w) in double; NAN if fn fails. Runs in a scope of its own. */
+static double weighted_output(AcGradcheckFn fn, AcTensor *const *inputs, int n, void *user,
+                              const float *w, int64_t w_size)
+{
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *out;
+    double total = NAN;
+    int64_t i;
+    if (cp.depth < 0) return NAN;
+    out = fn(inputs, n, user);
+    if (out && out->size == w_size)
+        for (total = 0.0, i = 0; i < w_size; i++) total += (double)out->data[i] * w[i];
+    ac_mem_restore(cp);
+    return total;
+}
+
+static int gradient_check_scoped(AcGradcheckFn fn, AcTensor *const *inputs, int n, void *user,
+                                 float eps, float atol, float rtol, float *max_err)
+{
+    AcTensor *out, *weights, *loss, *saved[64];
+    float worst = 0.0f;
+    int i, rc = AC_OK;
+    uint32_t lcg = 12345u;
+    int64_t j;
+    ac_set_grad_enabled(1);
+    out = fn(inputs, n, user);
+    if (!out) return ac_last_error_code() ? ac_last_error_code() : error_set(AC_ERR_ARG, "gradient_check: fn returned NULL");
+    if (!out->requires_grad)
+        return error_set(AC_ERR_ARG, "gradient_check: the output does not depend on an input that requires grad");
+    weights = tensor_alloc_like("gradient_check", out);
+    if (!weights) return AC_ERR_MEMORY;
+    for (j = 0; j < weights->size; j++) {   /* fixed weights in [0.5, 1.5): a private generator */
+        lcg = lcg * 1664525u + 1013904223u;
+        weights->data[j] = 0.5f + (float)(lcg >> 8) / 16777216.0f;
+    }
+    loss = ac_mul(out, weights);
+    loss = loss ? ac_sum(loss, NULL, 0, 0) : NULL;
+    if (!loss) return ac_last_error_code();
+    for (i = 0; i < n; i++) {
+        saved[i] = inputs[i]->grad;
+        inputs[i]->grad = NULL;
+    }
+    rc = ac_backward(loss);
+    ac_set_grad_enabled(0);
+    for (i = 0; i < n && rc == AC_OK; i++) {
+        AcTensor *x = inputs[i];
+        for (j = 0; j < x->size && x->requires_grad && rc == AC_OK; j++) {
+            float keep = x->data[j], analytic = x->grad ? x->grad->data[j] : 0.0f, err;
+            double plus, minus, numeric;
+            x->data[j] = keep + eps;
+            plus = weighted_output(fn, inputs, n, user, weights->data, weights->size);
+            x->data[j] = keep - eps;
+            minus = weighted_output(fn, inputs, n, user, weights->data, weights->size);
+            x->data[j] = keep;
+            numeric = (plus - minus) / (2.0 * (double)eps);
+            err = (float)fabs(numeric - analytic);
+            if (!(err <= worst)) worst = err;
+            if (!(err <= atol + rtol * fabs(numeric)))
+                rc = error_set(AC_ERR_GRADCHECK,
+                               "gradient_check: input %d %s element %lld: analytic %g, numeric %g",
+                               i, tensor_shape_str(x), (long long)j, analytic, numeric);
+        }
+    }
+    for (i = 0; i < n; i++) {
+        ac_tensor_zero_grad(inputs[i]);
+        inputs[i]->grad = saved[i];
+    }
+    if (max_err) *max_err = worst;
+    return rc;
+}
+
+int ac_gradient_check(AcGradcheckFn fn, AcTensor *const *inputs, int n_inputs, void *user,
+                      float eps, float atol, float rtol, float *max_err)
+{
+    AcCheckpoint cp;
+    int i, rc, previous;
+    if (!fn || !inputs) return error_set(AC_ERR_ARG, "gradient_check: %s is NULL", fn ? "inputs" : "fn");
+    if (n_inputs < 1 || n_inputs > 64)
+        return error_set(AC_ERR_ARG, "gradient_check: n_inputs %d is out of range [1, 64]", n_inputs);
+    if (!(eps > 0.0f) || !(atol >= 0.0f) || !(rtol >= 0.0f))
+        return error_set(AC_ERR_ARG, "gradient_check: eps %g must be > 0, atol %g and rtol %g >= 0", eps, atol, rtol);
+    for (i = 0; i < n_inputs; i++) {
+        if (!inputs[i]) return error_set(AC_ERR_ARG, "gradient_check: input %d is NULL", i);
+        if (inputs[i]->node)
+            return error_set(AC_ERR_ARG, "gradient_check: input %d is not a leaf", i);
+    }
+    previous = ac_is_grad_enabled();
+    cp = ac_mem_checkpoint();
+    if (cp.depth < 0) return ac_last_error_code();
+    rc = gradient_check_scoped(fn, inputs, n_inputs, user, eps, atol, rtol, max_err);
+    ac_mem_restore(cp);
+    ac_set_grad_enabled(previous);
+    return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * internal.h - what libac's source files share and callers never see.
+ *
+ * Dependence runs one way: ops -> autograd/tensor/arena -> kernels/threads.
+ * Kernels (the kernels folder, threads.c) must not use anything above the
+ * "Kernels and threads" section of this file.
+ */
+#ifndef AC_INTERNAL_H
+#define AC_INTERNAL_H
+
+#include "ac.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define AC_THREAD_LOCAL __thread
+#define AC_ALIGN 64
+
+/* ---- error.c ------------------------------------------------------------- */
+
+/* Set the calling thread's error; return code (error_set) or NULL (error_null). */
+int error_set(int code, const char *fmt, ...);
+void *error_null(int code, const char *fmt, ...);
+/* "(3, 4)": valid until the 8th later call on this thread (rotating buffers). */
+const char *shape_str(const int64_t *shape, int ndim);
+const char *tensor_shape_str(const AcTensor *t);
+
+/* ---- arena.c ------------------------------------------------------------- */
+
+/* Allocate bytes (64-byte aligned) in the current scope's arena; NULL and
+   AC_ERR_MEMORY on failure. Only valid while a scope is open. */
+void *arena_alloc(size_t bytes);
+/* Root allocations, counted against the memory limit. */
+void *root_alloc(size_t bytes);
+void root_free(void *p, size_t bytes);
+/* Keep root tensor t alive until the current scope ends (t gets one reference). */
+int scope_hold(AcTensor *t);
+/* Hand the caller's reference of root tensor t to the scope at depth: it is
+   dropped when that scope ends. */
+int scope_hold_at(AcTensor *t, int depth);
+/* Count tensors and nodes made (+1) or freed (-1); scoped ones are uncounted
+   in bulk when their scope ends, so only their creation is reported. */
+void counters_tensor(int delta, int scoped);
+void counters_node(int delta, int scoped);
+int current_depth(void);
+
+/* ---- tensor.c ------------------------------------------------------------ */
+
+/* Check ndim and shape; on error name op. Writes the element count to *size. */
+int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size);
+/* A new uninitialised tensor in the current home (scope or root), no graph. */
+AcTensor *tensor_alloc(const char *op, const int64_t *shape, int ndim);
+/* The one allocator behind every tensor: at root when at_root, else in the
+   current home. share != NULL: no data of its own, a view of share's data.
+   node_bytes > 0: a zeroed node followed by its context, at t->node. */
+AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const AcTensor *share,
+                        size_t node_bytes, int at_root);
+/* The same shape as t; uninitialised. */
+AcTensor *tensor_alloc_like(const char *op, const AcTensor *t);
+/* NULL or an error if t is NULL (names op and which argument). */
+int tensor_check(const char *op, const AcTensor *t, const char *what);
+/* Normalise dim against ndim (negative counts from the end); -1 and an error if out of range. */
+int dim_normalize(const char *op, int dim, int ndim);
+/* NumPy broadcasting of a and b into out_shape / *out_ndim; AC_ERR_SHAPE if they do not fit. */
+int broadcast_shapes(const char *op, const AcTensor *a, const AcTensor *b,
+                     int64_t *out_shape, int *out_ndim);
+/* Element strides of t as seen from a tensor of out_shape (0 along broadcast dims). */
+void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim,
+                       int64_t *strides);
+/* Sum g over the dims along which `like` was broadcast, giving like's shape (backward). */
+AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like);
+int same_shape(const AcTensor *a, const AcTensor *b);
+/* This thread's generator: uniform in [0, 1) and standard normal. */
+float rng_uniform(void);
+float rng_normal(void);
+
+/* ---- autograd.c ---------------------------------------------------------- */
+
+/* Make op's output of the given shape, uninitialised. If grad mode is on and an
+   input requires grad, also make its node: inputs recorded, backward set, and
+   ctx_bytes of zeroed context at out->node->context. */
+AcTensor *op_output(const char *op, const int64_t *shape, int ndim,
+                    const AcTensor *const *inputs, int n_inputs,
+                    AcBackwardFn backward, size_t ctx_bytes);
+/* As op_output, but the output is a view sharing a's data (reshape, squeeze). */
+AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
+                  AcBackwardFn backward, size_t ctx_bytes);
+/* The saved context of out's node, or NULL when no graph was recorded. */
+void *op_context(const AcTensor *out);
+/* True when backward must produce a gradient for input i of node. */
+int input_needs_grad(const AcGradNode *node, int i);
+
+/* ---- Kernels and threads ------------------------------------------------- */
+
+/* fn(ctx, begin, end) over [0, n) in chunks of at least grain; serial when small
+   or when called from inside a parallel region. */
+typedef void (*ParallelFn)(void *ctx, int64_t begin, int64_t end);
+void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx);
+
+/* Row-major SGEMM without argument checks (ac_sgemm checks, then calls this). */
+void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc);
+
+#endif /* AC_INTERNAL_H */

@@ -1,0 +1,434 @@
+/*
+ * tensor.c - making and freeing tensors, views, shapes and broadcasting
+ * helpers, and the per-thread random generator.
+ *
+ * A tensor is one allocation: a box holding the AcTensor, its graph node and
+ * the node's context when an op records one, then the data (64-byte aligned).
+ * Scoped tensors live in the arena and are never freed one by one. Root
+ * tensors are reference counted; the last ac_tensor_free frees the box and
+ * drops what it held (node inputs, view base, grad) without recursion, so a
+ * chain of 100,000 ops is freed in constant stack.
+ *
+ * Not here: the ops (ops/), the graph walk (autograd.c).
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    AcTensor tensor;      /* first: an AcTensor* is a TensorBox* */
+    size_t alloc_bytes;   /* what root_free must give back */
+} TensorBox;
+
+static size_t round_up(size_t n) { return (n + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
+
+/* ---- checks -------------------------------------------------------------- */
+
+int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size)
+{
+    int64_t n = 1;
+    int i;
+    if (ndim < 0 || ndim > AC_MAX_DIMS)
+        return error_set(AC_ERR_ARG, "%s: ndim %d is out of range [0, %d]", op, ndim, AC_MAX_DIMS);
+    if (ndim > 0 && !shape) return error_set(AC_ERR_ARG, "%s: shape is NULL", op);
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return error_set(AC_ERR_ARG, "%s: negative dimension %lld in shape %s", op,
+                             (long long)shape[i], shape_str(shape, ndim));
+        if (shape[i] > 0 && n > (INT64_MAX / 8) / shape[i])
+            return error_set(AC_ERR_MEMORY, "%s: shape %s has too many elements", op,
+                             shape_str(shape, ndim));
+        n *= shape[i];
+    }
+    if (size) *size = n;
+    return AC_OK;
+}
+
+int tensor_check(const char *op, const AcTensor *t, const char *what)
+{
+    if (!t) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
+    return AC_OK;
+}
+
+int dim_normalize(const char *op, int dim, int ndim)
+{
+    int lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
+    if (dim < lo || dim > hi) {
+        error_set(AC_ERR_ARG, "%s: dim %d is out of range [%d, %d] for a %d-d tensor", op, dim,
+                  lo, hi, ndim);
+        return -1;
+    }
+    return dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim;
+}
+
+int same_shape(const AcTensor *a, const AcTensor *b)
+{
+    int i;
+    if (a->ndim != b->ndim) return 0;
+    for (i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+/* ---- making and freeing -------------------------------------------------- */
+
+AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const AcTensor *share,
+                        size_t node_bytes, int at_root)
+{
+    int64_t size;
+    size_t head, data_bytes, total;
+    int scoped = !at_root && current_depth() > 0;
+    TensorBox *box;
+    AcTensor *t;
+    if (shape_check(op, shape, ndim, &size)) return NULL;
+    head = round_up(sizeof(TensorBox));
+    node_bytes = round_up(node_bytes);
+    data_bytes = share ? 0 : round_up((size_t)size * sizeof(float));
+    total = head + node_bytes + data_bytes;
+    box = scoped ? arena_alloc(total) : root_alloc(total);
+    if (!box) return NULL;
+    memset(box, 0, head + node_bytes);
+    box->alloc_bytes = total;
+    t = &box->tensor;
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+    t->ndim = ndim;
+    t->size = size;
+    t->scope_depth = scoped ? current_depth() : 0;
+    t->refcount = scoped ? 0 : 1;
+    if (node_bytes) t->node = (AcGradNode *)((char *)box + head);
+    if (share) {
+        AcTensor *owner = share->base ? share->base : (AcTensor *)share;
+        t->data = share->data;
+        t->base = owner;
+        if (scope_hold(owner)) {
+            if (!scoped) root_free(box, total);
+            return NULL;
+        }
+    } else {
+        t->data = (float *)((char *)box + head + node_bytes);
+    }
+    counters_tensor(1, scoped);
+    if (node_bytes) counters_node(1, scoped);
+    return t;
+}
+
+AcTensor *tensor_alloc(const char *op, const int64_t *shape, int ndim)
+{
+    return tensor_create(op, shape, ndim, NULL, 0, 0);
+}
+
+AcTensor *tensor_alloc_like(const char *op, const AcTensor *t)
+{
+    return tensor_create(op, t->shape, t->ndim, NULL, 0, 0);
+}
+
+int ac_tensor_retain(AcTensor *t)
+{
+    if (!t) return error_set(AC_ERR_ARG, "tensor_retain: tensor is NULL");
+    if (t->scope_depth == 0) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+    return AC_OK;
+}
+
+/* Drop one reference; report whether it was the last. */
+static int drop_reference(AcTensor *t)
+{
+    return t && t->scope_depth == 0 &&
+           __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) == 0;
+}
+
+typedef struct {
+    AcTensor *local[64];
+    AcTensor **items;
+    size_t n, cap;
+} FreeStack;
+
+static int free_stack_push(FreeStack *s, AcTensor *t)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap * 2;
+        AcTensor **grown = s->items == s->local ? malloc(cap * sizeof *grown)
+                                                : realloc(s->items, cap * sizeof *grown);
+        if (!grown) return AC_ERR_MEMORY;   /* the tensor leaks; nothing is corrupted */
+        if (s->items == s->local) memcpy(grown, s->local, sizeof s->local);
+        s->items = grown;
+        s->cap = cap;
+    }
+    s->items[s->n++] = t;
+    return AC_OK;
+}
+
+int ac_tensor_free(AcTensor *t)
+{
+    FreeStack s;
+    if (!drop_reference(t)) return AC_OK;
+    s.items = s.local;
+    s.n = 0;
+    s.cap = sizeof s.local / sizeof s.local[0];
+    free_stack_push(&s, t);
+    while (s.n > 0) {
+        AcTensor *dead = s.items[--s.n];
+        AcTensor *held[AC_MAX_INPUTS + 2];
+        int n_held = 0, i;
+        TensorBox *box = (TensorBox *)dead;
+        if (dead->node) {
+            for (i = 0; i < dead->node->n_inputs; i++) held[n_held++] = dead->node->inputs[i];
+            counters_node(-1, 0);
+        }
+        held[n_held++] = dead->base;
+        held[n_held++] = dead->grad;
+        counters_tensor(-1, 0);
+        root_free(box, box->alloc_bytes);
+        for (i = 0; i < n_held; i++)
+            if (drop_reference(held[i])) free_stack_push(&s, held[i]);
+    }
+    if (s.items != s.local) free(s.items);
+    return AC_OK;
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+AcTensor *ac_tensor_new(const int64_t *shape, int ndim)
+{
+    return ac_full(shape, ndim, 0.0f);
+}
+
+AcTensor *ac_full(const int64_t *shape, int ndim, float value)
+{
+    AcTensor *t = tensor_alloc("full", shape, ndim);
+    int64_t i;
+    if (!t) return NULL;
+    for (i = 0; i < t->size; i++) t->data[i] = value;
+    return t;
+}
+
+AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim)
+{
+    int64_t size;
+    AcTensor *t;
+    if (shape_check("tensor_from_data", shape, ndim, &size)) return NULL;
+    if (!data && size > 0) return error_null(AC_ERR_ARG, "tensor_from_data: data is NULL");
+    t = tensor_alloc("tensor_from_data", shape, ndim);
+    if (t && size > 0) memcpy(t->data, data, (size_t)size * sizeof(float));
+    return t;
+}
+
+AcTensor *ac_arange(double start, double stop, double step)
+{
+    double count;
+    int64_t n, i;
+    AcTensor *t;
+    if (!isfinite(start) || !isfinite(stop) || !isfinite(step) || step == 0.0)
+        return error_null(AC_ERR_ARG, "arange: start %g, stop %g, step %g must be finite, step nonzero",
+                          start, stop, step);
+    count = ceil((stop - start) / step);
+    if (count > (double)(INT64_MAX / 8))
+        return error_null(AC_ERR_MEMORY, "arange: %g elements are too many", count);
+    n = count > 0 ? (int64_t)count : 0;
+    t = tensor_alloc("arange", &n, 1);
+    if (!t) return NULL;
+    for (i = 0; i < n; i++) t->data[i] = (float)(start + (double)i * step);
+    return t;
+}
+
+AcTensor *ac_eye(int64_t n, int64_t m)
+{
+    int64_t shape[2], i;
+    AcTensor *t;
+    shape[0] = n;
+    shape[1] = m;
+    t = ac_full(shape, 2, 0.0f);
+    if (!t) return NULL;
+    for (i = 0; i < n && i < m; i++) t->data[i * m + i] = 1.0f;
+    return t;
+}
+
+/* xoshiro128+ seeded by splitmix64: small, fast, and good enough for init and dropout. */
+static AC_THREAD_LOCAL uint32_t rng_state[4] = {0x9e3779b9u, 0x243f6a88u, 0xb7e15162u, 0x1badb002u};
+static AC_THREAD_LOCAL int rng_has_spare;
+static AC_THREAD_LOCAL float rng_spare;
+
+static uint32_t rotl(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
+
+static uint32_t rng_next(void)
+{
+    uint32_t *s = rng_state;
+    uint32_t result = s[0] + s[3], t = s[1] << 9;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 11);
+    return result;
+}
+
+int ac_manual_seed(uint64_t seed)
+{
+    int i;
+    for (i = 0; i < 2; i++) {
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        rng_state[2 * i] = (uint32_t)z;
+        rng_state[2 * i + 1] = (uint32_t)(z >> 32) | 1u;
+    }
+    rng_has_spare = 0;
+    return AC_OK;
+}
+
+float rng_uniform(void) { return (float)(rng_next() >> 8) * (1.0f / 16777216.0f); }
+
+float rng_normal(void)
+{
+    float u1, u2, r;
+    if (rng_has_spare) {
+        rng_has_spare = 0;
+        return rng_spare;
+    }
+    do u1 = rng_uniform(); while (u1 <= 0.0f);
+    u2 = rng_uniform();
+    r = sqrtf(-2.0f * logf(u1));
+    rng_spare = r * sinf(6.2831853f * u2);
+    rng_has_spare = 1;
+    return r * cosf(6.2831853f * u2);
+}
+
+AcTensor *ac_rand(const int64_t *shape, int ndim)
+{
+    AcTensor *t = tensor_alloc("rand", shape, ndim);
+    int64_t i;
+    if (!t) return NULL;
+    for (i = 0; i < t->size; i++) t->data[i] = rng_uniform();
+    return t;
+}
+
+AcTensor *ac_randn(const int64_t *shape, int ndim)
+{
+    AcTensor *t = tensor_alloc("randn", shape, ndim);
+    int64_t i;
+    if (!t) return NULL;
+    for (i = 0; i < t->size; i++) t->data[i] = rng_normal();
+    return t;
+}
+
+/* ---- copies, views, grads ------------------------------------------------ */
+
+static int clone_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    (void)node;
+    gin[0] = (AcTensor *)gout;
+    return AC_OK;
+}
+
+AcTensor *ac_tensor_clone(const AcTensor *t)
+{
+    AcTensor *out;
+    if (tensor_check("clone", t, "tensor")) return NULL;
+    out = op_output("clone", t->shape, t->ndim, &t, 1, clone_backward, 0);
+    if (out) memcpy(out->data, t->data, (size_t)t->size * sizeof(float));
+    return out;
+}
+
+AcTensor *ac_tensor_detach(const AcTensor *t)
+{
+    if (tensor_check("detach", t, "tensor")) return NULL;
+    return tensor_create("detach", t->shape, t->ndim, t, 0, 0);
+}
+
+AcTensor *ac_tensor_keep(const AcTensor *t)
+{
+    AcTensor *out;
+    if (tensor_check("keep", t, "tensor")) return NULL;
+    out = tensor_create("keep", t->shape, t->ndim, NULL, 0, 1);
+    if (out) memcpy(out->data, t->data, (size_t)t->size * sizeof(float));
+    return out;
+}
+
+int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad)
+{
+    if (!t) return error_set(AC_ERR_ARG, "requires_grad: tensor is NULL");
+    if (t->node && !requires_grad)
+        return error_set(AC_ERR_STATE,
+                         "requires_grad: only leaf tensors can stop requiring grad; use detach()");
+    if (!t->node) t->requires_grad = requires_grad ? 1 : 0;
+    return AC_OK;
+}
+
+int ac_tensor_zero_grad(AcTensor *t)
+{
+    AcTensor *g;
+    if (!t) return error_set(AC_ERR_ARG, "zero_grad: tensor is NULL");
+    g = t->grad;
+    t->grad = NULL;
+    /* A scoped leaf's grad belongs to its scope, which frees it. */
+    if (g && t->scope_depth == 0) ac_tensor_free(g);
+    return AC_OK;
+}
+
+int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)
+{
+    if (!dst || !src) return error_set(AC_ERR_ARG, "copy_: %s is NULL", dst ? "src" : "dst");
+    if (dst->size != src->size)
+        return error_set(AC_ERR_SHAPE, "copy_: source %s has %lld elements, destination %s has %lld",
+                         tensor_shape_str(src), (long long)src->size, tensor_shape_str(dst),
+                         (long long)dst->size);
+    if (dst->data != src->data) memmove(dst->data, src->data, (size_t)src->size * sizeof(float));
+    return AC_OK;
+}
+
+int ac_tensor_fill_(AcTensor *t, float value)
+{
+    int64_t i;
+    if (!t) return error_set(AC_ERR_ARG, "fill_: tensor is NULL");
+    for (i = 0; i < t->size; i++) t->data[i] = value;
+    return AC_OK;
+}
+
+/* ---- broadcasting -------------------------------------------------------- */
+
+int broadcast_shapes(const char *op, const AcTensor *a, const AcTensor *b, int64_t *out_shape,
+                     int *out_ndim)
+{
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim, i;
+    for (i = 0; i < nd; i++) {
+        int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return error_set(AC_ERR_SHAPE,
+                             "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)", op,
+                             tensor_shape_str(a), tensor_shape_str(b), i, (long long)da,
+                             (long long)db);
+        out_shape[i] = da == 1 ? db : da;
+    }
+    *out_ndim = nd;
+    return AC_OK;
+}
+
+void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim, int64_t *strides)
+{
+    int64_t stride = 1;
+    int i;
+    for (i = out_ndim - 1; i >= 0; i--) {
+        int it = i - (out_ndim - t->ndim);
+        int64_t d = it >= 0 ? t->shape[it] : 1;
+        strides[i] = (d == 1 && out_shape[i] != 1) || it < 0 ? 0 : stride;
+        stride *= d;
+    }
+}
+
+AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
+{
+    int dims[AC_MAX_DIMS], n = 0, i, lead = g->ndim - like->ndim;
+    AcTensor *summed;
+    if (same_shape(g, like)) return (AcTensor *)g;
+    for (i = 0; i < g->ndim; i++) {
+        int il = i - lead;
+        if (il < 0 || (like->shape[il] == 1 && g->shape[i] != 1)) dims[n++] = i;
+    }
+    summed = ac_sum(g, dims, n, 1);
+    if (!summed) return NULL;
+    return ac_reshape(summed, like->shape, like->ndim);
+}

@@ -1,0 +1,369 @@
+/*
+ * test_core.c - scopes, root reference counting, the backward walk, grad
+ * mode, graph dumps, the gradient check and error reporting of libac's core.
+ */
+#include "ac.h"
+#include "test.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static AcMemStats stats(void)
+{
+    AcMemStats s;
+    ac_memory_stats(&s);
+    return s;
+}
+
+static AcTensor *vec(const float *data, int64_t n)
+{
+    return ac_tensor_from_data(data, &n, 1);
+}
+
+static void test_restore_frees_everything_made_in_scope(void)
+{
+    AcMemStats before = stats(), after;
+    int64_t shape[2] = {3, 4};
+    AcCheckpoint cp = ac_mem_checkpoint();
+    int i;
+    CHECK(cp.depth == 1);
+    CHECK(ac_mem_depth() == 1);
+    for (i = 0; i < 100; i++) {
+        AcTensor *t = ac_tensor_new(shape, 2);
+        CHECK(t && t->scope_depth == 1 && ((uintptr_t)t->data % 64) == 0);
+    }
+    CHECK(stats().live_tensors == before.live_tensors + 100);
+    CHECK(ac_mem_restore(cp) == AC_OK);
+    after = stats();
+    CHECK(after.bytes_in_use == before.bytes_in_use);
+    CHECK(after.live_tensors == before.live_tensors);
+    CHECK(ac_mem_depth() == 0);
+}
+
+static void test_restore_outer_ends_inner_scopes(void)
+{
+    AcMemStats before = stats();
+    int64_t n = 1000;
+    AcCheckpoint outer = ac_mem_checkpoint(), inner;
+    ac_tensor_new(&n, 1);
+    inner = ac_mem_checkpoint();
+    ac_tensor_new(&n, 1);
+    CHECK(inner.depth == 2);
+    CHECK(ac_mem_restore(outer) == AC_OK);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(ac_mem_restore(inner) == AC_ERR_SCOPE);   /* already ended */
+    CHECK(ac_mem_restore(outer) == AC_ERR_SCOPE);   /* restored twice */
+    CHECK(strstr(ac_last_error(), "mem_restore") != NULL);
+}
+
+static void test_large_allocations_chain_new_blocks(void)
+{
+    AcMemStats before = stats();
+    int64_t n = 3 << 20;   /* 12 MB, more than a block */
+    AcCheckpoint cp = ac_mem_checkpoint();
+    int i;
+    for (i = 0; i < 4; i++) {
+        AcTensor *t = ac_full(&n, 1, 2.0f);
+        CHECK(t && t->data[n - 1] == 2.0f);
+    }
+    ac_mem_restore(cp);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+}
+
+static void test_root_tensors_are_reference_counted(void)
+{
+    AcMemStats before = stats();
+    float d[3] = {1, 2, 3};
+    AcTensor *a = vec(d, 3), *b;
+    CHECK(a->refcount == 1 && a->scope_depth == 0);
+    ac_tensor_retain(a);
+    CHECK(a->refcount == 2);
+    ac_tensor_free(a);
+    b = ac_tensor_detach(a);   /* a view: holds a */
+    CHECK(b->data == a->data && a->refcount == 2);
+    ac_tensor_free(a);
+    CHECK(b->data[2] == 3.0f);
+    ac_tensor_free(b);
+    CHECK(stats().live_tensors == before.live_tensors);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(ac_tensor_free(NULL) == AC_OK);
+}
+
+static void test_scoped_graph_keeps_root_inputs_alive(void)
+{
+    AcMemStats before = stats();
+    float d[2] = {1, 2};
+    AcTensor *w = vec(d, 2), *y, *loss;
+    AcCheckpoint cp;
+    ac_tensor_set_requires_grad(w, 1);
+    cp = ac_mem_checkpoint();
+    y = ac_mul(w, w);
+    ac_tensor_free(w);            /* the caller lets go; the graph still holds w */
+    loss = ac_sum(y, NULL, 0, 0);
+    CHECK(ac_backward(loss) == AC_OK);
+    CHECK(w->grad && w->grad->data[0] == 2.0f && w->grad->data[1] == 4.0f);
+    ac_mem_restore(cp);           /* drops the last reference: w and its grad go */
+    CHECK(stats().live_tensors == before.live_tensors);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+}
+
+static void test_gradients_accumulate_for_reused_tensors(void)
+{
+    float d[2] = {3, -1};
+    AcTensor *x = vec(d, 2), *y, *loss;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    ac_tensor_set_requires_grad(x, 1);
+    /* loss = sum(x*x + x): dloss/dx = 2x + 1 */
+    y = ac_add(ac_mul(x, x), x);
+    loss = ac_sum(y, NULL, 0, 0);
+    CHECK(ac_backward(loss) == AC_OK);
+    CHECK_NEAR(x->grad->data[0], 7.0, 1e-6);
+    CHECK_NEAR(x->grad->data[1], -1.0, 1e-6);
+    CHECK(ac_backward(loss) == AC_OK);   /* a second pass adds again */
+    CHECK_NEAR(x->grad->data[0], 14.0, 1e-6);
+    ac_mem_restore(cp);
+    ac_tensor_free(x);
+}
+
+static void test_scoped_leaf_grad_lives_with_its_scope(void)
+{
+    AcMemStats before = stats();
+    float d[1] = {2};
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *x = vec(d, 1), *y;
+    ac_tensor_set_requires_grad(x, 1);
+    y = ac_mul(x, x);
+    CHECK(ac_backward(y) == AC_OK);
+    CHECK_NEAR(x->grad->data[0], 4.0, 1e-6);
+    ac_mem_restore(cp);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+static void test_long_chain_backward_and_free_without_recursion(void)
+{
+    AcMemStats before = stats();
+    float d[1] = {1};
+    AcTensor *x = vec(d, 1), *y;
+    int i;
+    ac_tensor_set_requires_grad(x, 1);
+    y = x;
+    ac_tensor_retain(y);
+    for (i = 0; i < 100000; i++) {   /* at root: each link owns the previous one */
+        AcTensor *next = ac_add_scalar(y, 0.0f);
+        ac_tensor_free(y);
+        y = next;
+    }
+    CHECK(ac_backward(y) == AC_OK);
+    CHECK(x->grad && x->grad->data[0] == 1.0f);
+    ac_tensor_free(y);   /* frees 100,000 nodes iteratively */
+    ac_tensor_free(x);
+    CHECK(stats().live_tensors == before.live_tensors);
+    CHECK(stats().live_nodes == before.live_nodes);
+}
+
+static void test_no_graph_without_grad_mode(void)
+{
+    float d[2] = {1, 2};
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *x = vec(d, 2), *y;
+    int previous;
+    ac_tensor_set_requires_grad(x, 1);
+    previous = ac_set_grad_enabled(0);
+    CHECK(previous == 1 && !ac_is_grad_enabled());
+    y = ac_mul(x, x);
+    CHECK(!y->requires_grad && !y->node);
+    CHECK(ac_backward(ac_sum(y, NULL, 0, 0)) == AC_ERR_STATE);
+    ac_set_grad_enabled(previous);
+    y = ac_mul(x, x);
+    CHECK(y->requires_grad && y->node && strcmp(y->node->op, "mul") == 0);
+    CHECK(ac_tensor_set_requires_grad(y, 0) == AC_ERR_STATE);
+    ac_mem_restore(cp);
+}
+
+static void test_backward_checks_its_arguments(void)
+{
+    float d[2] = {1, 2};
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *x = vec(d, 2), *y, *g;
+    int64_t three = 3;
+    ac_tensor_set_requires_grad(x, 1);
+    y = ac_mul(x, x);
+    CHECK(ac_backward(NULL) == AC_ERR_ARG);
+    CHECK(ac_backward(y) == AC_ERR_SHAPE);
+    CHECK(strstr(ac_last_error(), "(2,)") != NULL);
+    g = ac_full(&three, 1, 1.0f);
+    CHECK(ac_backward_with(y, g) == AC_ERR_SHAPE);
+    CHECK(ac_backward_with(y, NULL) == AC_ERR_ARG);
+    g = ac_full(y->shape, 1, 1.0f);
+    CHECK(ac_backward_with(y, g) == AC_OK);
+    CHECK_NEAR(x->grad->data[1], 4.0, 1e-6);
+    ac_mem_restore(cp);
+}
+
+static void test_memory_limit_fails_cleanly_then_recovers(void)
+{
+    int64_t big = 1 << 22, small = 16;
+    AcMemStats s = stats();
+    AcCheckpoint cp;
+    CHECK(ac_set_memory_limit(-1) == AC_ERR_ARG);
+    CHECK(ac_set_memory_limit(s.bytes_in_use + (1 << 20)) == AC_OK);
+    cp = ac_mem_checkpoint();
+    CHECK(ac_tensor_new(&big, 1) == NULL);
+    CHECK(ac_last_error_code() == AC_ERR_MEMORY);
+    CHECK(strstr(ac_last_error(), "memory limit") != NULL);
+    CHECK(ac_tensor_new(&small, 1) != NULL);
+    ac_mem_restore(cp);
+    ac_set_memory_limit(0);
+    CHECK(ac_tensor_free(ac_tensor_new(&big, 1)) == AC_OK);
+}
+
+static void test_creation_rejects_bad_shapes(void)
+{
+    int64_t neg[2] = {2, -1}, huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, ok = 2;
+    CHECK(ac_tensor_new(neg, 2) == NULL && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(ac_tensor_new(huge, 2) == NULL && ac_last_error_code() == AC_ERR_MEMORY);
+    CHECK(ac_tensor_new(&ok, 9) == NULL && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(ac_tensor_new(NULL, 1) == NULL);
+    CHECK(ac_tensor_from_data(NULL, &ok, 1) == NULL);
+    CHECK(ac_arange(0, 1, 0) == NULL);
+    CHECK(ac_eye(-1, 2) == NULL);
+    CHECK(ac_memory_stats(NULL) == AC_ERR_ARG);
+    ac_clear_error();
+    CHECK(ac_last_error_code() == AC_OK && ac_last_error()[0] == '\0');
+}
+
+static void test_creation_values(void)
+{
+    AcTensor *r = ac_arange(0, 1, 0.25), *e = ac_eye(2, 3);
+    int64_t n = 10000, i;
+    AcTensor *u, *g;
+    double mean = 0;
+    CHECK(r->size == 4 && r->data[3] == 0.75f);
+    CHECK(e->data[0] == 1 && e->data[1] == 0 && e->data[4] == 1 && e->data[5] == 0);
+    ac_manual_seed(7);
+    u = ac_rand(&n, 1);
+    ac_manual_seed(7);
+    g = ac_rand(&n, 1);
+    CHECK(memcmp(u->data, g->data, (size_t)n * sizeof(float)) == 0);
+    for (i = 0; i < n; i++) mean += u->data[i];
+    CHECK_NEAR(mean / (double)n, 0.5, 0.02);
+    ac_tensor_free(g);
+    g = ac_randn(&n, 1);
+    for (mean = 0, i = 0; i < n; i++) mean += g->data[i];
+    CHECK_NEAR(mean / (double)n, 0.0, 0.05);
+    ac_tensor_free(r);
+    ac_tensor_free(e);
+    ac_tensor_free(u);
+    ac_tensor_free(g);
+}
+
+static void test_graph_dumps_name_ops_and_shapes(void)
+{
+    float d[2] = {1, 2};
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *x = vec(d, 2), *y;
+    char text[512], small[8];
+    int64_t len;
+    ac_tensor_set_requires_grad(x, 1);
+    y = ac_sum(ac_mul(x, x), NULL, 0, 0);
+    len = ac_graph_text(y, text, sizeof text);
+    CHECK(len > 0 && (size_t)len == strlen(text));
+    CHECK(strstr(text, "#0 mul(leaf (2,), leaf (2,)) -> (2,)") != NULL);
+    CHECK(strstr(text, "#1 sum(#0) -> ()") != NULL);
+    CHECK(ac_graph_text(y, small, sizeof small) == len && strlen(small) == 7);
+    len = ac_graph_dot(y, text, sizeof text);
+    CHECK(len > 0 && strncmp(text, "digraph", 7) == 0 && strstr(text, "n0 -> n1") != NULL);
+    CHECK(ac_graph_text(NULL, text, sizeof text) < 0);
+    CHECK(ac_graph_dot(y, NULL, 10) < 0);
+    ac_mem_restore(cp);
+}
+
+static AcTensor *square_times(AcTensor *const *in, int n, void *user)
+{
+    (void)n;
+    (void)user;
+    return ac_mul(ac_mul(in[0], in[0]), in[1]);
+}
+
+static AcTensor *detached_output(AcTensor *const *in, int n, void *user)
+{
+    (void)n;
+    (void)user;
+    return ac_tensor_detach(ac_mul(in[0], in[0]));
+}
+
+/* x * detach(x): its graph claims d/dx = x, the truth is 2x. */
+static AcTensor *half_gradient(AcTensor *const *in, int n, void *user)
+{
+    (void)n;
+    (void)user;
+    return ac_mul(in[0], ac_tensor_detach(in[0]));
+}
+
+static void test_gradient_check_passes_and_catches(void)
+{
+    float a[3] = {0.5f, -1.0f, 2.0f}, b[3] = {1.5f, 0.25f, -0.75f}, err = -1;
+    AcTensor *in[2];
+    in[0] = vec(a, 3);
+    in[1] = vec(b, 3);
+    ac_tensor_set_requires_grad(in[0], 1);
+    ac_tensor_set_requires_grad(in[1], 1);
+    CHECK(ac_gradient_check(square_times, in, 2, NULL, 1e-2f, 1e-2f, 1e-2f, &err) == AC_OK);
+    CHECK(err >= 0 && err < 1e-2);
+    CHECK(in[0]->grad == NULL);   /* the check leaves grads as it found them */
+    CHECK(ac_gradient_check(half_gradient, in, 1, NULL, 1e-2f, 1e-2f, 1e-2f, &err) == AC_ERR_GRADCHECK);
+    CHECK(strstr(ac_last_error(), "analytic") != NULL && err > 0.1f);
+    CHECK(ac_gradient_check(detached_output, in, 1, NULL, 1e-2f, 1e-2f, 1e-2f, &err) == AC_ERR_ARG);
+    CHECK(ac_gradient_check(NULL, in, 1, NULL, 1e-2f, 1e-2f, 1e-2f, &err) == AC_ERR_ARG);
+    CHECK(ac_gradient_check(square_times, in, 2, NULL, 0.0f, 1e-2f, 1e-2f, &err) == AC_ERR_ARG);
+    ac_tensor_free(in[0]);
+    ac_tensor_free(in[1]);
+}
+
+static void *thread_scopes(void *arg)
+{
+    int64_t n = 256;
+    int i, *ok = arg;
+    *ok = 1;
+    for (i = 0; i < 200; i++) {
+        AcCheckpoint cp = ac_mem_checkpoint();
+        AcTensor *t = ac_full(&n, 1, (float)i);
+        if (!t || cp.depth != 1 || t->data[n - 1] != (float)i) *ok = 0;
+        if (ac_mem_restore(cp) != AC_OK) *ok = 0;
+    }
+    return NULL;
+}
+
+static void test_scopes_are_per_thread(void)
+{
+    pthread_t threads[4];
+    int ok[4], i;
+    AcCheckpoint mine = ac_mem_checkpoint();
+    for (i = 0; i < 4; i++) pthread_create(&threads[i], NULL, thread_scopes, &ok[i]);
+    for (i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+    for (i = 0; i < 4; i++) CHECK(ok[i]);
+    CHECK(ac_mem_depth() == 1);
+    CHECK(ac_mem_restore(mine) == AC_OK);
+}
+
+int main(void)
+{
+    RUN(test_restore_frees_everything_made_in_scope);
+    RUN(test_restore_outer_ends_inner_scopes);
+    RUN(test_large_allocations_chain_new_blocks);
+    RUN(test_root_tensors_are_reference_counted);
+    RUN(test_scoped_graph_keeps_root_inputs_alive);
+    RUN(test_gradients_accumulate_for_reused_tensors);
+    RUN(test_scoped_leaf_grad_lives_with_its_scope);
+    RUN(test_long_chain_backward_and_free_without_recursion);
+    RUN(test_no_graph_without_grad_mode);
+    RUN(test_backward_checks_its_arguments);
+    RUN(test_memory_limit_fails_cleanly_then_recovers);
+    RUN(test_creation_rejects_bad_shapes);
+    RUN(test_creation_values);
+    RUN(test_graph_dumps_name_ops_and_shapes);
+    RUN(test_gradient_check_passes_and_catches);
+    RUN(test_scopes_are_per_thread);
+    return TEST_REPORT();
+}
