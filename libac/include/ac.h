@@ -124,6 +124,8 @@ int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad); /* leaves only 
 int ac_tensor_zero_grad(AcTensor *t);    /* drops t->grad */
 int ac_tensor_copy_(AcTensor *dst, const AcTensor *src); /* dst.data = src.data, same size, no graph */
 int ac_tensor_fill_(AcTensor *t, float value);            /* in place, no graph */
+int ac_tensor_uniform_(AcTensor *t, float lo, float hi);  /* in place from this thread's generator */
+int ac_tensor_normal_(AcTensor *t, float mean, float std);
 
 /* ---- Elementwise ops ----------------------------------------------------- */
 
@@ -228,6 +230,43 @@ int ac_print_graph(const AcTensor *t, FILE *out);
 typedef AcTensor *(*AcGradcheckFn)(AcTensor *const *inputs, int n_inputs, void *user);
 int ac_gradient_check(AcGradcheckFn fn, AcTensor *const *inputs, int n_inputs, void *user,
                       float eps, float atol, float rtol, float *max_err);
+
+/* ---- Layers -------------------------------------------------------------- */
+
+/* y = x @ weight^T + bias (PyTorch's F.linear): x (..., in), weight (out, in),
+   bias (out) or NULL. One GEMM forward, no transposed copies backward. */
+AcTensor *ac_linear(const AcTensor *x, const AcTensor *weight, const AcTensor *bias);
+
+/* ---- Optimizers ------------------------------------------------------------ */
+/* One in-place update of param from param->grad (skipped when grad is NULL).
+   State tensors have param's shape, are owned by the caller and live at root.
+   step counts from 1; it tells the first momentum step and Adam's bias correction. */
+
+int ac_sgd_step(AcTensor *param, AcTensor *momentum_buffer, int64_t step, float lr,
+                float momentum, float dampening, int nesterov, float weight_decay);
+/* decoupled = 0: Adam (L2 weight decay added to the gradient); 1: AdamW. */
+int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64_t step,
+                 float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled);
+
+/* ---- Files ----------------------------------------------------------------- */
+
+/* Named root tensors, as read from or written to a safetensors file. */
+typedef struct AcStateDict AcStateDict;
+
+AcStateDict *ac_state_dict_new(void);
+int ac_state_dict_set(AcStateDict *dict, const char *name, AcTensor *tensor); /* holds a root copy or reference */
+int ac_state_dict_size(const AcStateDict *dict);
+const char *ac_state_dict_name(const AcStateDict *dict, int index);
+AcTensor *ac_state_dict_tensor(const AcStateDict *dict, int index);    /* borrowed */
+AcTensor *ac_state_dict_get(const AcStateDict *dict, const char *name); /* borrowed; NULL if absent */
+int ac_state_dict_free(AcStateDict *dict);
+
+int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* float32 tensors */
+AcStateDict *ac_load_safetensors(const char *path);                   /* F32 tensors, at root */
+
+/* An IDX file (the MNIST format, not gzipped) as a float tensor of its values
+   (uint8 images stay 0..255). */
+AcTensor *ac_read_idx(const char *path);
 
 /* ---- Threads ------------------------------------------------------------- */
 

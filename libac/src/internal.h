@@ -91,6 +91,15 @@ void *op_context(const AcTensor *out);
 /* True when backward must produce a gradient for input i of node. */
 int input_needs_grad(const AcGradNode *node, int i);
 
+/* ---- io/state_dict.c ----------------------------------------------------- */
+
+/* Append (name, tensor) without looking for an existing name (the caller has
+   checked), taking over the caller's reference of root tensor `tensor`. */
+int state_dict_append(AcStateDict *dict, const char *name, AcTensor *tensor);
+/* True when s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or
+   code points past U+10FFFF). */
+int utf8_valid(const char *s, size_t n);
+
 /* ---- Kernels and threads ------------------------------------------------- */
 
 /* fn(ctx, begin, end) over [0, n) in chunks of at least grain; serial when small

@@ -432,3 +432,23 @@ AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
     if (!summed) return NULL;
     return ac_reshape(summed, like->shape, like->ndim);
 }
+
+int ac_tensor_uniform_(AcTensor *t, float lo, float hi)
+{
+    int64_t i;
+    if (!t) return error_set(AC_ERR_ARG, "uniform_: tensor is NULL");
+    if (!isfinite(lo) || !isfinite(hi) || lo > hi)
+        return error_set(AC_ERR_ARG, "uniform_: bounds [%g, %g) must be finite and ordered", lo, hi);
+    for (i = 0; i < t->size; i++) t->data[i] = lo + (hi - lo) * rng_uniform();
+    return AC_OK;
+}
+
+int ac_tensor_normal_(AcTensor *t, float mean, float std)
+{
+    int64_t i;
+    if (!t) return error_set(AC_ERR_ARG, "normal_: tensor is NULL");
+    if (!isfinite(mean) || !isfinite(std) || std < 0)
+        return error_set(AC_ERR_ARG, "normal_: mean %g and std %g must be finite, std >= 0", mean, std);
+    for (i = 0; i < t->size; i++) t->data[i] = mean + std * rng_normal();
+    return AC_OK;
+}
