@@ -1,0 +1,120 @@
+/*
+ * adam.c - one in-place step of Adam, or AdamW with decoupled weight decay,
+ * exactly as torch.optim.Adam / AdamW compute it (single-tensor form, amsgrad
+ * and maximize off), down to the order of the floating-point operations.
+ *
+ * The caller owns the two moment tensors and counts the steps. Nothing is
+ * allocated here.
+ */
+#include "internal.h"
+
+#include <math.h>
+
+/* Elements per task: below this, handing work to the pool costs more than it saves. */
+#define ADAM_GRAIN 16384
+
+typedef struct {
+    float *param, *exp_avg, *exp_avg_sq;
+    const float *grad;
+    float avg_weight;        /* 1 - beta1: exp_avg moves this far towards the gradient */
+    float beta2, sq_weight;  /* sq_weight = 1 - beta2 */
+    float neg_step_size;     /* -lr / (1 - beta1^step) */
+    float bc2_sqrt;          /* sqrt(1 - beta2^step) */
+    float eps, weight_decay;
+    float decay_factor;      /* AdamW: param *= 1 - lr * weight_decay */
+    int decoupled;
+} AdamJob;
+
+/* PyTorch's lerp: exp_avg.lerp_(grad, 1 - beta1), whose formula depends on the weight. */
+static float lerp(float start, float end, float weight)
+{
+    return weight < 0.5f ? start + weight * (end - start)
+                         : end - (end - start) * (1.0f - weight);
+}
+
+/* One fused pass over the tensor; the branches test values fixed for the call. */
+static void adam_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const AdamJob *job = ctx;
+    float *param = job->param, *m = job->exp_avg, *v = job->exp_avg_sq;
+    const float *grad = job->grad;
+    const float w1 = job->avg_weight, beta2 = job->beta2, w2 = job->sq_weight;
+    const float neg_step_size = job->neg_step_size, bc2_sqrt = job->bc2_sqrt, eps = job->eps;
+    const float wd = job->weight_decay, decay_factor = job->decay_factor;
+    const int decoupled = job->decoupled;
+    int64_t i;
+    for (i = begin; i < end; i++) {
+        float p = param[i], g = grad[i], mi, vi, denom;
+        if (wd != 0.0f) {
+            if (decoupled) p *= decay_factor;
+            else g += wd * p;
+        }
+        mi = lerp(m[i], g, w1);
+        vi = v[i] * beta2 + w2 * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        denom = sqrtf(vi) / bc2_sqrt + eps;
+        param[i] = p + neg_step_size * mi / denom;
+    }
+}
+
+/* A state tensor must have param's shape and memory of its own. */
+static int check_state(const char *op, const AcTensor *param, const AcTensor *state,
+                       const char *what)
+{
+    if (!state) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
+    if (!same_shape(state, param))
+        return error_set(AC_ERR_SHAPE, "%s: %s has shape %s but param has shape %s", op, what,
+                         tensor_shape_str(state), tensor_shape_str(param));
+    if (state->data == param->data || (param->grad && state->data == param->grad->data))
+        return error_set(AC_ERR_ARG, "%s: %s shares memory with param or its grad", op, what);
+    return AC_OK;
+}
+
+int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64_t step,
+                 float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled)
+{
+    const char *op = decoupled ? "adamw_step" : "adam_step";
+    AdamJob job;
+    double bias_correction1, bias_correction2;
+    if (!param) return error_set(AC_ERR_ARG, "%s: param is NULL", op);
+    if (param->node) return error_set(AC_ERR_ARG, "%s: param %s is not a leaf tensor", op,
+                                      tensor_shape_str(param));
+    if (step < 1) return error_set(AC_ERR_ARG, "%s: step %lld is not >= 1", op, (long long)step);
+    /* The comparisons are written so that NaN fails them too. */
+    if (!(lr >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid learning rate %g", op, lr);
+    if (!(eps >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid epsilon value %g", op, eps);
+    if (!(beta1 >= 0.0f && beta1 < 1.0f))
+        return error_set(AC_ERR_ARG, "%s: invalid beta parameter at index 0: %g", op, beta1);
+    if (!(beta2 >= 0.0f && beta2 < 1.0f))
+        return error_set(AC_ERR_ARG, "%s: invalid beta parameter at index 1: %g", op, beta2);
+    if (!(weight_decay >= 0.0f))
+        return error_set(AC_ERR_ARG, "%s: invalid weight_decay value %g", op, weight_decay);
+    if (check_state(op, param, exp_avg, "exp_avg") || check_state(op, param, exp_avg_sq, "exp_avg_sq"))
+        return ac_last_error_code();
+    if (exp_avg->data == exp_avg_sq->data)
+        return error_set(AC_ERR_ARG, "%s: exp_avg and exp_avg_sq share memory", op);
+    if (param->grad && !same_shape(param->grad, param))
+        return error_set(AC_ERR_SHAPE, "%s: grad has shape %s but param has shape %s", op,
+                         tensor_shape_str(param->grad), tensor_shape_str(param));
+    if (!param->grad || param->size == 0) return AC_OK;
+
+    /* Scalars in double, as PyTorch computes them in Python before the tensor ops. */
+    bias_correction1 = 1.0 - pow((double)beta1, (double)step);
+    bias_correction2 = 1.0 - pow((double)beta2, (double)step);
+    job.param = param->data;
+    job.exp_avg = exp_avg->data;
+    job.exp_avg_sq = exp_avg_sq->data;
+    job.grad = param->grad->data;
+    job.avg_weight = (float)(1.0 - (double)beta1);
+    job.beta2 = beta2;
+    job.sq_weight = (float)(1.0 - (double)beta2);
+    job.neg_step_size = (float)(-(double)lr / bias_correction1);
+    job.bc2_sqrt = (float)sqrt(bias_correction2);
+    job.eps = eps;
+    job.weight_decay = weight_decay;
+    job.decay_factor = (float)(1.0 - (double)lr * (double)weight_decay);
+    job.decoupled = decoupled ? 1 : 0;
+    parallel_for(param->size, ADAM_GRAIN, adam_chunk, &job);
+    return AC_OK;
+}
