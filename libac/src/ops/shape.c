@@ -1,0 +1,653 @@
+/*
+ * shape.c - ops that move elements without computing on them: reshape,
+ * flatten, squeeze and unsqueeze (views sharing the input's data), transpose
+ * and permute (a contiguous copy), slicing, cat and stack; each forward with
+ * its backward right under it.
+ *
+ * Not here: the view mechanism itself (tensor.c, autograd.c op_view).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+#define COPY_GRAIN 16384   /* elements per parallel task, at least */
+#define TILE 32            /* transpose tile: 32 x 32 floats stay in L1 */
+
+/* Offset of the index-th element of a row-major walk over n dims. */
+static int64_t index_offset(int64_t index, const int64_t *size, const int64_t *stride, int n)
+{
+    int64_t offset = 0;
+    int d;
+    for (d = n - 1; d >= 0; d--) {
+        offset += (index % size[d]) * stride[d];
+        index /= size[d];
+    }
+    return offset;
+}
+
+static int64_t rows_grain(int64_t row_elements)
+{
+    return row_elements >= COPY_GRAIN ? 1 : COPY_GRAIN / (row_elements > 0 ? row_elements : 1);
+}
+
+/* Whether an op on these tensors will record a graph node. */
+static int records_graph(AcTensor *const *tensors, int n)
+{
+    int i;
+    if (!ac_is_grad_enabled()) return 0;
+    for (i = 0; i < n; i++)
+        if (tensors[i]->requires_grad) return 1;
+    return 0;
+}
+
+/* ---- views: reshape, flatten, squeeze, unsqueeze -------------------------- */
+
+/* Every view's gradient is the output gradient seen in the input's shape. */
+static int view_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *a = node->inputs[0];
+    gin[0] = op_view(node->op, gout, a->shape, a->ndim, NULL, 0);
+    return gin[0] ? AC_OK : ac_last_error_code();
+}
+
+static AcTensor *view_as(const char *op, const AcTensor *a, const int64_t *shape, int ndim)
+{
+    return op_view(op, a, shape, ndim, view_backward, 0);
+}
+
+AcTensor *ac_reshape(const AcTensor *a, const int64_t *shape, int ndim)
+{
+    int64_t resolved[AC_MAX_DIMS], known;
+    int i, inferred = -1;
+    if (tensor_check("reshape", a, "a")) return NULL;
+    if (ndim < 0 || ndim > AC_MAX_DIMS)
+        return error_null(AC_ERR_ARG, "reshape: ndim %d is out of range [0, %d]", ndim, AC_MAX_DIMS);
+    if (ndim > 0 && !shape) return error_null(AC_ERR_ARG, "reshape: shape is NULL");
+    for (i = 0; i < ndim; i++) {
+        resolved[i] = shape[i];
+        if (shape[i] != -1) continue;
+        if (inferred >= 0)
+            return error_null(AC_ERR_ARG, "reshape: shape %s has more than one -1",
+                              shape_str(shape, ndim));
+        inferred = i;
+        resolved[i] = 1;
+    }
+    if (shape_check("reshape", resolved, ndim, &known)) return NULL;
+    if (inferred >= 0) {
+        if (known == 0 || a->size % known != 0)
+            return error_null(AC_ERR_SHAPE, "reshape: cannot reshape %s (%lld elements) into %s",
+                              tensor_shape_str(a), (long long)a->size, shape_str(shape, ndim));
+        resolved[inferred] = a->size / known;
+        known = a->size;
+    }
+    if (known != a->size)
+        return error_null(AC_ERR_SHAPE, "reshape: cannot reshape %s (%lld elements) into %s",
+                          tensor_shape_str(a), (long long)a->size, shape_str(shape, ndim));
+    return view_as("reshape", a, resolved, ndim);
+}
+
+AcTensor *ac_flatten(const AcTensor *a, int start_dim, int end_dim)
+{
+    int64_t shape[AC_MAX_DIMS], merged = 1;
+    int rank, start, end, d, n = 0;
+    if (tensor_check("flatten", a, "a")) return NULL;
+    rank = a->ndim > 0 ? a->ndim : 1;
+    start = dim_normalize("flatten", start_dim, rank);
+    end = dim_normalize("flatten", end_dim, rank);
+    if (start < 0 || end < 0) return NULL;
+    if (start > end)
+        return error_null(AC_ERR_ARG, "flatten: start_dim %d comes after end_dim %d", start_dim,
+                          end_dim);
+    if (a->ndim == 0) {
+        shape[0] = 1;   /* as PyTorch: a 0-d tensor flattens to one element */
+        return view_as("flatten", a, shape, 1);
+    }
+    for (d = 0; d < a->ndim; d++) {
+        if (d < start || d > end) {
+            shape[n++] = a->shape[d];
+            continue;
+        }
+        merged *= a->shape[d];
+        if (d == end) shape[n++] = merged;
+    }
+    return view_as("flatten", a, shape, n);
+}
+
+AcTensor *ac_squeeze(const AcTensor *a, const int *dims, int n_dims)
+{
+    int64_t shape[AC_MAX_DIMS];
+    unsigned chosen = 0;
+    int i, d, n = 0;
+    if (tensor_check("squeeze", a, "a")) return NULL;
+    if (dims && (n_dims < 0 || n_dims > AC_MAX_DIMS))
+        return error_null(AC_ERR_ARG, "squeeze: %d dims given", n_dims);
+    if (!dims) chosen = (1u << a->ndim) - 1u;
+    for (i = 0; dims && i < n_dims; i++) {
+        d = dim_normalize("squeeze", dims[i], a->ndim);
+        if (d < 0) return NULL;
+        if (chosen & (1u << d))
+            return error_null(AC_ERR_ARG, "squeeze: dim %d appears more than once", dims[i]);
+        chosen |= 1u << d;
+    }
+    /* a chosen dim that is not of size 1 stays, as in PyTorch */
+    for (d = 0; d < a->ndim; d++)
+        if (!(chosen & (1u << d)) || a->shape[d] != 1) shape[n++] = a->shape[d];
+    return view_as("squeeze", a, shape, n);
+}
+
+AcTensor *ac_unsqueeze(const AcTensor *a, int dim)
+{
+    int64_t shape[AC_MAX_DIMS];
+    int d, n = 0;
+    if (tensor_check("unsqueeze", a, "a")) return NULL;
+    if (a->ndim == AC_MAX_DIMS)
+        return error_null(AC_ERR_SHAPE, "unsqueeze: %s already has the most dims (%d)",
+                          tensor_shape_str(a), AC_MAX_DIMS);
+    dim = dim_normalize("unsqueeze", dim, a->ndim + 1);
+    if (dim < 0) return NULL;
+    for (d = 0; d <= a->ndim; d++) {
+        if (d == dim) shape[n++] = 1;
+        if (d < a->ndim) shape[n++] = a->shape[d];
+    }
+    return view_as("unsqueeze", a, shape, n);
+}
+
+/* ---- transpose and permute ------------------------------------------------ */
+
+/*
+ * out = a with its dims reordered, as a walk over the output's dims with the
+ * input's strides. Size-1 dims are dropped and dims adjacent in both orders
+ * merged first, so every case is either a copy of contiguous rows or a batch
+ * of 2-D transposes done in TILE x TILE blocks.
+ */
+typedef struct {
+    const float *in;
+    float *out;
+    int n;
+    int64_t size[AC_MAX_DIMS];        /* output order */
+    int64_t in_stride[AC_MAX_DIMS];
+    int64_t out_stride[AC_MAX_DIMS];
+    int col;                          /* the output dim with input stride 1 */
+    int64_t tiles;                    /* tile rows per batch (transpose case) */
+    int64_t batch_size[AC_MAX_DIMS], batch_in[AC_MAX_DIMS], batch_out[AC_MAX_DIMS];
+    int n_batch;
+} PermuteJob;
+
+static void permute_rows_task(void *ctx, int64_t begin, int64_t end)
+{
+    const PermuteJob *job = ctx;
+    int64_t row, inner = job->size[job->n - 1];
+    for (row = begin; row < end; row++)
+        memcpy(job->out + row * inner,
+               job->in + index_offset(row, job->size, job->in_stride, job->n - 1),
+               (size_t)inner * sizeof(float));
+}
+
+/* One unit: one batch entry, one band of TILE output rows of the 2-D transpose. */
+static void permute_tiles_task(void *ctx, int64_t begin, int64_t end)
+{
+    const PermuteJob *job = ctx;
+    int64_t rows = job->size[job->col], cols = job->size[job->n - 1];
+    int64_t col_stride = job->in_stride[job->n - 1], row_stride = job->out_stride[job->col];
+    int64_t u, i, j, j0;
+    for (u = begin; u < end; u++) {
+        int64_t batch = u / job->tiles, i0 = (u % job->tiles) * TILE;
+        int64_t i1 = i0 + TILE < rows ? i0 + TILE : rows;
+        const float *in = job->in + index_offset(batch, job->batch_size, job->batch_in, job->n_batch);
+        float *out = job->out + index_offset(batch, job->batch_size, job->batch_out, job->n_batch);
+        for (j0 = 0; j0 < cols; j0 += TILE) {
+            int64_t j1 = j0 + TILE < cols ? j0 + TILE : cols;
+            for (i = i0; i < i1; i++)
+                for (j = j0; j < j1; j++) out[i * row_stride + j] = in[i + j * col_stride];
+        }
+    }
+}
+
+static void permute_copy(const AcTensor *a, const int *perm, float *out)
+{
+    int64_t in_stride[AC_MAX_DIMS], stride = 1;
+    PermuteJob job;
+    int d, i;
+    for (d = a->ndim - 1; d >= 0; d--) {
+        in_stride[d] = stride;
+        stride *= a->shape[d];
+    }
+    job.in = a->data;
+    job.out = out;
+    job.n = 0;
+    for (i = 0; i < a->ndim; i++) {
+        d = perm[i];
+        if (a->shape[d] == 1) continue;
+        if (job.n > 0 && job.in_stride[job.n - 1] == in_stride[d] * a->shape[d]) {
+            job.size[job.n - 1] *= a->shape[d];
+            job.in_stride[job.n - 1] = in_stride[d];
+            continue;
+        }
+        job.size[job.n] = a->shape[d];
+        job.in_stride[job.n++] = in_stride[d];
+    }
+    if (job.n == 0 || job.in_stride[job.n - 1] == 1) {
+        if (job.n == 0) {
+            job.n = 1;
+            job.size[0] = a->size;
+            job.in_stride[0] = 1;
+        }
+        parallel_for(a->size / job.size[job.n - 1], rows_grain(job.size[job.n - 1]),
+                     permute_rows_task, &job);
+        return;
+    }
+    stride = 1;
+    job.col = 0;
+    for (i = job.n - 1; i >= 0; i--) {
+        job.out_stride[i] = stride;
+        stride *= job.size[i];
+        if (job.in_stride[i] == 1) job.col = i;
+    }
+    job.n_batch = 0;
+    for (i = 0; i < job.n - 1; i++) {
+        if (i == job.col) continue;
+        job.batch_size[job.n_batch] = job.size[i];
+        job.batch_in[job.n_batch] = job.in_stride[i];
+        job.batch_out[job.n_batch++] = job.out_stride[i];
+    }
+    job.tiles = (job.size[job.col] + TILE - 1) / TILE;
+    parallel_for(a->size / (job.size[job.col] * job.size[job.n - 1]) * job.tiles,
+                 rows_grain(TILE * job.size[job.n - 1]), permute_tiles_task, &job);
+}
+
+typedef struct {
+    int perm[AC_MAX_DIMS];
+} PermuteCtx;
+
+/* The gradient is the output gradient permuted back. */
+static int permute_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const PermuteCtx *ctx = node->context;
+    int inverse[AC_MAX_DIMS], i;
+    for (i = 0; i < gout->ndim; i++) inverse[ctx->perm[i]] = i;
+    gin[0] = ac_permute(gout, inverse, gout->ndim);
+    return gin[0] ? AC_OK : ac_last_error_code();
+}
+
+static AcTensor *permute_op(const char *op, const AcTensor *a, const int *perm)
+{
+    int64_t shape[AC_MAX_DIMS];
+    AcTensor *out;
+    PermuteCtx *ctx;
+    int i;
+    for (i = 0; i < a->ndim; i++) shape[i] = a->shape[perm[i]];
+    out = op_output(op, shape, a->ndim, &a, 1, permute_backward, sizeof(PermuteCtx));
+    if (!out) return NULL;
+    ctx = op_context(out);
+    if (ctx) memcpy(ctx->perm, perm, (size_t)a->ndim * sizeof(int));
+    if (out->size > 0) permute_copy(a, perm, out->data);
+    return out;
+}
+
+AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim)
+{
+    int normalized[AC_MAX_DIMS], i;
+    unsigned seen = 0;
+    if (tensor_check("permute", a, "a")) return NULL;
+    if (ndim != a->ndim)
+        return error_null(AC_ERR_ARG, "permute: %d dims given for a tensor of shape %s", ndim,
+                          tensor_shape_str(a));
+    if (ndim > 0 && !perm) return error_null(AC_ERR_ARG, "permute: perm is NULL");
+    for (i = 0; i < ndim; i++) {
+        normalized[i] = dim_normalize("permute", perm[i], ndim);
+        if (normalized[i] < 0) return NULL;
+        if (seen & (1u << normalized[i]))
+            return error_null(AC_ERR_ARG, "permute: dim %d appears more than once", perm[i]);
+        seen |= 1u << normalized[i];
+    }
+    return permute_op("permute", a, normalized);
+}
+
+AcTensor *ac_transpose(const AcTensor *a, int dim0, int dim1)
+{
+    int perm[AC_MAX_DIMS], i;
+    if (tensor_check("transpose", a, "a")) return NULL;
+    dim0 = dim_normalize("transpose", dim0, a->ndim);
+    dim1 = dim_normalize("transpose", dim1, a->ndim);
+    if (dim0 < 0 || dim1 < 0) return NULL;
+    for (i = 0; i < a->ndim; i++) perm[i] = i;
+    if (a->ndim > 0) {
+        perm[dim0] = dim1;
+        perm[dim1] = dim0;
+    }
+    return permute_op("transpose", a, perm);
+}
+
+/* ---- slicing --------------------------------------------------------------- */
+
+/* Copy between a dense tensor and a strided window of another, either way. */
+typedef struct {
+    float *dense;
+    float *window;          /* the window's first element */
+    int n;
+    int64_t size[AC_MAX_DIMS];
+    int64_t stride[AC_MAX_DIMS];   /* in the windowed tensor's elements */
+    int scatter;            /* 0: dense = window; 1: window = dense */
+} WindowJob;
+
+static void window_task(void *ctx, int64_t begin, int64_t end)
+{
+    const WindowJob *job = ctx;
+    int64_t inner = job->n > 0 ? job->size[job->n - 1] : 1;
+    int64_t step = job->n > 0 ? job->stride[job->n - 1] : 1;
+    int64_t row, j;
+    for (row = begin; row < end; row++) {
+        float *dense = job->dense + row * inner;
+        float *window = job->window + index_offset(row, job->size, job->stride, job->n - 1);
+        if (step == 1 && job->scatter)
+            memcpy(window, dense, (size_t)inner * sizeof(float));
+        else if (step == 1)
+            memcpy(dense, window, (size_t)inner * sizeof(float));
+        else if (job->scatter)
+            for (j = 0; j < inner; j++) window[j * step] = dense[j];
+        else
+            for (j = 0; j < inner; j++) dense[j] = window[j * step];
+    }
+}
+
+/* What forward resolved, enough to find the window again. */
+typedef struct {
+    int64_t start[AC_MAX_DIMS], step[AC_MAX_DIMS], length[AC_MAX_DIMS];
+    unsigned dropped;        /* dims picked by an index */
+} SliceCtx;
+
+static void window_copy(const AcTensor *a, const SliceCtx *s, float *dense, int scatter)
+{
+    WindowJob job;
+    int64_t a_stride[AC_MAX_DIMS], stride = 1, offset = 0, count = 1, inner;
+    int d;
+    for (d = a->ndim - 1; d >= 0; d--) {
+        a_stride[d] = stride;
+        stride *= a->shape[d];
+    }
+    job.n = 0;
+    for (d = 0; d < a->ndim; d++) {
+        offset += s->start[d] * a_stride[d];
+        if (s->dropped & (1u << d)) continue;
+        job.size[job.n] = s->length[d];
+        job.stride[job.n++] = s->step[d] * a_stride[d];
+        count *= s->length[d];
+    }
+    if (count == 0) return;
+    job.dense = dense;
+    job.window = a->data + offset;
+    job.scatter = scatter;
+    inner = job.n > 0 ? job.size[job.n - 1] : 1;
+    parallel_for(count / inner, rows_grain(inner), window_task, &job);
+}
+
+/* The gradient is zero except in the window, which gets the output gradient. */
+static int slice_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *a = node->inputs[0];
+    gin[0] = tensor_alloc("slice", a->shape, a->ndim);
+    if (!gin[0]) return ac_last_error_code();
+    memset(gin[0]->data, 0, (size_t)a->size * sizeof(float));
+    window_copy(gin[0], node->context, gout->data, 1);
+    return AC_OK;
+}
+
+/* Resolve slice i against a dim of size n, Python's way (positive steps). */
+static int slice_resolve(const AcSlice *sl, int d, int64_t n, SliceCtx *s)
+{
+    int64_t start, stop;
+    if (sl->is_index) {
+        start = sl->start < 0 ? sl->start + n : sl->start;
+        if (!sl->has_start || start < 0 || start >= n)
+            return error_set(AC_ERR_INDEX, "slice: index %lld is out of range for dim %d of size %lld",
+                             (long long)sl->start, d, (long long)n);
+        s->start[d] = start;
+        s->step[d] = 1;
+        s->length[d] = 1;
+        s->dropped |= 1u << d;
+        return AC_OK;
+    }
+    if (sl->step <= 0)
+        return error_set(AC_ERR_ARG, "slice: step must be positive, got %lld for dim %d",
+                         (long long)sl->step, d);
+    start = sl->has_start ? sl->start : 0;
+    stop = sl->has_stop ? sl->stop : n;
+    if (start < 0) start = start + n < 0 ? 0 : start + n;
+    if (stop < 0) stop = stop + n < 0 ? 0 : stop + n;
+    if (start > n) start = n;
+    if (stop > n) stop = n;
+    s->start[d] = start;
+    s->length[d] = stop > start ? (stop - start - 1) / sl->step + 1 : 0;
+    /* a window of one element has no step (and a huge one must not overflow) */
+    s->step[d] = s->length[d] > 1 ? sl->step : 1;
+    return AC_OK;
+}
+
+AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices)
+{
+    SliceCtx s, *ctx;
+    int64_t shape[AC_MAX_DIMS];
+    int d, ndim = 0;
+    AcTensor *out;
+    if (tensor_check("slice", a, "a")) return NULL;
+    if (n_slices < 0) return error_null(AC_ERR_ARG, "slice: n_slices is %d", n_slices);
+    if (n_slices > 0 && !slices) return error_null(AC_ERR_ARG, "slice: slices is NULL");
+    if (n_slices > a->ndim)
+        return error_null(AC_ERR_INDEX, "slice: %d indices for a tensor of shape %s", n_slices,
+                          tensor_shape_str(a));
+    memset(&s, 0, sizeof s);
+    for (d = 0; d < a->ndim; d++) {
+        if (d < n_slices && slice_resolve(&slices[d], d, a->shape[d], &s)) return NULL;
+        if (d >= n_slices) {
+            s.step[d] = 1;
+            s.length[d] = a->shape[d];
+        }
+        if (!(s.dropped & (1u << d))) shape[ndim++] = s.length[d];
+    }
+    out = op_output("slice", shape, ndim, &a, 1, slice_backward, sizeof(SliceCtx));
+    if (!out) return NULL;
+    ctx = op_context(out);
+    if (ctx) *ctx = s;
+    window_copy(a, &s, out->data, 0);
+    return out;
+}
+
+/* ---- cat and stack ----------------------------------------------------------- */
+
+/*
+ * Both lay their inputs side by side along dim of the output: for each index
+ * of the dims before dim ("outer"), input i contributes its rows along dim
+ * (one row for stack), each row `inner` elements long.
+ */
+typedef struct {
+    int dim;
+    int stacking;
+} JoinCtx;
+
+typedef struct {
+    AcTensor *const *tensors;
+    float *out;
+    int n, dim, stacking;
+    int64_t total_rows, inner;
+} JoinJob;
+
+static void join_task(void *ctx, int64_t begin, int64_t end)
+{
+    const JoinJob *job = ctx;
+    int64_t o, row;
+    int i;
+    for (o = begin; o < end; o++) {
+        float *dst = job->out + o * job->total_rows * job->inner;
+        for (i = 0, row = 0; i < job->n; i++) {
+            int64_t rows = job->stacking ? 1 : job->tensors[i]->shape[job->dim];
+            memcpy(dst + row * job->inner, job->tensors[i]->data + o * rows * job->inner,
+                   (size_t)(rows * job->inner) * sizeof(float));
+            row += rows;
+        }
+    }
+}
+
+/* Sizes of the dims before and after dim. */
+static void outer_inner(const int64_t *shape, int ndim, int dim, int64_t *outer, int64_t *inner)
+{
+    int d;
+    *outer = *inner = 1;
+    for (d = 0; d < ndim; d++) {
+        if (d < dim) *outer *= shape[d];
+        if (d > dim) *inner *= shape[d];
+    }
+}
+
+typedef struct {
+    const float *gout;
+    float *gin;
+    int64_t rows, offset, total_rows, inner;
+} SplitJob;
+
+static void split_task(void *ctx, int64_t begin, int64_t end)
+{
+    const SplitJob *job = ctx;
+    int64_t o, len = job->rows * job->inner;
+    for (o = begin; o < end; o++)
+        memcpy(job->gin + o * len, job->gout + (o * job->total_rows + job->offset) * job->inner,
+               (size_t)len * sizeof(float));
+}
+
+/* Each input's gradient is its own band of the output gradient. */
+static int join_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const JoinCtx *ctx = node->context;
+    SplitJob job;
+    int64_t outer, offset = 0;
+    int i;
+    outer_inner(gout->shape, gout->ndim, ctx->dim, &outer, &job.inner);
+    job.gout = gout->data;
+    job.total_rows = gout->shape[ctx->dim];
+    for (i = 0; i < node->n_inputs; i++) {
+        const AcTensor *in = node->inputs[i];
+        job.rows = ctx->stacking ? 1 : in->shape[ctx->dim];
+        job.offset = offset;
+        offset += job.rows;
+        if (!input_needs_grad(node, i)) continue;
+        gin[i] = tensor_alloc(ctx->stacking ? "stack" : "cat", in->shape, in->ndim);
+        if (!gin[i]) return ac_last_error_code();
+        job.gin = gin[i]->data;
+        if (in->size > 0) parallel_for(outer, rows_grain(job.rows * job.inner), split_task, &job);
+    }
+    return AC_OK;
+}
+
+/* One node over the inputs, or none when no graph is recorded. */
+static AcTensor *join(const char *op, AcTensor *const *tensors, int n, int dim, int stacking,
+                      const int64_t *shape, int ndim)
+{
+    JoinJob job;
+    JoinCtx *ctx;
+    AcTensor *out;
+    int64_t outer;
+    if (n <= AC_MAX_INPUTS)
+        out = op_output(op, shape, ndim, (const AcTensor *const *)tensors, n, join_backward,
+                        sizeof(JoinCtx));
+    else
+        out = tensor_alloc(op, shape, ndim);
+    if (!out) return NULL;
+    ctx = op_context(out);
+    if (ctx) {
+        ctx->dim = dim;
+        ctx->stacking = stacking;
+    }
+    if (out->size == 0) return out;
+    outer_inner(shape, ndim, dim, &outer, &job.inner);
+    job.tensors = tensors;
+    job.out = out->data;
+    job.n = n;
+    job.dim = dim;
+    job.stacking = stacking;
+    job.total_rows = shape[dim];
+    parallel_for(outer, rows_grain(job.total_rows * job.inner), join_task, &job);
+    return out;
+}
+
+/* A node holds at most AC_MAX_INPUTS inputs: with a graph and more tensors
+   than that, join them in up to AC_MAX_INPUTS groups, then cat the groups. */
+static AcTensor *join_grouped(const char *op, AcTensor *const *tensors, int n, int dim,
+                              int stacking, const int64_t *shape, int ndim)
+{
+    AcTensor *parts[AC_MAX_INPUTS], *out = NULL;
+    int group = (n + AC_MAX_INPUTS - 1) / AC_MAX_INPUTS, n_parts = 0, i;
+    if (n <= AC_MAX_INPUTS || !records_graph(tensors, n))
+        return join(op, tensors, n, dim, stacking, shape, ndim);
+    for (i = 0; i < n; i += group) {
+        int count = n - i < group ? n - i : group;
+        parts[n_parts] = stacking ? ac_stack(tensors + i, count, dim)
+                                  : ac_cat(tensors + i, count, dim);
+        if (!parts[n_parts]) break;
+        n_parts++;
+    }
+    if (i >= n) out = ac_cat(parts, n_parts, dim);
+    /* the cat node holds its own references to the parts */
+    for (i = 0; i < n_parts; i++) ac_tensor_free(parts[i]);
+    return out;
+}
+
+static int join_check(const char *op, AcTensor *const *tensors, int n)
+{
+    int i;
+    if (!tensors) return error_set(AC_ERR_ARG, "%s: tensors is NULL", op);
+    if (n < 1) return error_set(AC_ERR_ARG, "%s: needs at least one tensor, got %d", op, n);
+    for (i = 0; i < n; i++)
+        if (!tensors[i]) return error_set(AC_ERR_ARG, "%s: tensor %d is NULL", op, i);
+    return AC_OK;
+}
+
+AcTensor *ac_cat(AcTensor *const *tensors, int n, int dim)
+{
+    const AcTensor *first;
+    int64_t shape[AC_MAX_DIMS], total = 0;
+    int i, d;
+    if (join_check("cat", tensors, n)) return NULL;
+    first = tensors[0];
+    if (first->ndim == 0)
+        return error_null(AC_ERR_SHAPE, "cat: 0-d tensors cannot be concatenated");
+    dim = dim_normalize("cat", dim, first->ndim);
+    if (dim < 0) return NULL;
+    for (i = 0; i < n; i++) {
+        const AcTensor *t = tensors[i];
+        int fits = t->ndim == first->ndim;
+        for (d = 0; fits && d < t->ndim; d++)
+            if (d != dim && t->shape[d] != first->shape[d]) fits = 0;
+        if (!fits)
+            return error_null(AC_ERR_SHAPE,
+                              "cat: tensor %d has shape %s, tensor 0 has %s (they must match except in dim %d)",
+                              i, tensor_shape_str(t), tensor_shape_str(first), dim);
+        if (t->shape[dim] > INT64_MAX / 8 - total)
+            return error_null(AC_ERR_MEMORY, "cat: the result along dim %d is too large", dim);
+        total += t->shape[dim];
+    }
+    memcpy(shape, first->shape, sizeof shape);
+    shape[dim] = total;
+    if (shape_check("cat", shape, first->ndim, NULL)) return NULL;
+    return join_grouped("cat", tensors, n, dim, 0, shape, first->ndim);
+}
+
+AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim)
+{
+    const AcTensor *first;
+    int64_t shape[AC_MAX_DIMS];
+    int i, d, ndim;
+    if (join_check("stack", tensors, n)) return NULL;
+    first = tensors[0];
+    if (first->ndim == AC_MAX_DIMS)
+        return error_null(AC_ERR_SHAPE, "stack: %s already has the most dims (%d)",
+                          tensor_shape_str(first), AC_MAX_DIMS);
+    dim = dim_normalize("stack", dim, first->ndim + 1);
+    if (dim < 0) return NULL;
+    for (i = 1; i < n; i++)
+        if (!same_shape(tensors[i], first))
+            return error_null(AC_ERR_SHAPE, "stack: tensor %d has shape %s, tensor 0 has %s (they must match)",
+                              i, tensor_shape_str(tensors[i]), tensor_shape_str(first));
+    ndim = first->ndim + 1;
+    for (d = 0, i = 0; d < ndim; d++) shape[d] = d == dim ? n : first->shape[i++];
+    if (shape_check("stack", shape, ndim, NULL)) return NULL;
+    return join_grouped("stack", tensors, n, dim, 1, shape, ndim);
+}
