@@ -7,8 +7,9 @@ The update (libac/src/optim/adam.c), per parameter p with gradient g, at step t:
     p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 """
 from aicraft._ffi import lib
-from aicraft.errors import SCOPE_ENDED, ScopeError, raise_error
+from aicraft.errors import raise_error
 from aicraft.optim.optimizer import Optimizer, root_zeros_like
+from aicraft.tensor import _live
 
 _adam_step = lib.ac_adam_step
 
@@ -46,9 +47,7 @@ class Adam(Optimizer):
         weight_decay, decoupled = group["weight_decay"], self._decoupled
         state = self.state
         for p in group["params"]:
-            ptr = p._ptr
-            if ptr is None:
-                raise ScopeError(SCOPE_ENDED)
+            ptr = _live(p)
             if not ptr.grad:
                 continue
             entries = state[p]

@@ -7,8 +7,9 @@ The update (libac/src/optim/sgd.c), per parameter p with gradient g:
     p = p - lr * g
 """
 from aicraft._ffi import ffi, lib
-from aicraft.errors import SCOPE_ENDED, ScopeError, raise_error
+from aicraft.errors import raise_error
 from aicraft.optim.optimizer import Optimizer, root_zeros_like
+from aicraft.tensor import _live
 
 _NULL = ffi.NULL
 _sgd_step = lib.ac_sgd_step
@@ -43,9 +44,7 @@ class SGD(Optimizer):
         nesterov, weight_decay = group["nesterov"], group["weight_decay"]
         state = self.state
         for p in group["params"]:
-            ptr = p._ptr
-            if ptr is None:
-                raise ScopeError(SCOPE_ENDED)
+            ptr = _live(p)
             if not ptr.grad:
                 continue
             if not momentum:

@@ -1,0 +1,81 @@
+"""_args.py - checking and converting the arguments of tensor functions: ints,
+dims, shapes and scalars. Bad types raise TypeError, values that cannot reach C
+(more than 64 bits) ValueError or IndexError; C checks the rest.
+"""
+import operator
+from numbers import Real
+
+import numpy as np
+
+from aicraft._ffi import ffi
+
+_NULL = ffi.NULL
+
+
+def _as_int(value, what):
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or value is None:
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__)) from None
+
+
+def _as_dim(value, what="dim"):
+    d = _as_int(value, what)
+    if not -(2 ** 31) <= d < 2 ** 31:
+        raise IndexError("%s %d is out of range" % (what, d))
+    return d
+
+
+# A one-element int[] per small dim, so reductions over one dim allocate nothing.
+_ONE_DIM = {d: ffi.new("int[1]", [d]) for d in range(-8, 8)}
+
+
+def _dims_arg(dim):
+    """(int* or NULL, count) for a dim argument: None, an int, or a sequence of ints."""
+    if dim is None:
+        return _NULL, 0
+    if type(dim) is int and -8 <= dim < 8:
+        return _ONE_DIM[dim], 1
+    if isinstance(dim, (tuple, list)):
+        if not dim:
+            return _NULL, 0
+        dims = [_as_dim(d) for d in dim]
+        return ffi.new("int[]", dims), len(dims)
+    return ffi.new("int[1]", [_as_dim(dim)]), 1
+
+
+def _pick(dim, axis, keepdim, keepdims):
+    """Merge PyTorch's dim/keepdim with NumPy's axis/keepdims."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError("pass dim or axis, not both")
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
+    return dim, 1 if keepdim else 0
+
+
+def _shape_args(args, what="shape"):
+    """A shape given as ints (f(2, 3)) or as one sequence (f((2, 3)))."""
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        args = args[0]
+        if not isinstance(args, (tuple, list)):
+            raise TypeError("%s must be ints or a sequence of ints, not %s" % (what, type(args).__name__))
+    shape = []
+    for d in args:
+        d = _as_int(d, what + " entries")
+        if not -(2 ** 63) <= d < 2 ** 63:
+            raise ValueError("%s entry %d does not fit in 64 bits" % (what, d))
+        shape.append(d)
+    return shape
+
+
+def _scalar(value):
+    """value as a float when it is a real number (not a tensor or an array), else None."""
+    if isinstance(value, Real) and not isinstance(value, np.ndarray):
+        return float(value)
+    return None

@@ -1,0 +1,82 @@
+"""memory.py - scopes (ac.checkpoint), memory counters and limits, thread count.
+
+`with ac.checkpoint():` opens a C scope: every tensor made inside lives in its
+arena and is freed in one move when the block ends, even on an exception.
+Tensor wrappers made inside are marked dead then, so later use raises
+ScopeError instead of touching freed memory. Keep what must outlive the step
+with Tensor.keep(), or make it at root.
+"""
+from aicraft._ffi import ffi, lib
+from aicraft.errors import ScopeError, raise_error
+from aicraft.tensor import _Scope, end_scopes_from, push_scope
+
+
+class checkpoint:
+    """A memory scope: `with ac.checkpoint(): ...` frees the step's tensors at the end."""
+
+    __slots__ = ("_cp", "_scope")
+
+    def __init__(self):
+        self._cp = None
+        self._scope = None
+
+    def __enter__(self):
+        if self._scope is not None:
+            raise ScopeError("checkpoint: this scope is already open; make a new ac.checkpoint()")
+        cp = lib.ac_mem_checkpoint()
+        if cp.depth < 0:
+            raise_error()
+        self._cp = cp
+        self._scope = _Scope(cp.depth)
+        push_scope(self._scope)
+        return self
+
+    def __exit__(self, *exc):
+        scope = self._scope
+        if scope is None or not scope.alive:
+            return False      # never opened, or already ended by an outer scope's restore
+        end_scopes_from(scope.depth)
+        if lib.ac_mem_restore(self._cp) < 0:
+            raise_error()
+        return False
+
+    @property
+    def depth(self):
+        """The nesting depth this scope opened at (1 for the outermost); None before enter."""
+        return None if self._scope is None else self._scope.depth
+
+
+def memory_stats():
+    """Process-wide counters: bytes_in_use, peak_bytes, live_tensors, live_nodes,
+    arena_reserved, memory_limit (0 when none)."""
+    stats = ffi.new("AcMemStats *")
+    if lib.ac_memory_stats(stats) < 0:
+        raise_error()
+    return {name: getattr(stats, name) for name in
+            ("bytes_in_use", "peak_bytes", "live_tensors", "live_nodes", "arena_reserved", "memory_limit")}
+
+
+def set_memory_limit(limit):
+    """Make allocations past limit bytes fail with MemoryError; None (or 0) lifts it."""
+    if limit is None:
+        limit = 0
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError("set_memory_limit: limit must be an int number of bytes or None")
+    if not 0 <= limit < 2 ** 63:
+        raise ValueError("set_memory_limit: limit %d is out of range [0, 2**63)" % limit)
+    if lib.ac_set_memory_limit(limit) < 0:
+        raise_error()
+
+
+def set_num_threads(n):
+    """Threads used by large ops (1..256)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError("set_num_threads: n must be an int, not %s" % type(n).__name__)
+    if not 1 <= n <= 256:
+        raise ValueError("set_num_threads: n %d is out of range [1, 256]" % n)
+    if lib.ac_set_num_threads(n) < 0:
+        raise_error()
+
+
+def get_num_threads():
+    return lib.ac_get_num_threads()

@@ -1,0 +1,779 @@
+"""tensor.py - aicraft.Tensor, a thin wrapper over libac's AcTensor.
+
+A Tensor holds `_ptr` (the AcTensor*) and `_scope` (None for a root tensor, else
+the _Scope of the ac.checkpoint() it was made in).
+
+* Root tensors are reference counted in C; the wrapper owns one reference and
+  drops it in __del__.
+* Scoped tensors die with their scope. The scope keeps a list of its wrappers
+  and, when it ends, sets their `_ptr` to NULL: C then sees NULL and fails, and
+  the error path reports ScopeError. So the fast path pays nothing for the
+  check, and no freed pointer is ever handed to C.
+
+Per-op cost matters (a 16-element add is a few hundred nanoseconds): C entry
+points are bound once (module globals or closures), hot ops build their wrapper
+inline with Tensor() and two slot stores, and the common operand types are
+tested with `type(x) is ...` before anything slower.
+"""
+import threading
+from collections import namedtuple
+
+import numpy as np
+
+from aicraft._args import _as_dim, _as_int, _dims_arg, _pick, _scalar, _shape_args
+from aicraft._ffi import ffi, lib
+from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
+
+_NULL = ffi.NULL
+float32 = np.dtype(np.float32)
+
+# ---- scopes ------------------------------------------------------------------
+
+_tls = threading.local()
+_open_scopes = 0          # Python-opened scopes over all threads; 0 means every new tensor is root
+_open_lock = threading.Lock()
+
+
+class _Scope:
+    """One open ac.checkpoint() (or a scope C opened around a Python callback)."""
+
+    __slots__ = ("depth", "tensors", "alive")
+
+    def __init__(self, depth):
+        self.depth = depth
+        self.tensors = []
+        self.alive = True
+
+    def end(self):
+        """Mark the scope dead: every wrapper made in it now reads as ended."""
+        self.alive = False
+        for t in self.tensors:
+            t._ptr = _NULL
+        self.tensors = []
+
+
+def scope_stack():
+    """This thread's open scopes; index i holds the scope at C depth i + 1."""
+    stack = getattr(_tls, "stack", None)
+    if stack is None:
+        stack = _tls.stack = []
+    return stack
+
+
+def push_scope(scope):
+    global _open_scopes
+    scope_stack().append(scope)
+    with _open_lock:
+        _open_scopes += 1
+
+
+def end_scopes_from(depth):
+    """End this thread's scopes at depth and deeper (restoring a scope ends inner ones)."""
+    global _open_scopes
+    stack = scope_stack()
+    ended = 0
+    while len(stack) >= depth:
+        stack.pop().end()
+        ended += 1
+    with _open_lock:
+        _open_scopes -= ended
+
+
+def _scope_at(depth):
+    stack = scope_stack()
+    if depth > len(stack):
+        raise ScopeError("a tensor was made in a scope aicraft did not open (depth %d)" % depth)
+    return stack[depth - 1]
+
+
+# ---- wrapping ----------------------------------------------------------------
+
+def _wrap(p):
+    """A new Tensor owning p, a non-NULL AcTensor* the caller got a reference to.
+    (The hot ops inline this; keep them in step.)"""
+    if _open_scopes:
+        return _wrap_scoped(p)
+    t = Tensor()
+    t._ptr = p
+    t._scope = None
+    return t
+
+
+def _wrap_scoped(p):
+    """_wrap while some thread has a scope open: p may belong to one of ours."""
+    t = Tensor()
+    t._ptr = p
+    depth = p.scope_depth
+    if depth:
+        scope = _scope_at(depth)
+        t._scope = scope
+        scope.tensors.append(t)
+    else:
+        t._scope = None
+    return t
+
+
+def _wrap_borrowed(p, owner):
+    """A Tensor for p, a pointer owned by `owner` (a grad): it shares owner's lifetime
+    when owner is scoped, else it takes a root reference of its own."""
+    t = Tensor()
+    t._ptr = p
+    scope = owner._scope
+    if scope is not None:
+        t._scope = scope
+        scope.tensors.append(t)
+    else:
+        lib.ac_tensor_retain(p)
+        t._scope = None
+    return t
+
+
+def _live(t):
+    """t's AcTensor*, or ScopeError when t's scope has ended."""
+    p = t._ptr
+    if p is _NULL:
+        raise ScopeError(SCOPE_ENDED)
+    return p
+
+
+def _check(rc, *tensors):
+    if rc < 0:
+        raise_error(*tensors)
+
+
+def _shape_of(p):
+    return tuple(ffi.unpack(p.shape, p.ndim))
+
+
+def _operand(value):
+    """The other operand of a binary op: a Tensor, a float, or NotImplemented."""
+    if isinstance(value, Tensor):
+        return value
+    s = _scalar(value)
+    if s is not None:
+        return s
+    if isinstance(value, np.ndarray):
+        from aicraft.creation import tensor
+        return tensor(value)
+    return NotImplemented
+
+
+def _binary(name, tensor_fn, scalar_fn):
+    """self <op> other for a C binary op and its scalar form."""
+    def method(self, other):
+        if type(other) is Tensor:
+            p = tensor_fn(self._ptr, other._ptr)
+        elif type(other) is float or type(other) is int:
+            p = scalar_fn(self._ptr, other)
+        else:
+            other = _operand(other)
+            if other is NotImplemented:
+                return NotImplemented
+            if type(other) is float:
+                p = scalar_fn(self._ptr, other)
+            else:
+                p = tensor_fn(self._ptr, other._ptr)
+        if p:
+            if _open_scopes:
+                return _wrap_scoped(p)
+            t = Tensor()
+            t._ptr = p
+            t._scope = None
+            return t
+        raise_error(self, other)
+    method.__name__ = name
+    return method
+
+
+def _reflected(name, tensor_fn, scalar_fn):
+    """other <op> self, where other is not a Tensor."""
+    def method(self, other):
+        if type(other) is float or type(other) is int:
+            p = scalar_fn(self._ptr, other)
+        else:
+            other = _operand(other)
+            if other is NotImplemented:
+                return NotImplemented
+            if type(other) is float:
+                p = scalar_fn(self._ptr, other)
+            else:
+                p = tensor_fn(other._ptr, self._ptr)
+        if p:
+            return _wrap(p)
+        raise_error(self, other)
+    method.__name__ = name
+    return method
+
+
+def _unary(name, fn, doc):
+    def method(self):
+        p = fn(self._ptr)
+        if p:
+            if _open_scopes:
+                return _wrap_scoped(p)
+            t = Tensor()
+            t._ptr = p
+            t._scope = None
+            return t
+        raise_error(self)
+    method.__name__ = name
+    method.__doc__ = doc
+    return method
+
+
+def _sub_scalar(p, s):
+    return _add_scalar(p, -s)
+
+
+def _full_scalar(value):
+    p = lib.ac_full(_NULL, 0, value)
+    if not p:
+        raise_error()
+    return _wrap(p)
+
+
+def _rpow_scalar(p, base):
+    base = _full_scalar(base)    # held in a local: the C call must not outlive it
+    return _pow(base._ptr, p)
+
+
+def _reduce(name, fn):
+    def method(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        if dim is None and axis is None:
+            p = fn(self._ptr, _NULL, 0, 1 if (keepdim or keepdims) else 0)
+        else:
+            dim, keep = _pick(dim, axis, keepdim, keepdims)
+            dims, n = _dims_arg(dim)
+            p = fn(self._ptr, dims, n, keep)
+        if p:
+            if _open_scopes:
+                return _wrap_scoped(p)
+            t = Tensor()
+            t._ptr = p
+            t._scope = None
+            return t
+        raise_error(self)
+    method.__name__ = name
+    method.__doc__ = "%s over dim (an int or a tuple; None: all), keeping reduced dims if keepdim." % name
+    return method
+
+
+def _spread(name, fn):
+    def method(self, dim=None, keepdim=False, *, correction=None, unbiased=None, axis=None,
+               keepdims=None, ddof=None):
+        dim, keep = _pick(dim, axis, keepdim, keepdims)
+        if ddof is not None:
+            correction = ddof
+        if unbiased is not None:
+            correction = 1 if unbiased else 0
+        correction = 1 if correction is None else _as_dim(correction, "correction")
+        dims, n = _dims_arg(dim)
+        p = fn(self._ptr, dims, n, correction, keep)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+    method.__name__ = name
+    method.__doc__ = "%s over dim with Bessel's correction (default 1, as PyTorch)." % name
+    return method
+
+
+def _extreme(name, fn, fn_dim):
+    result = namedtuple(name, ["values", "indices"])
+
+    def method(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        if axis is not None or dim is None or isinstance(dim, (tuple, list)):
+            dim, keep = _pick(dim, axis, keepdim, keepdims)
+            dims, n = _dims_arg(dim)
+            p = fn(self._ptr, dims, n, keep)
+            if p:
+                return _wrap(p)
+            raise_error(self)
+        if isinstance(dim, Tensor):
+            raise TypeError("%s(other) is not supported: aicraft has no elementwise %s" % (name, name))
+        _, keep = _pick(None, None, keepdim, keepdims)
+        indices = ffi.new("AcTensor **")
+        p = fn_dim(self._ptr, _as_dim(dim), keep, indices)
+        if not p:
+            raise_error(self)
+        return result(_wrap(p), _wrap(indices[0]))
+    method.__name__ = name
+    method.__doc__ = ("%s of all elements (dim=None, or a tuple of dims), or along an int dim "
+                      "as (values, indices), as PyTorch." % name)
+    return method
+
+
+def _inplace(name, op):
+    """self <op>= other, written into self's memory without recording a graph."""
+    def method(self, other):
+        p = _live(self)
+        other_needs_grad = isinstance(other, Tensor) and _live(other).requires_grad
+        if lib.ac_is_grad_enabled() and (p.requires_grad or other_needs_grad):
+            raise RuntimeError("%s: in-place changes of tensors that require grad are not recorded; "
+                               "do them under `with ac.no_grad():`" % name)
+        result = op(self, other)
+        if result is NotImplemented:
+            raise TypeError("%s: unsupported operand type %s" % (name, type(other).__name__))
+        if _shape_of(result._ptr) != _shape_of(p):
+            raise ShapeError("%s: result of shape %s cannot be written into a tensor of shape %s"
+                             % (name, _shape_of(result._ptr), _shape_of(p)))
+        _check(lib.ac_tensor_copy_(p, result._ptr), self)
+        return self
+    method.__name__ = name
+    return method
+
+
+_backward = lib.ac_backward
+_add, _sub, _mul, _div, _pow = lib.ac_add, lib.ac_sub, lib.ac_mul, lib.ac_div, lib.ac_pow
+_add_scalar, _mul_scalar = lib.ac_add_scalar, lib.ac_mul_scalar
+_matmul = lib.ac_matmul
+
+
+class Tensor:
+    """A float32 tensor living in libac. Make one with ac.tensor(data), ac.zeros(shape),
+    ac.from_numpy(array), ... or an op; Tensor() itself makes an empty, unusable shell
+    (there is no __init__: wrapping must stay cheap)."""
+
+    __slots__ = ("_ptr", "_scope")
+    __array_ufunc__ = None     # NumPy defers to our reflected operators
+
+    def __del__(self, _free=lib.ac_tensor_free):
+        try:
+            if self._scope is None:
+                _free(self._ptr)
+        except AttributeError:   # an empty shell from Tensor() owns nothing
+            pass
+
+    # ---- properties --------------------------------------------------------
+
+    @property
+    def shape(self):
+        """The dimensions, as a tuple."""
+        return _shape_of(_live(self))
+
+    @property
+    def ndim(self):
+        return _live(self).ndim
+
+    @property
+    def dtype(self):
+        _live(self)
+        return float32
+
+    @property
+    def requires_grad(self):
+        return bool(_live(self).requires_grad)
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if not isinstance(value, (bool, int, np.bool_)):
+            raise TypeError("requires_grad must be a bool, not %s" % type(value).__name__)
+        _check(lib.ac_tensor_set_requires_grad(self._ptr, 1 if value else 0), self)
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward(), or None."""
+        g = _live(self).grad
+        if not g:
+            return None
+        return _wrap_borrowed(g, self)
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            raise TypeError("only `t.grad = None` is supported; use t.grad.zero_() or t.grad.copy_(g)")
+        _check(lib.ac_tensor_zero_grad(self._ptr), self)
+
+    @property
+    def is_leaf(self):
+        return _live(self).node == _NULL
+
+    @property
+    def data(self):
+        """A detached tensor sharing this one's memory."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError("data must be a Tensor, not %s" % type(value).__name__)
+        p, q = _live(self), _live(value)
+        if _shape_of(p) != _shape_of(q):
+            raise ShapeError("data: shape %s cannot replace shape %s" % (_shape_of(q), _shape_of(p)))
+        _check(lib.ac_tensor_copy_(p, q), self, value)
+
+    @property
+    def T(self):
+        """The dims reversed (the transpose of a matrix)."""
+        nd = _live(self).ndim
+        return self if nd < 2 else self.permute(*range(nd - 1, -1, -1))
+
+    def dim(self):
+        return _live(self).ndim
+
+    def numel(self):
+        return _live(self).size
+
+    def size(self, dim=None):
+        """The shape, or the size of one dim."""
+        p = _live(self)
+        if dim is None:
+            return _shape_of(p)
+        d, nd = _as_dim(dim), p.ndim
+        if not -nd <= d < nd:
+            raise IndexError("size: dim %d is out of range for a %d-d tensor" % (d, nd))
+        return p.shape[d % nd]
+
+    def __len__(self):
+        p = _live(self)
+        if p.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return p.shape[0]
+
+    def __iter__(self):
+        n = len(self)
+        return (self[i] for i in range(n))
+
+    # ---- conversion --------------------------------------------------------
+
+    def numpy(self):
+        """A float32 NumPy copy."""
+        p = _live(self)
+        shape = _shape_of(p)
+        if p.size == 0:
+            return np.zeros(shape, np.float32)
+        return np.frombuffer(ffi.buffer(p.data, p.size * 4), np.float32).reshape(shape).copy()
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a Tensor's memory is not shared with NumPy: np.asarray(t) copies")
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def item(self):
+        p = _live(self)
+        if p.size != 1:
+            raise RuntimeError("item: a tensor with %d elements cannot be converted to a Python number" % p.size)
+        return p.data[0]
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        p = _live(self)
+        if p.size != 1:
+            raise RuntimeError("bool: the truth value of a tensor with %d elements is ambiguous" % p.size)
+        return bool(p.data[0])
+
+    def __repr__(self):
+        p = _live(self)
+        body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
+        if p.node:
+            op = ffi.string(p.node.op).decode()
+            kind = "".join(part.capitalize() for part in op.split("_"))
+            return "tensor(%s, grad_fn=<%sBackward0>)" % (body, kind)
+        if p.requires_grad:
+            return "tensor(%s, requires_grad=True)" % body
+        return "tensor(%s)" % body
+
+    __str__ = __repr__
+
+    # ---- autograd ----------------------------------------------------------
+
+    def backward(self, gradient=None):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad (self must be scalar
+        unless gradient, of self's shape, is given)."""
+        if gradient is None:
+            rc = _backward(self._ptr)
+        else:
+            g = _operand(gradient)
+            if not isinstance(g, Tensor):
+                raise TypeError("backward: gradient must be a Tensor, not %s" % type(gradient).__name__)
+            rc = lib.ac_backward_with(self._ptr, g._ptr)
+        if rc < 0:
+            raise_error(self, gradient)
+
+    def detach(self):
+        """The same data with no graph (shares memory)."""
+        p = lib.ac_tensor_detach(self._ptr)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    def clone(self):
+        """A differentiable copy."""
+        p = lib.ac_tensor_clone(self._ptr)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def keep(self):
+        """A detached copy owned at root: it outlives the current ac.checkpoint()."""
+        p = lib.ac_tensor_keep(self._ptr)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    # Copying the wrapper's slots would make two owners of one reference: these
+    # give every copy its own.
+    def __copy__(self):
+        """Another Tensor object for the same tensor (shared memory and graph)."""
+        return _wrap_borrowed(_live(self), self)
+
+    def __deepcopy__(self, memo):
+        """A new leaf with a copy of the data and the same requires_grad."""
+        p = lib.ac_tensor_detach(self._ptr)
+        if not p:
+            raise_error(self)
+        copy = _wrap(p).clone()
+        copy.requires_grad_(bool(_live(self).requires_grad))
+        memo[id(self)] = copy
+        return copy
+
+    def __reduce__(self):
+        from aicraft.creation import tensor
+        return tensor, (self.numpy(), bool(_live(self).requires_grad))
+
+    # ---- in place (no graph) -----------------------------------------------
+
+    def zero_(self):
+        return self.fill_(0.0)
+
+    def fill_(self, value):
+        p = _live(self)
+        if lib.ac_is_grad_enabled() and p.requires_grad:
+            raise RuntimeError("fill_: in-place changes of tensors that require grad are not recorded; "
+                               "do them under `with ac.no_grad():`")
+        s = _scalar(value)
+        if s is None:
+            raise TypeError("fill_: value must be a number, not %s" % type(value).__name__)
+        _check(lib.ac_tensor_fill_(p, s), self)
+        return self
+
+    def copy_(self, src):
+        if not isinstance(src, Tensor):
+            raise TypeError("copy_: src must be a Tensor, not %s" % type(src).__name__)
+        return self._copy_(self, src)
+
+    # ---- operators ---------------------------------------------------------
+
+    __add__ = _binary("__add__", _add, _add_scalar)
+    __sub__ = _binary("__sub__", _sub, _sub_scalar)
+    __mul__ = _binary("__mul__", _mul, _mul_scalar)
+    __truediv__ = _binary("__truediv__", _div, lib.ac_div_scalar)
+    __pow__ = _binary("__pow__", _pow, lib.ac_pow_scalar)
+    __radd__ = _reflected("__radd__", _add, _add_scalar)
+    __rsub__ = _reflected("__rsub__", _sub, lib.ac_rsub_scalar)
+    __rmul__ = _reflected("__rmul__", _mul, _mul_scalar)
+    __rtruediv__ = _reflected("__rtruediv__", _div, lib.ac_rdiv_scalar)
+    __rpow__ = _reflected("__rpow__", _pow, _rpow_scalar)
+
+    def __matmul__(self, other):
+        if type(other) is not Tensor:
+            other = _operand(other)
+            if not isinstance(other, Tensor):
+                return NotImplemented
+        p = _matmul(self._ptr, other._ptr)
+        if p:
+            if _open_scopes:
+                return _wrap_scoped(p)
+            t = Tensor()
+            t._ptr = p
+            t._scope = None
+            return t
+        raise_error(self, other)
+
+    def __rmatmul__(self, other):
+        other = _operand(other)
+        if not isinstance(other, Tensor):
+            return NotImplemented
+        return other.__matmul__(self)
+
+    __neg__ = _unary("__neg__", lib.ac_neg, "-self")
+    __abs__ = _unary("__abs__", lib.ac_abs, "|self|")
+
+    def __pos__(self):
+        _live(self)
+        return self
+
+    add, sub, mul, div, pow, matmul = __add__, __sub__, __mul__, __truediv__, __pow__, __matmul__
+    neg = __neg__
+
+    add_ = __iadd__ = _inplace("add_", __add__)
+    sub_ = __isub__ = _inplace("sub_", __sub__)
+    mul_ = __imul__ = _inplace("mul_", __mul__)
+    div_ = __itruediv__ = _inplace("div_", __truediv__)
+    _copy_ = staticmethod(_inplace("copy_", lambda dst, src: src))
+
+    # ---- math and activations ----------------------------------------------
+
+    exp = _unary("exp", lib.ac_exp, "e ** self, elementwise")
+    log = _unary("log", lib.ac_log, "natural log, elementwise")
+    sqrt = _unary("sqrt", lib.ac_sqrt, "square root, elementwise")
+    abs = __abs__
+    sin = _unary("sin", lib.ac_sin, "sine, elementwise")
+    cos = _unary("cos", lib.ac_cos, "cosine, elementwise")
+    relu = _unary("relu", lib.ac_relu, "max(self, 0)")
+    sigmoid = _unary("sigmoid", lib.ac_sigmoid, "1 / (1 + exp(-self))")
+    tanh = _unary("tanh", lib.ac_tanh, "hyperbolic tangent")
+    gelu = _unary("gelu", lib.ac_gelu, "GELU, exact (erf) form")
+
+    def clamp(self, min=None, max=None):
+        """self limited to [min, max]; a None bound is open."""
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        lo = -np.inf if min is None else _scalar(min)
+        hi = np.inf if max is None else _scalar(max)
+        if lo is None or hi is None:
+            raise TypeError("clamp: min and max must be numbers")
+        p = lib.ac_clamp(self._ptr, lo, hi)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    clip = clamp
+
+    def softmax(self, dim):
+        p = lib.ac_softmax(self._ptr, _as_dim(dim))
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def log_softmax(self, dim):
+        p = lib.ac_log_softmax(self._ptr, _as_dim(dim))
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    # ---- reductions --------------------------------------------------------
+
+    sum = _reduce("sum", lib.ac_sum)
+    mean = _reduce("mean", lib.ac_mean)
+    amax = _reduce("amax", lib.ac_max)
+    amin = _reduce("amin", lib.ac_min)
+    var = _spread("var", lib.ac_var)
+    std = _spread("std", lib.ac_std)
+    max = _extreme("max", lib.ac_max, lib.ac_max_dim)
+    min = _extreme("min", lib.ac_min, lib.ac_min_dim)
+
+    def argmax(self, dim=None, keepdim=False):
+        """Index of the first largest element (as a float tensor), along dim or of the flattened tensor."""
+        if dim is None:
+            p = _live(self)
+            flat = self.reshape(-1)
+            out = lib.ac_argmax(flat._ptr, 0, 0)
+            if not out:
+                raise_error(self)
+            out = _wrap(out)
+            return out.reshape([1] * p.ndim) if keepdim else out
+        p = lib.ac_argmax(self._ptr, _as_dim(dim), 1 if keepdim else 0)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def argmin(self, dim=None, keepdim=False):
+        """Index of the first smallest element, as argmax."""
+        return (-self.detach()).argmax(dim, keepdim)
+
+    # ---- shapes ------------------------------------------------------------
+
+    def reshape(self, *shape):
+        """The same data in a new shape (one dim may be -1); shares memory."""
+        shape = _shape_args(shape)
+        p = lib.ac_reshape(self._ptr, ffi.new("int64_t[]", shape) if shape else _NULL, len(shape))
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    view = reshape
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        p = lib.ac_flatten(self._ptr, _as_dim(start_dim), _as_dim(end_dim))
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def transpose(self, dim0, dim1):
+        p = lib.ac_transpose(self._ptr, _as_dim(dim0), _as_dim(dim1))
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def permute(self, *dims):
+        dims = [_as_dim(d) for d in _shape_args(dims, "dims")]
+        p = lib.ac_permute(self._ptr, ffi.new("int[]", dims) if dims else _NULL, len(dims))
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def squeeze(self, dim=None):
+        """Drop size-1 dims (all, or those named by dim)."""
+        dims, n = _dims_arg(dim)
+        if dim is not None and n == 0:
+            dims = ffi.new("int[1]")
+        p = lib.ac_squeeze(self._ptr, dims, n)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def unsqueeze(self, dim):
+        p = lib.ac_unsqueeze(self._ptr, _as_dim(dim))
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def __getitem__(self, index):
+        """Basic indexing: ints, slices (with steps), Ellipsis and None."""
+        p = _live(self)
+        items = index if type(index) is tuple else (index,)
+        n_ellipsis = sum(1 for item in items if item is Ellipsis)
+        if n_ellipsis > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        n_dims = sum(1 for item in items if item is not None and item is not Ellipsis)
+        if n_dims > p.ndim:
+            raise IndexError("too many indices for a tensor of dimension %d" % p.ndim)
+        slices = ffi.new("AcSlice[]", max(p.ndim if n_ellipsis else n_dims, 1))
+        new_axes, k, out_dim = [], 0, 0
+        for item in items:
+            if item is None:
+                new_axes.append(out_dim)
+                out_dim += 1
+            elif item is Ellipsis:
+                for _ in range(p.ndim - n_dims):
+                    slices[k].step = 1
+                    k += 1
+                    out_dim += 1
+            elif type(item) is slice:
+                s = slices[k]
+                s.step = 1 if item.step is None else _as_int(item.step, "slice step")
+                if item.start is not None:
+                    s.start, s.has_start = _as_int(item.start, "slice start"), 1
+                if item.stop is not None:
+                    s.stop, s.has_stop = _as_int(item.stop, "slice stop"), 1
+                k += 1
+                out_dim += 1
+            elif isinstance(item, (bool, np.bool_)) or isinstance(item, (Tensor, np.ndarray, list)):
+                raise TypeError("only integers, slices, Ellipsis and None are valid indices "
+                                "(aicraft has no advanced indexing)")
+            else:
+                s = slices[k]
+                s.start, s.has_start, s.is_index, s.step = _as_int(item, "index"), 1, 1, 1
+                k += 1
+        out = self
+        if k:
+            q = lib.ac_slice(p, slices, k)
+            if not q:
+                raise_error(self)
+            out = _wrap(q)
+        for axis in new_axes:
+            out = out.unsqueeze(axis)
+        return out

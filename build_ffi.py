@@ -1,0 +1,68 @@
+"""build_ffi.py - builds the compiled module aicraft._libac with CFFI in API mode.
+
+The cdef is the block of libac/include/ac.h between the AC_CDEF markers, read at
+build time, so the header stays the one source of truth (tests/test_header_cdef.py
+checks that the built module matches it).
+"""
+import glob
+import os
+
+from cffi import FFI
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+HEADER = os.path.join(ROOT, "libac", "include", "ac.h")
+CDEF_BEGIN = "/* AC_CDEF_BEGIN */"
+CDEF_END = "/* AC_CDEF_END */"
+
+# The callback ac.gradcheck hands to ac_gradient_check (see aicraft/gradcheck.py).
+PYTHON_CALLBACKS = """
+extern "Python" AcTensor *_py_gradcheck_fn(AcTensor *const *inputs, int n_inputs, void *user);
+"""
+
+
+def header_cdef(path=HEADER):
+    """The text between the AC_CDEF markers of the public header."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    begin = text.find(CDEF_BEGIN)
+    end = text.find(CDEF_END)
+    if begin < 0 or end < begin:
+        raise RuntimeError("%s: AC_CDEF_BEGIN/AC_CDEF_END markers not found" % path)
+    return text[begin + len(CDEF_BEGIN):end]
+
+
+def c_sources():
+    """libac's C files, relative to the project root so setuptools accepts them."""
+    patterns = ("libac/src/*.c", "libac/src/*/*.c")
+    found = []
+    for pattern in patterns:
+        found.extend(glob.glob(os.path.join(ROOT, pattern)))
+    return sorted(os.path.relpath(path, ROOT) for path in found)
+
+
+# cffi's wrappers release the GIL and save errno around every call. That costs
+# about 0.1 us a call, a tenth of a whole op on small tensors; libac never uses
+# errno, and its big ops run on its own thread pool. So both are compiled out:
+# calls keep the GIL (other Python threads wait while a long op runs).
+KEEP_GIL = """
+#undef Py_BEGIN_ALLOW_THREADS
+#undef Py_END_ALLOW_THREADS
+#define Py_BEGIN_ALLOW_THREADS {
+#define Py_END_ALLOW_THREADS }
+#undef _cffi_restore_errno
+#undef _cffi_save_errno
+#define _cffi_restore_errno() ((void)0)
+#define _cffi_save_errno() ((void)0)
+"""
+
+ffibuilder = FFI()
+ffibuilder.cdef(header_cdef() + PYTHON_CALLBACKS)
+ffibuilder.set_source(
+    "aicraft._libac",
+    '#include "ac.h"\n' + KEEP_GIL,
+    sources=c_sources(),
+    include_dirs=[os.path.join("libac", "include"), os.path.join("libac", "src")],
+    # No -ffast-math: NaN and inf must keep IEEE semantics.
+    extra_compile_args=["-std=c99", "-O3", "-fno-math-errno", "-Wall"],
+    libraries=["m", "pthread"],
+)

@@ -1,0 +1,382 @@
+"""Memory: ac.checkpoint() scopes, root reference counting, use after scope,
+memory limits, nested scopes, threads, and long graphs (no recursion).
+
+The counters are process-wide, so every test compares them with the values it
+saw at its own start, after a gc.collect() that clears Python cycles.
+"""
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import aicraft as ac
+import aicraft.functional as F
+
+
+def stats():
+    gc.collect()
+    return ac.memory_stats()
+
+
+def in_use():
+    s = stats()
+    return s["bytes_in_use"], s["live_tensors"], s["live_nodes"]
+
+
+class MLP:
+    """A 2-layer MLP written with the raw ops, parameters at root."""
+
+    def __init__(self, n_in=8, n_hidden=16, n_out=1):
+        ac.manual_seed(0)
+        self.w1 = (ac.randn(n_in, n_hidden) * (1.0 / n_in ** 0.5)).requires_grad_()
+        self.b1 = ac.zeros(n_hidden, requires_grad=True)
+        self.w2 = (ac.randn(n_hidden, n_out) * (1.0 / n_hidden ** 0.5)).requires_grad_()
+        self.b2 = ac.zeros(n_out, requires_grad=True)
+        self.params = [self.w1, self.b1, self.w2, self.b2]
+
+    def __call__(self, x):
+        return ((x @ self.w1 + self.b1).relu()) @ self.w2 + self.b2
+
+    def sgd(self, lr):
+        with ac.no_grad():
+            for p in self.params:
+                p -= lr * p.grad
+                p.grad = None
+
+
+def regression_batch(rng, n=32):
+    x = rng.standard_normal((n, 8)).astype(np.float32)
+    y = (x[:, :1] * 2.0 - x[:, 1:2]).astype(np.float32)
+    return x, y
+
+
+# ---- scopes keep training memory flat ------------------------------------------
+
+def test_ten_thousand_training_steps_in_checkpoints_end_where_they_began():
+    model = MLP()
+    rng = np.random.default_rng(0)
+    x_np, y_np = regression_batch(rng)
+    x, y = ac.tensor(x_np), ac.tensor(y_np)
+    start = in_use()
+    losses = []
+    for step in range(10_000):
+        with ac.checkpoint():
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            model.sgd(0.01)
+            if step % 1000 == 0:
+                losses.append(loss.item())
+        if step == 100:
+            after_100 = in_use()
+    assert after_100 == start
+    assert in_use() == start
+    assert losses[-1] < losses[0] * 0.5, "the model did not learn: %s" % losses
+
+
+def test_a_root_loop_without_scopes_keeps_memory_flat():
+    x = ac.randn(16, requires_grad=True)
+    w = ac.randn(16)
+    start = in_use()
+    for _ in range(100_000):
+        y = ((x * w) + 1.0).relu().sum()
+    del y
+    assert in_use() == start
+    for _ in range(2_000):
+        loss = (x * w).tanh().sum()
+        loss.backward()
+        x.grad = None
+    del loss
+    assert in_use() == start
+
+
+def test_grads_of_root_parameters_made_in_a_scope_stay_at_root():
+    w = ac.ones(3, requires_grad=True)
+    with ac.checkpoint():
+        (w * ac.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 2.0, 3.0])
+    g = w.grad
+    w.grad = None
+    np.testing.assert_array_equal(g.numpy(), [1.0, 2.0, 3.0])   # the wrapper holds its own reference
+
+
+def test_scoped_leaf_grads_die_with_the_scope():
+    start = in_use()
+    with ac.checkpoint():
+        w = ac.ones(4, requires_grad=True)
+        (w * 3).sum().backward()
+        g = w.grad
+        np.testing.assert_array_equal(g.numpy(), [3.0] * 4)
+    with pytest.raises(ac.ScopeError):
+        g.numpy()
+    with pytest.raises(ac.ScopeError):
+        w.grad
+    assert in_use() == start
+
+
+def test_checkpoint_restores_on_exceptions():
+    start = in_use()
+    with pytest.raises(ZeroDivisionError):
+        with ac.checkpoint():
+            t = ac.randn(100, 100) @ ac.randn(100, 100)
+            1 / 0
+    assert in_use() == start
+    with pytest.raises(ac.ScopeError):
+        t.sum()
+
+
+def test_keep_and_root_tensors_outlive_scopes():
+    root = ac.tensor([1.0, 2.0])
+    with ac.checkpoint():
+        inner = root * 10
+        kept = inner.keep()
+        view = root.reshape(2, 1)
+    np.testing.assert_array_equal(kept.numpy(), [10.0, 20.0])
+    np.testing.assert_array_equal(root.numpy(), [1.0, 2.0])
+    for dead in (inner, view):
+        with pytest.raises(ac.ScopeError):
+            dead.numpy()
+
+
+# ---- long graphs ---------------------------------------------------------------
+
+def test_a_chain_of_100000_ops_backpropagates_and_frees_at_root():
+    start = in_use()
+    x = ac.tensor([1.0, 2.0], requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = y * 1.00001
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [np.exp(1.0)] * 2, rtol=2e-3)
+    del y, x
+    assert in_use() == start                    # freeing the chain must not recurse either
+
+
+def test_a_chain_of_100000_ops_in_a_scope():
+    start = in_use()
+    x = ac.tensor([3.0], requires_grad=True)
+    with ac.checkpoint():
+        y = x
+        for _ in range(100_000):
+            y = y + 1.0
+        y.backward()
+    assert x.grad.item() == 1.0
+    del x
+    assert in_use() == start
+
+
+# ---- use after scope ------------------------------------------------------------
+
+# Arguments for each public Tensor attribute; anything not listed is called with none.
+CALL_ARGS = {
+    "__add__": (1.0,), "__radd__": (1.0,), "__sub__": (1.0,), "__rsub__": (1.0,),
+    "__mul__": (2.0,), "__rmul__": (2.0,), "__truediv__": (2.0,), "__rtruediv__": (2.0,),
+    "__pow__": (2.0,), "__rpow__": (2.0,), "__iadd__": (1.0,), "__isub__": (1.0,),
+    "__imul__": (2.0,), "__itruediv__": (2.0,),
+    "add": (1.0,), "sub": (1.0,), "mul": (2.0,), "div": (2.0,), "pow": (2.0,),
+    "add_": (1.0,), "sub_": (1.0,), "mul_": (2.0,), "div_": (2.0,), "fill_": (1.0,),
+    "__matmul__": "live(2, 2)", "__rmatmul__": "array(2, 2)", "matmul": "live(2, 2)",
+    "copy_": "live(2, 2)", "__getitem__": (0,), "__array__": (),
+    "reshape": (4,), "view": (-1,), "transpose": (0, 1), "permute": (1, 0), "unsqueeze": (0,),
+    "softmax": (0,), "log_softmax": (1,), "clamp": (0.0, 1.0), "clip": (0.0, 1.0),
+    "size": (0,), "backward": (), "requires_grad_": (True,), "__deepcopy__": ({},),
+}
+# Attributes that are not tensor operations.
+NOT_OPS = {"__del__", "__init__", "__slots__", "__module__", "__doc__", "__array_ufunc__",
+           "__qualname__", "__firstlineno__", "__static_attributes__", "__weakref__", "__dict__"}
+
+
+def tensor_api():
+    """Every public method, operator and property Tensor defines, found by introspection."""
+    names = []
+    for name, value in vars(ac.Tensor).items():
+        if name in NOT_OPS or (name.startswith("_") and not name.startswith("__")):
+            continue
+        names.append(name)
+    return sorted(names)
+
+
+def test_the_api_list_is_complete():
+    names = tensor_api()
+    for expected in ("shape", "numpy", "backward", "__add__", "__getitem__", "grad", "T", "keep",
+                     "sum", "max", "__repr__", "__len__", "__iter__", "item", "data"):
+        assert expected in names
+
+
+def dead_tensor():
+    with ac.checkpoint():
+        t = ac.ones(2, 2, requires_grad=True) * 1.0
+        t.sum().backward()                        # give it a graph, its leaf a grad
+    return t
+
+
+def resolve(args):
+    if args == "live(2, 2)":
+        return (ac.ones(2, 2),)
+    if args == "array(2, 2)":
+        return (np.ones((2, 2), np.float32),)
+    return args
+
+
+@pytest.mark.parametrize("name", tensor_api())
+def test_every_tensor_attribute_raises_scope_error_after_the_scope(name):
+    t = dead_tensor()
+    attr = getattr(ac.Tensor, name)
+    with pytest.raises(ac.ScopeError):
+        if isinstance(attr, property):
+            getattr(t, name)
+        else:
+            result = getattr(t, name)(*resolve(CALL_ARGS.get(name, ())))
+            if name == "__iter__":
+                next(result)
+
+
+@pytest.mark.parametrize("name,value", [("requires_grad", True), ("grad", None),
+                                        ("data", "live(2, 2)")])
+def test_property_setters_raise_scope_error_after_the_scope(name, value):
+    t = dead_tensor()
+    value = resolve(value)[0] if isinstance(value, str) else value
+    with pytest.raises(ac.ScopeError):
+        setattr(t, name, value)
+
+
+def test_builtins_raise_scope_error_after_the_scope():
+    t = dead_tensor()
+    live = ac.ones(2, 2)
+    for use in (repr, str, len, list, float, int, bool, np.asarray, abs, lambda x: -x,
+                lambda x: +x, lambda x: x[0, 0], lambda x: x @ live, lambda x: live @ x,
+                lambda x: 1.0 + x, lambda x: x + live, lambda x: live - x, lambda x: live * x,
+                lambda x: 2.0 ** x, lambda x: x ** live, lambda x: np.ones((2, 2)) / x):
+        with pytest.raises(ac.ScopeError):
+            use(t)
+
+
+def test_passing_a_dead_tensor_to_any_function_raises_scope_error():
+    t = dead_tensor()
+    live = ac.ones(2, 2, requires_grad=True)
+    uses = [
+        lambda: ac.cat([live, t]), lambda: ac.stack([t, live]), lambda: ac.tensor(t),
+        lambda: ac.zeros_like(t), lambda: ac.ones_like(t), lambda: ac.exp(t), lambda: ac.sum(t),
+        lambda: ac.matmul(live, t), lambda: F.mse_loss(live, t), lambda: F.mse_loss(t, live),
+        lambda: F.cross_entropy(t, [0, 1]), lambda: F.cross_entropy(live, t),
+        lambda: F.binary_cross_entropy(t, live), lambda: F.binary_cross_entropy_with_logits(live, t),
+        lambda: F.relu(t), lambda: F.softmax(t, 0), lambda: ac.viz.to_dot(t),
+        lambda: ac.viz.to_text(t), lambda: ac.gradcheck(lambda a: a * 2, [t]),
+        lambda: live.copy_(t), lambda: live.backward(t), lambda: live.add_(t),
+        lambda: setattr(live, "data", t),
+    ]
+    for use in uses:
+        with pytest.raises(ac.ScopeError):
+            use()
+    np.testing.assert_array_equal(live.numpy(), np.ones((2, 2)))   # nothing was touched
+
+
+# ---- nesting ---------------------------------------------------------------------
+
+def test_nested_scopes_free_inner_tensors_first():
+    start = in_use()
+    with ac.checkpoint() as outer:
+        a = ac.ones(3)
+        with ac.checkpoint() as inner:
+            assert inner.depth == outer.depth + 1
+            b = a * 2
+            c = b + a
+        with pytest.raises(ac.ScopeError):
+            c.numpy()
+        np.testing.assert_array_equal((a * 5).numpy(), [5.0] * 3)
+    with pytest.raises(ac.ScopeError):
+        a.numpy()
+    assert in_use() == start
+
+
+def test_restoring_an_outer_scope_ends_the_inner_ones():
+    start = in_use()
+    outer = ac.checkpoint()
+    outer.__enter__()
+    a = ac.ones(2)
+    inner = ac.checkpoint()
+    inner.__enter__()
+    b = a * 3
+    outer.__exit__(None, None, None)
+    for dead in (a, b):
+        with pytest.raises(ac.ScopeError):
+            dead.numpy()
+    inner.__exit__(None, None, None)             # already ended: a no-op
+    assert in_use() == start
+    np.testing.assert_array_equal((ac.ones(2) * 3).numpy(), [3.0, 3.0])
+
+
+def test_a_checkpoint_object_cannot_be_entered_twice():
+    cp = ac.checkpoint()
+    with cp:
+        with pytest.raises(ac.ScopeError):
+            cp.__enter__()
+
+
+def test_scopes_are_per_thread():
+    opened, release = threading.Event(), threading.Event()
+    results = {}
+
+    def worker():
+        with ac.checkpoint():
+            results["scoped"] = ac.ones(2) * 2
+            opened.set()
+            release.wait(10)
+        try:
+            results["scoped"].numpy()
+        except ac.ScopeError:
+            results["dead"] = True
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    opened.wait(10)
+    root = ac.ones(2) * 5                        # made at this thread's root while the other scope is open
+    release.set()
+    thread.join()
+    assert results.get("dead")
+    np.testing.assert_array_equal(root.numpy(), [5.0, 5.0])
+
+
+# ---- memory limit ------------------------------------------------------------------
+
+def test_memory_limit_raises_memory_error_and_the_library_recovers():
+    start = in_use()
+    try:
+        with ac.checkpoint():
+            ac.set_memory_limit(stats()["bytes_in_use"] + (1 << 20))
+            assert ac.memory_stats()["memory_limit"] > 0
+            keep = [ac.zeros(1024)]
+            with pytest.raises(MemoryError) as info:
+                for _ in range(1000):
+                    keep.append(ac.zeros(64 * 1024))
+            assert "limit" in str(info.value)
+            with pytest.raises(MemoryError):
+                ac.randn(1000, 1000)
+    finally:
+        ac.set_memory_limit(None)
+    assert ac.memory_stats()["memory_limit"] == 0
+    assert in_use() == start
+    x = ac.randn(300, 300, requires_grad=True)
+    with ac.checkpoint():
+        (x @ x).sum().backward()
+    assert x.grad.shape == (300, 300)
+
+
+def test_memory_limit_at_root():
+    try:
+        ac.set_memory_limit(stats()["bytes_in_use"] + 4096)
+        with pytest.raises(MemoryError):
+            ac.zeros(1 << 20)
+        small = ac.zeros(16)
+    finally:
+        ac.set_memory_limit(None)
+    np.testing.assert_array_equal(small.numpy(), np.zeros(16))
+    assert ac.zeros(1 << 20).numel() == 1 << 20
+
+
+def test_memory_stats_fields():
+    s = ac.memory_stats()
+    assert set(s) == {"bytes_in_use", "peak_bytes", "live_tensors", "live_nodes", "arena_reserved",
+                      "memory_limit"}
+    assert all(isinstance(v, int) for v in s.values())
+    assert s["peak_bytes"] >= s["bytes_in_use"] >= 0
