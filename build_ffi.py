@@ -40,26 +40,13 @@ def c_sources():
     return sorted(os.path.relpath(path, ROOT) for path in found)
 
 
-# cffi's wrappers release the GIL and save errno around every call. That costs
-# about 0.1 us a call, a tenth of a whole op on small tensors; libac never uses
-# errno, and its big ops run on its own thread pool. So both are compiled out:
-# calls keep the GIL (other Python threads wait while a long op runs).
-KEEP_GIL = """
-#undef Py_BEGIN_ALLOW_THREADS
-#undef Py_END_ALLOW_THREADS
-#define Py_BEGIN_ALLOW_THREADS {
-#define Py_END_ALLOW_THREADS }
-#undef _cffi_restore_errno
-#undef _cffi_save_errno
-#define _cffi_restore_errno() ((void)0)
-#define _cffi_save_errno() ((void)0)
-"""
-
 ffibuilder = FFI()
 ffibuilder.cdef(header_cdef() + PYTHON_CALLBACKS)
 ffibuilder.set_source(
     "aicraft._libac",
-    '#include "ac.h"\n' + KEEP_GIL,
+    # cffi releases the GIL around each call: two Python threads can be inside
+    # libac at once, which its per-thread scopes and thread pool allow.
+    '#include "ac.h"',
     sources=c_sources(),
     include_dirs=[os.path.join("libac", "include"), os.path.join("libac", "src")],
     # No -ffast-math: NaN and inf must keep IEEE semantics.

@@ -37,11 +37,15 @@ int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size)
         if (shape[i] < 0)
             return error_set(AC_ERR_ARG, "%s: negative dimension %lld in shape %s", op,
                              (long long)shape[i], shape_str(shape, ndim));
-        if (shape[i] > 0 && n > (INT64_MAX / 8) / shape[i])
+        /* divide only when the product might overflow: this runs for every op */
+        if ((n >= ((int64_t)1 << 31) || shape[i] >= ((int64_t)1 << 31)) && shape[i] > 0 &&
+            n > (INT64_MAX / 8) / shape[i])
             return error_set(AC_ERR_MEMORY, "%s: shape %s has too many elements", op,
                              shape_str(shape, ndim));
         n *= shape[i];
     }
+    if (n > INT64_MAX / 8)
+        return error_set(AC_ERR_MEMORY, "%s: shape %s has too many elements", op, shape_str(shape, ndim));
     if (size) *size = n;
     return AC_OK;
 }
@@ -56,7 +60,7 @@ int dim_normalize(const char *op, int dim, int ndim)
 {
     int lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
     if (dim < lo || dim > hi) {
-        error_set(AC_ERR_ARG, "%s: dim %d is out of range [%d, %d] for a %d-d tensor", op, dim,
+        error_set(AC_ERR_INDEX, "%s: dim %d is out of range [%d, %d] for a %d-d tensor", op, dim,
                   lo, hi, ndim);
         return -1;
     }
