@@ -97,13 +97,17 @@ build/demos/%: demos/c/%.c build/libac.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
 
+# The MNIST MLP in Python (fetches MNIST into data/ on first use), the same model
+# trained in C, then C predicting with the weights Python saved.
 demo: all $(CDEMOS:demos/c/%.c=build/demos/%)
-	$(PY) demos/linear_regression.py
-	build/demos/linear_regression
+	$(PY) demos/mnist_mlp.py
+	build/demos/mnist_mlp
+	build/demos/predict
 
 bench: all
 	$(PY) bench/overhead.py
 	$(PY) bench/gemm.py
+	$(PY) bench/mlp.py
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -1,0 +1,129 @@
+"""functional.py - aicraft.nn.functional (`import aicraft.nn.functional as F`).
+
+Everything aicraft.functional offers is re-exported from it; this module adds
+`linear`, `nll_loss`, and gives the losses torch.nn.functional's signatures
+(`F.cross_entropy(x, y, label_smoothing=0.1)`). Arguments PyTorch takes that
+aicraft does not implement raise NotImplementedError when given a non-default
+value, rather than being silently ignored; its deprecated size_average and
+reduce are not taken.
+"""
+import numpy as np
+
+import aicraft.functional as _base
+from aicraft._ffi import ffi, lib
+from aicraft.errors import ShapeError, raise_error
+from aicraft.functional import _input, _reduction
+from aicraft.tensor import Tensor, _wrap
+
+# Every public function of aicraft.functional, including ones added there later.
+for _name, _value in list(vars(_base).items()):
+    if not _name.startswith("_") and callable(_value) and \
+            getattr(_value, "__module__", None) == _base.__name__:
+        globals()[_name] = _value
+del _name, _value
+
+_NULL = ffi.NULL
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, for input (..., in), weight (out, in), bias (out) or None."""
+    for value, what in ((input, "input"), (weight, "weight")):
+        _input(value, "linear", what)
+    if bias is not None:
+        _input(bias, "linear", "bias")
+    p = lib.ac_linear(input._ptr, weight._ptr, _NULL if bias is None else bias._ptr)
+    if p:
+        return _wrap(p)
+    raise_error(input, weight, bias)
+
+
+def _unsupported(fn, what):
+    raise NotImplementedError("%s(): %s is not supported by aicraft" % (fn, what))
+
+
+def mse_loss(input, target, *, reduction="mean"):
+    """Mean (or summed, or elementwise) squared error."""
+    return _base.mse_loss(input, target, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, *, reduction="mean"):
+    """BCE of probabilities in [0, 1] against targets in [0, 1]."""
+    if weight is not None:
+        _unsupported("binary_cross_entropy", "weight")
+    return _base.binary_cross_entropy(input, target, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, *, reduction="mean",
+                                     pos_weight=None):
+    """BCE of sigmoid(input), computed stably from the logits."""
+    if weight is not None or pos_weight is not None:
+        _unsupported("binary_cross_entropy_with_logits", "weight" if weight is not None else "pos_weight")
+    return _base.binary_cross_entropy_with_logits(input, target, reduction)
+
+
+def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Cross entropy of logits (N, C) or (C) against class indices (N) or ().
+
+    One fused C op; with a class weight or an ignore_index that is not the
+    default it is log_softmax followed by nll_loss (no label smoothing then)."""
+    if weight is None and ignore_index == -100:
+        return _base.cross_entropy(input, target, reduction, label_smoothing)
+    if label_smoothing:
+        _unsupported("cross_entropy", "label_smoothing together with weight or ignore_index")
+    _input(input, "cross_entropy")
+    return nll_loss(input.log_softmax(1 if input.dim() > 1 else 0), target, weight,
+                    ignore_index=ignore_index, reduction=reduction)
+
+
+def _class_indices(target, expected_shape, classes, ignore_index, fn):
+    """target as an int64 array of expected_shape, every entry a class or ignore_index."""
+    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)
+    if t.dtype.kind not in "biuf":
+        raise TypeError("%s(): target must hold class indices, got dtype %s" % (fn, t.dtype))
+    if t.shape != expected_shape:
+        raise ShapeError("%s: target %s does not fit input (expected %s)" % (fn, t.shape, expected_shape))
+    indices = t.astype(np.int64)
+    bad = (indices != t) | ((indices != ignore_index) & ((indices < 0) | (indices >= classes)))
+    if bad.any():
+        where = np.flatnonzero(bad)[0]
+        raise IndexError("%s: target %s at position %d is not a class index in [0, %d)"
+                         % (fn, t.reshape(-1)[where], where, classes))
+    return indices
+
+
+def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
+    """Negative log likelihood of log-probabilities input (N, C, ...) or (C) at the
+    target classes (N, ...) or (): -input[n, target[n]] * weight[target[n]].
+
+    Computed as sum(input * coef), where coef holds -weight at each target class
+    and zeros elsewhere, so backward is one multiply."""
+    _input(input, "nll_loss")
+    _reduction(reduction, "nll_loss")
+    shape = input.shape
+    if not shape:
+        raise ShapeError("nll_loss: input () must be (N, C, ...) or (C,)")
+    class_dim = 1 if len(shape) > 1 else 0
+    classes = shape[class_dim]
+    indices = _class_indices(target, shape[:1] + shape[2:] if class_dim else (), classes,
+                             ignore_index, "nll_loss")
+    if weight is None:
+        class_weight = np.ones(classes)
+    else:
+        _input(weight, "nll_loss", "weight")
+        class_weight = weight.numpy().astype(np.float64)
+        if class_weight.shape != (classes,):
+            raise ShapeError("nll_loss: weight %s does not fit input %s (expected (%d,))"
+                             % (class_weight.shape, shape, classes))
+    kept = indices != ignore_index
+    safe = np.where(kept, indices, 0)
+    item_weight = np.where(kept, class_weight[safe], 0.0)
+    if reduction == "mean":
+        with np.errstate(invalid="ignore", divide="ignore"):   # all ignored: NaN, as PyTorch
+            item_weight = item_weight / item_weight.sum()
+    coef = np.zeros(shape, np.float32)
+    np.put_along_axis(coef, np.expand_dims(safe, class_dim), np.expand_dims(-item_weight, class_dim),
+                      axis=class_dim)
+    from aicraft.creation import from_numpy
+    terms = input * from_numpy(coef)
+    return terms.sum(class_dim) if reduction == "none" else terms.sum()

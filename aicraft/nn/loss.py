@@ -1,0 +1,68 @@
+"""loss.py - the loss layers: MSELoss, CrossEntropyLoss, NLLLoss, BCELoss,
+BCEWithLogitsLoss. Each holds its options and calls aicraft.nn.functional.
+"""
+from aicraft.functional import _reduction
+from aicraft.nn import functional as F
+from aicraft.nn.module import Module
+
+__all__ = ["MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
+
+
+class _Loss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        _reduction(reduction, type(self).__name__)
+        self.reduction = reduction
+
+
+class MSELoss(_Loss):
+    """Mean squared error; reduction 'mean', 'sum' or 'none'."""
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class BCELoss(_Loss):
+    """Binary cross entropy of probabilities."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Binary cross entropy of sigmoid(logits), computed stably from the logits."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+
+
+class NLLLoss(_Loss):
+    """Negative log likelihood of log-probabilities at the target classes."""
+
+    def __init__(self, weight=None, *, ignore_index=-100, reduction="mean"):
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
+class CrossEntropyLoss(_Loss):
+    """Cross entropy of logits against class indices, with optional label smoothing."""
+
+    def __init__(self, weight=None, *, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__(reduction)
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError("CrossEntropyLoss: label_smoothing %r is not in [0, 1]" % (label_smoothing,))
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+        self.label_smoothing = float(label_smoothing)
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+    def extra_repr(self):
+        return "label_smoothing=%g" % self.label_smoothing if self.label_smoothing else ""

@@ -1,0 +1,90 @@
+/*
+ * predict.c - loads the weights demos/mnist_mlp.py saved (safetensors) and
+ * prints their MNIST test accuracy, which matches the Python demo's last line:
+ * the same file, the same preprocessing, the same kernels.
+ *
+ *     build/demos/predict [data/mnist_mlp.safetensors] [data/MNIST/raw]
+ */
+#include <ac.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define PIXELS 784
+#define BATCH 1000
+
+static AcTensor *weight(const AcStateDict *weights, const char *name)
+{
+    AcTensor *t = ac_state_dict_get(weights, name);
+    if (!t) {
+        fprintf(stderr, "predict: the weights have no tensor '%s'\n", name);
+        exit(1);
+    }
+    return t;
+}
+
+static AcTensor *read_idx_in(const char *folder, const char *name)
+{
+    char path[4096];
+    AcTensor *t;
+    snprintf(path, sizeof path, "%s/%s", folder, name);
+    t = ac_read_idx(path);
+    if (!t) {
+        fprintf(stderr, "predict: %s\n", ac_last_error());
+        exit(1);
+    }
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "data/mnist_mlp.safetensors";
+    const char *folder = argc > 2 ? argv[2] : "data/MNIST/raw";
+    AcStateDict *weights = ac_load_safetensors(path);
+    AcTensor *images, *labels, *w1, *b1, *w2, *b2;
+    int64_t n_images, correct = 0, start, i, p;
+    float *x = malloc((size_t)BATCH * PIXELS * sizeof *x);
+    if (!weights) {
+        fprintf(stderr, "predict: %s\n(run demos/mnist_mlp.py first)\n", ac_last_error());
+        return 1;
+    }
+    if (!x) {
+        fprintf(stderr, "predict: out of memory\n");
+        return 1;
+    }
+    /* nn.Sequential(Linear(784, 128), ReLU(), Linear(128, 10)) names them so */
+    w1 = weight(weights, "0.weight");
+    b1 = weight(weights, "0.bias");
+    w2 = weight(weights, "2.weight");
+    b2 = weight(weights, "2.bias");
+    images = read_idx_in(folder, "t10k-images-idx3-ubyte");
+    labels = read_idx_in(folder, "t10k-labels-idx1-ubyte");
+    n_images = images->shape[0];
+
+    ac_set_grad_enabled(0);
+    for (start = 0; start < n_images; start += BATCH) {
+        int64_t n = n_images - start < BATCH ? n_images - start : BATCH, shape[2] = {0, PIXELS};
+        AcCheckpoint scope = ac_mem_checkpoint();
+        AcTensor *logits, *predicted;
+        /* the Python demo's transforms: (x / 255 - 0.1307) / 0.3081 */
+        for (i = 0; i < n * PIXELS; i++)
+            x[i] = (images->data[start * PIXELS + i] / 255.0f - 0.1307f) / 0.3081f;
+        shape[0] = n;
+        logits = ac_linear(ac_relu(ac_linear(ac_tensor_from_data(x, shape, 2), w1, b1)), w2, b2);
+        predicted = ac_argmax(logits, 1, 0);
+        if (!predicted) {
+            fprintf(stderr, "predict: %s\n", ac_last_error());
+            return 1;
+        }
+        for (p = 0; p < n; p++) correct += predicted->data[p] == labels->data[start + p];
+        ac_mem_restore(scope);
+    }
+    printf("test accuracy: %.2f%% (%lld/%lld)\n", 100.0 * (double)correct / (double)n_images,
+           (long long)correct, (long long)n_images);
+
+    ac_state_dict_free(weights);
+    ac_tensor_free(images);
+    ac_tensor_free(labels);
+    free(x);
+    return 0;
+}

@@ -1,0 +1,133 @@
+"""mnist_mlp.py - a 784-128-10 MLP learns MNIST, written as one would in PyTorch.
+
+    python demos/mnist_mlp.py                 # 5 epochs, Adam 1e-3, batch 64
+    python demos/mnist_mlp.py --epochs 1 --out /tmp/mlp.safetensors
+
+Fetches MNIST into --data on first use, prints each epoch's mean training
+loss and test accuracy, saves the weights as safetensors (which
+demos/c/predict.c reads), and draws the loss curve when matplotlib is
+installed. Each training step runs inside `with ac.checkpoint():`, so its
+memory is handed back in one move when the step ends.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import aicraft as ac  # noqa: E402
+from aicraft import nn, optim  # noqa: E402
+from aicraft.data import DataLoader, transforms  # noqa: E402
+from aicraft.data.datasets import MNIST  # noqa: E402
+
+try:
+    from tqdm import tqdm
+except ImportError:        # the progress bar is optional
+    tqdm = None
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="threads for large ops")
+    parser.add_argument("--data", default="data", help="where MNIST is (or will be) kept")
+    parser.add_argument("--out", default=os.path.join("data", "mnist_mlp.safetensors"),
+                        help="where to save the trained weights")
+    parser.add_argument("--plot", default=os.path.join("data", "mnist_mlp_loss.png"),
+                        help="where to draw the loss curve (needs matplotlib)")
+    args = parser.parse_args()
+    if args.epochs < 1 or args.batch_size < 1:
+        parser.error("--epochs and --batch-size must be at least 1")
+    return args
+
+
+@ac.no_grad()
+def evaluate(model, loader):
+    """(correct, total) over the loader's batches."""
+    model.eval()
+    correct = total = 0
+    for x, y in loader:
+        with ac.checkpoint():
+            predicted = model(x).argmax(1).numpy()
+            correct += int((predicted == y.numpy()).sum())
+            total += len(predicted)
+    model.train()
+    return correct, total
+
+
+def plot_losses(losses, steps_per_epoch, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    window = 50
+    smooth = [sum(losses[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1))
+              for i in range(len(losses))]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([i / steps_per_epoch for i in range(len(losses))], losses, alpha=0.25, label="step")
+    ax.plot([i / steps_per_epoch for i in range(len(losses))], smooth, label="mean of %d steps" % window)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("cross-entropy loss")
+    ax.set_yscale("log")
+    ax.set_title("MNIST MLP 784-128-10, Adam, aicraft")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def main():
+    args = parse_args()
+    if args.threads:
+        ac.set_num_threads(args.threads)
+    ac.manual_seed(args.seed)
+
+    to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,)),
+                                   transforms.Flatten()])
+    train_set = MNIST(args.data, train=True, download=True, transform=to_input)
+    test_set = MNIST(args.data, train=False, transform=to_input)
+    train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed)
+    test_loader = DataLoader(test_set, batch_size=1000)
+
+    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = optim.Adam(model.parameters(), lr=args.lr)
+    print(model)
+
+    losses = []
+    for epoch in range(1, args.epochs + 1):
+        start, epoch_loss = time.perf_counter(), 0.0
+        batches = train_loader
+        if tqdm is not None:
+            batches = tqdm(train_loader, desc="epoch %d" % epoch, leave=False, mininterval=0.5)
+        for x, y in batches:
+            with ac.checkpoint():
+                loss = loss_fn(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+            epoch_loss += losses[-1]
+        seconds = time.perf_counter() - start
+        correct, total = evaluate(model, test_loader)
+        print("epoch %d: loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s)"
+              % (epoch, epoch_loss / len(train_loader), 100.0 * correct / total, seconds,
+                 len(train_set) / seconds))
+
+    print("test accuracy: %.2f%% (%d/%d)" % (100.0 * correct / total, correct, total))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    ac.save(model.state_dict(), args.out)
+    print("weights saved to %s" % args.out)
+    if plot_losses(losses, len(train_loader), args.plot):
+        print("loss curve drawn in %s" % args.plot)
+
+
+if __name__ == "__main__":
+    main()
