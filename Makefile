@@ -108,6 +108,7 @@ bench: all
 	$(PY) bench/overhead.py
 	$(PY) bench/gemm.py
 	$(PY) bench/mlp.py
+	$(PY) bench/elementwise.py
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -3,17 +3,21 @@
  * log_softmax along one dim. Each forward has its backward right under it.
  *
  * softmax and log_softmax subtract the row's max before exp, so logits of any
- * finite size give finite results.
+ * finite size give finite results. The transcendental work runs in the
+ * vectorised kernels (kernels/vecmath.c); softmax writes the exps into its
+ * output row and sums them there, in an order fixed by the row length.
  *
  * Not here: the arithmetic ops (elementwise.c), the losses (loss.c).
  */
 #include "internal.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 
 #define ACT_GRAIN 16384
-#define SQRT_HALF 0.70710678118654752440f        /* 1 / sqrt(2) */
-#define INV_SQRT_2PI 0.39894228040143267794f     /* 1 / sqrt(2 pi) */
+/* Lanes of a softmax over a dim that is not the last, handled together so that
+   each step along the dim is a contiguous run of values. */
+#define SOFTMAX_LANES 256
 
 typedef enum {
     ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU,
@@ -26,18 +30,6 @@ typedef struct {
     const float *x, *y;   /* y only for the backward kinds */
     float *out;
 } ActJob;
-
-static float sigmoid(float u)
-{
-    float e = expf(-fabsf(u));   /* never overflows */
-    return (u >= 0.0f ? 1.0f : e) / (1.0f + e);
-}
-
-static float gelu_grad(float g, float x)
-{
-    float cdf = 0.5f * (1.0f + erff(x * SQRT_HALF));
-    return g * (cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x));
-}
 
 #define ACT_RUN(EXPR)                                                            \
     do {                                                                         \
@@ -56,13 +48,13 @@ static void act_chunk(void *ctx, int64_t begin, int64_t end)
     int64_t i;
     switch (job->kind) {
     case ACT_RELU: ACT_RUN(u < 0.0f ? 0.0f : u); break;   /* NaN passes through */
-    case ACT_SIGMOID: ACT_RUN(sigmoid(u)); break;
-    case ACT_TANH: ACT_RUN(tanhf(u)); break;
-    case ACT_GELU: ACT_RUN(0.5f * u * (1.0f + erff(u * SQRT_HALF))); break;
+    case ACT_SIGMOID: vec_sigmoid(x + begin, out + begin, end - begin); break;
+    case ACT_TANH: vec_tanh(x + begin, out + begin, end - begin); break;
+    case ACT_GELU: vec_gelu(x + begin, out + begin, end - begin); break;
     case ACT_RELU_GRAD: ACT_GRAD_RUN(v <= 0.0f ? 0.0f : u); break;
     case ACT_SIGMOID_GRAD: ACT_GRAD_RUN(u * (1.0f - v) * v); break;
     case ACT_TANH_GRAD: ACT_GRAD_RUN(u * (1.0f - v * v)); break;
-    case ACT_GELU_GRAD: ACT_GRAD_RUN(gelu_grad(u, v)); break;
+    case ACT_GELU_GRAD: vec_gelu_grad(x + begin, y + begin, out + begin, end - begin); break;
     }
 }
 
@@ -141,54 +133,129 @@ typedef struct {
     float *out;
 } SoftmaxJob;
 
-static void softmax_rows(void *ctx, int64_t begin, int64_t end)
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* One contiguous row of n values (the softmax dim is the last). */
+static void softmax_row(const float *x, float *out, int64_t n, int is_log)
 {
-    const SoftmaxJob *job = ctx;
-    const int64_t n = job->layout.n, inner = job->layout.inner;
-    int64_t row, lane, k;
-    for (row = begin; row < end; row++) {
-        for (lane = 0; lane < inner; lane++) {
-            const float *x = job->x + row * n * inner + lane;
-            float *out = job->out + row * n * inner + lane;
-            float max = x[0], sum = 0.0f;
-            for (k = 1; k < n; k++)
-                if (x[k * inner] > max) max = x[k * inner];
-            if (job->is_log) {
-                float log_sum;
-                for (k = 0; k < n; k++) sum += expf(x[k * inner] - max);
-                log_sum = logf(sum);
-                /* (x - max) - log_sum: adding log_sum to a large max first would round it away */
-                for (k = 0; k < n; k++) out[k * inner] = (x[k * inner] - max) - log_sum;
-            } else {
-                for (k = 0; k < n; k++) {
-                    out[k * inner] = expf(x[k * inner] - max);
-                    sum += out[k * inner];
-                }
-                for (k = 0; k < n; k++) out[k * inner] /= sum;
-            }
+    float max = vec_max(x, n), log_sum, scale;
+    int64_t k;
+    if (is_log) {
+        log_sum = logf(vec_exp_sum(x, max, NULL, n));
+        /* (x - max) - log_sum: adding log_sum to a large max first would round it away */
+        for (k = 0; k < n; k++) out[k] = (x[k] - max) - log_sum;
+    } else {
+        scale = 1.0f / vec_exp_sum(x, max, out, n);
+        for (k = 0; k < n; k++) out[k] *= scale;
+    }
+}
+
+/* One row of n steps along the softmax dim, each step `inner` lanes apart;
+   every lane sums its exps in step order. */
+static void softmax_lanes(const float *x, float *out, int64_t n, int64_t inner, int is_log)
+{
+    float max[SOFTMAX_LANES], sum[SOFTMAX_LANES];
+    int64_t first, width, k, l;
+    for (first = 0; first < inner; first += width) {
+        width = min64(SOFTMAX_LANES, inner - first);
+        for (l = 0; l < width; l++) {
+            max[l] = x[first + l];
+            sum[l] = 0.0f;
+        }
+        for (k = 1; k < n; k++) {
+            const float *xk = x + k * inner + first;
+            for (l = 0; l < width; l++) max[l] = xk[l] > max[l] ? xk[l] : max[l];
+        }
+        for (k = 0; k < n; k++) {
+            const float *xk = x + k * inner + first;
+            float *ok = out + k * inner + first;
+            for (l = 0; l < width; l++) ok[l] = xk[l] - max[l];
+            vec_exp(ok, ok, width);
+            for (l = 0; l < width; l++) sum[l] += ok[l];
+        }
+        for (l = 0; l < width; l++) sum[l] = is_log ? logf(sum[l]) : 1.0f / sum[l];
+        for (k = 0; k < n; k++) {
+            const float *xk = x + k * inner + first;
+            float *ok = out + k * inner + first;
+            if (is_log)
+                for (l = 0; l < width; l++) ok[l] = (xk[l] - max[l]) - sum[l];
+            else
+                for (l = 0; l < width; l++) ok[l] *= sum[l];
         }
     }
 }
 
-/* softmax: gin = y (g - sum(g y)); log_softmax: gin = g - exp(y) sum(g). */
+static void softmax_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const SoftmaxJob *job = ctx;
+    const int64_t n = job->layout.n, inner = job->layout.inner;
+    int64_t row;
+    for (row = begin; row < end; row++) {
+        const float *x = job->x + row * n * inner;
+        float *out = job->out + row * n * inner;
+        if (inner == 1)
+            softmax_row(x, out, n, job->is_log);
+        else
+            softmax_lanes(x, out, n, inner, job->is_log);
+    }
+}
+
+/* softmax: gin = y (g - sum(g y)); log_softmax: gin = g - exp(y) sum(g), over
+   one contiguous row; y is the forward's output. */
+static void softmax_grad_row(const float *y, const float *g, float *out, int64_t n, int is_log)
+{
+    float sum = 0.0f;
+    int64_t k;
+    if (is_log) {
+        for (k = 0; k < n; k++) sum += g[k];
+        vec_exp(y, out, n);
+        for (k = 0; k < n; k++) out[k] = g[k] - out[k] * sum;
+    } else {
+        for (k = 0; k < n; k++) sum += g[k] * y[k];
+        for (k = 0; k < n; k++) out[k] = y[k] * (g[k] - sum);
+    }
+}
+
+/* As softmax_grad_row, for a row whose steps are `inner` lanes apart; each
+   lane sums in step order. */
+static void softmax_grad_lanes(const float *y, const float *g, float *out, int64_t n,
+                               int64_t inner, int is_log)
+{
+    float sum[SOFTMAX_LANES];
+    int64_t first, width, k, l;
+    if (is_log) vec_exp(y, out, n * inner);
+    for (first = 0; first < inner; first += width) {
+        width = min64(SOFTMAX_LANES, inner - first);
+        for (l = 0; l < width; l++) sum[l] = 0.0f;
+        for (k = 0; k < n; k++) {
+            const float *yk = y + k * inner + first, *gk = g + k * inner + first;
+            if (is_log)
+                for (l = 0; l < width; l++) sum[l] += gk[l];
+            else
+                for (l = 0; l < width; l++) sum[l] += gk[l] * yk[l];
+        }
+        for (k = 0; k < n; k++) {
+            const float *yk = y + k * inner + first, *gk = g + k * inner + first;
+            float *ok = out + k * inner + first;
+            if (is_log)
+                for (l = 0; l < width; l++) ok[l] = gk[l] - ok[l] * sum[l];
+            else
+                for (l = 0; l < width; l++) ok[l] = yk[l] * (gk[l] - sum[l]);
+        }
+    }
+}
+
 static void softmax_grad_rows(void *ctx, int64_t begin, int64_t end)
 {
     const SoftmaxJob *job = ctx;
     const int64_t n = job->layout.n, inner = job->layout.inner;
-    int64_t row, lane, k;
+    int64_t row;
     for (row = begin; row < end; row++) {
-        for (lane = 0; lane < inner; lane++) {
-            const float *y = job->x + row * n * inner + lane, *g = job->g + row * n * inner + lane;
-            float *out = job->out + row * n * inner + lane;
-            float sum = 0.0f;
-            if (job->is_log) {
-                for (k = 0; k < n; k++) sum += g[k * inner];
-                for (k = 0; k < n; k++) out[k * inner] = g[k * inner] - expf(y[k * inner]) * sum;
-            } else {
-                for (k = 0; k < n; k++) sum += g[k * inner] * y[k * inner];
-                for (k = 0; k < n; k++) out[k * inner] = y[k * inner] * (g[k * inner] - sum);
-            }
-        }
+        const int64_t at = row * n * inner;
+        if (inner == 1)
+            softmax_grad_row(job->x + at, job->g + at, job->out + at, n, job->is_log);
+        else
+            softmax_grad_lanes(job->x + at, job->g + at, job->out + at, n, inner, job->is_log);
     }
 }
 

@@ -6,11 +6,13 @@
  * One engine runs them all (map_*). It walks the output in runs along the
  * innermost dim after dropping size-1 dims and merging dims that every operand
  * walks contiguously, so same-shape and scalar operands become one flat run
- * whose loop the compiler vectorises.
+ * whose loop the compiler vectorises; exp runs in the vectorised kernel
+ * (kernels/vecmath.c).
  *
  * Not here: activations (activation.c), reductions (reduce.c).
  */
 #include "internal.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 
@@ -125,7 +127,7 @@ static void map_run(const MapJob *job, const float *const *x, const int64_t *ste
     case MAP_POW_S: UNARY_RUN(powf(u, p0)); break;
     case MAP_CLAMP: UNARY_RUN(clamp_value(u, p0, p1)); break;
     case MAP_NEG: UNARY_RUN(-u); break;
-    case MAP_EXP: UNARY_RUN(expf(u)); break;
+    case MAP_EXP: vec_exp(x[0], out, n); break;   /* unary forms run flat: step is 1 */
     case MAP_LOG: UNARY_RUN(logf(u)); break;
     case MAP_SQRT: UNARY_RUN(sqrtf(u)); break;
     case MAP_ABS: UNARY_RUN(fabsf(u)); break;

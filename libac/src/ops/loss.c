@@ -11,6 +11,7 @@
  * Not here: softmax and log_softmax as ops (activation.c).
  */
 #include "internal.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -300,7 +301,8 @@ typedef struct {
 
 /* Row loss: (1 - e) (lse - x_t) + e (lse - mean(x)), lse = log sum exp(x),
    kept as max + log_sum and never added up: in float, a large max would round
-   log_sum away. */
+   log_sum away. The exps go straight into the saved probabilities when there
+   are some, and the sum is the same either way (vec_exp_sum's fixed order). */
 static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
 {
     const CrossEntropyJob *job = ctx;
@@ -309,21 +311,20 @@ static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
     int64_t row, c;
     for (row = begin; row < end; row++) {
         const float *x = job->logits + row * classes;
-        float max = x[0], sum = 0.0f, shifted_sum = 0.0f, log_sum, loss;
-        for (c = 1; c < classes; c++)
-            if (x[c] > max) max = x[c];
-        for (c = 0; c < classes; c++) {
-            sum += expf(x[c] - max);
-            shifted_sum += x[c] - max;
-        }
+        float *probs = job->probs ? job->probs + row * classes : NULL;
+        float max = vec_max(x, classes), sum, log_sum, loss, shifted_sum = 0.0f;
+        sum = vec_exp_sum(x, max, probs, classes);
         log_sum = logf(sum);
         loss = (max - x[(int64_t)job->target[row]]) + log_sum;
-        if (job->smoothing > 0.0f)
+        if (job->smoothing > 0.0f) {
+            for (c = 0; c < classes; c++) shifted_sum += x[c] - max;
             loss = (1.0f - job->smoothing) * loss +
                    job->smoothing * (log_sum - shifted_sum / (float)classes);
-        if (job->probs)
-            for (c = 0; c < classes; c++)
-                job->probs[row * classes + c] = expf((x[c] - max) - log_sum);
+        }
+        if (probs) {
+            float scale = 1.0f / sum;
+            for (c = 0; c < classes; c++) probs[c] *= scale;
+        }
         if (job->out) job->out[row] = loss;
         total += loss;
     }

@@ -1,0 +1,16 @@
+/*
+ * cpu.h - which SIMD instruction set the kernels use, decided in one place.
+ *
+ * The names are those AC_SIMD takes: "avx512" (AVX-512F), "avx2" (AVX2 and
+ * FMA) and "generic" (portable C). Each kernel family (gemm, vecmath) keeps
+ * its own table of functions per set and asks here which sets may run.
+ */
+#ifndef AC_CPU_H
+#define AC_CPU_H
+
+/* True when this CPU (and its OS) can run the named instruction set. */
+int cpu_can_run(const char *simd);
+/* AC_SIMD's set when this CPU can run it, else the best set it can run. */
+const char *cpu_simd_default(void);
+
+#endif /* AC_CPU_H */
