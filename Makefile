@@ -28,7 +28,7 @@ HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h)
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 CDEMOS    := $(sort $(wildcard demos/c/*.c))
 
-.PHONY: all lib test ctest asan pytest demo bench install clean venv
+.PHONY: all lib test ctest asan pytest demo bench serve bench-serve install clean venv
 
 all: venv
 	$(PY) setup.py -q build_ext --inplace
@@ -109,6 +109,18 @@ bench: all
 	$(PY) bench/gemm.py
 	$(PY) bench/mlp.py
 	$(PY) bench/elementwise.py
+
+# The MNIST MLP as a WSGI service: 2 workers, 4 threads each, the model loaded
+# before the fork. Train it first with `make demo` (or point AICRAFT_WEIGHTS elsewhere).
+AICRAFT_WEIGHTS ?= data/mnist_mlp.safetensors
+
+serve: all
+	AICRAFT_WEIGHTS=$(AICRAFT_WEIGHTS) AC_NUM_THREADS=1 $(VENV)/bin/gunicorn --no-control-socket \
+	    --preload -w 2 --threads 4 -b 127.0.0.1:8000 demos.serve:app
+
+# Load test against the same service on PyTorch (needs wrk, curl, torch): about 6 minutes.
+bench-serve: all
+	bench/serve_load.sh
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
