@@ -15,6 +15,7 @@ from aicraft.nn.layers import (GELU, Flatten, Identity, Linear, LogSoftmax, Modu
                                Sequential, Sigmoid, Softmax, Tanh)
 from aicraft.nn.loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from aicraft.nn.module import Module, Parameter
+from aicraft.nn.rnn import GRU, LSTM, Embedding, GRUCell, LSTMCell
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", "Sigmoid", "Tanh",
            "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss",

@@ -13,6 +13,7 @@ import aicraft.functional as _base
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ShapeError, raise_error
 from aicraft.functional import _input, _reduction
+from aicraft.nn.rnn import embedding
 from aicraft.tensor import Tensor, _wrap
 
 # Every public function of aicraft.functional, including ones added there later.

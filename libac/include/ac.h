@@ -231,6 +231,30 @@ typedef AcTensor *(*AcGradcheckFn)(AcTensor *const *inputs, int n_inputs, void *
 int ac_gradient_check(AcGradcheckFn fn, AcTensor *const *inputs, int n_inputs, void *user,
                       float eps, float atol, float rtol, float *max_err);
 
+/* ---- Sequence layers ------------------------------------------------------ */
+
+/* Rows of weight (num, dim) picked by indices (class ids as floats, any shape):
+   out (..., dim). An id that is not an integer in [0, num) fails with AC_ERR_INDEX.
+   padding_idx: a row that gets no gradient, or -1 for none. */
+AcTensor *ac_embedding(const AcTensor *indices, const AcTensor *weight, int64_t padding_idx);
+
+/* One recurrent layer in one direction, with PyTorch's equations and gate order
+   (stack layers by feeding one's output to the next). x is (T, B, I), or (B, T, I)
+   when batch_first; h0, c0 are (B, H), or NULL for zeros; w_ih is (G*H, I), w_hh
+   (G*H, H), b_ih and b_hh (G*H) or NULL. Returns the output (T, B, H) or (B, T, H);
+   *h_n and *c_n, when not NULL, get the final states (B, H), each with its own
+   graph. reverse runs the sequence from its end (a bidirectional layer's second
+   direction, whose final state is then at position 0). */
+
+/* LSTM: G = 4 gates, i, f, g, o; c' = f*c + i*g, h' = o*tanh(c') */
+AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcTensor *w_ih,
+                  const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh, int batch_first,
+                  int reverse, AcTensor **h_n, AcTensor **c_n);
+/* GRU: G = 3 gates, r, z, n = tanh(W_in x + b_in + r*(W_hn h + b_hn)); h' = (1-z)*n + z*h */
+AcTensor *ac_gru(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
+                 const AcTensor *b_ih, const AcTensor *b_hh, int batch_first, int reverse,
+                 AcTensor **h_n);
+
 /* ---- Layers -------------------------------------------------------------- */
 
 /* y = x @ weight^T + bias (PyTorch's F.linear): x (..., in), weight (out, in),

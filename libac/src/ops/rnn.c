@@ -1,0 +1,876 @@
+/*
+ * rnn.c - the LSTM and GRU layers (one layer, one direction) as fused ops,
+ * forward and backward through time, with PyTorch's equations and gate order.
+ *
+ * A layer is one node with inputs (x, W, state, saved), within AC_MAX_INPUTS:
+ *   W      = [w_ih | w_hh | bias columns], one cat (and an add: the LSTM's two
+ *            biases add to the same pre-activations, so it gets one column,
+ *            b_ih + b_hh; the GRU's b_hn sits inside r * (W_hn h + b_hn), so it
+ *            keeps two). The cat costs one copy of the weights per call; in
+ *            return backward makes all weight gradients itself, with no
+ *            transposed copies of dG.
+ *   state  = h0 (GRU), or h0 and c0 stacked (LSTM), or NULL for zeros.
+ *   saved  = what backward needs (see the node's section), a tensor forward
+ *            makes when it records a graph; as an input it is freed with the
+ *            output (at the end of the step's scope), unlike a node context it
+ *            is not zero-filled first, and it grows linearly with T.
+ *
+ * Forward: the input projection of all time steps is ONE gemm, x W_ih^T. Then
+ * each step is one gemm, W_hh h^T, and one fused loop over the gate math. A
+ * step's gates are one contiguous (G*H, B) block, feature-major: the weights
+ * are gemm's left operand, read where they lie, only the small (B, H) state is
+ * packed per step (batch-major gates would repack all of W_hh every step,
+ * which costs more than the multiply at small batches), and the gate loop runs
+ * flat over the block. Each step moves its rows of the projection into its
+ * block with one transpose.
+ *
+ * Backward walks the steps in reverse: a fused loop turns (dh, dc) into the
+ * pre-activation gradients dG of the step, one gemm carries them to dh of the
+ * step before; dW += dG [x_t | h_prev] runs as one gemm per DW_CHUNK steps.
+ *
+ * The node's output is 2-d: the output rows, t*B + b (or b*T + t when
+ * batch_first), and for the LSTM B more rows holding c_T. The output sequence
+ * is a view of its first T*B rows; h_n and c_n are slices of it, each with its
+ * own graph, so all three are differentiable. reverse visits positions T-1 .. 0
+ * (a bidirectional layer's second direction), whose final state is then at 0.
+ *
+ * Not here: stacking layers and the Python modules (aicraft/nn/rnn.py).
+ */
+#include "internal.h"
+#include "kernels/cpu.h"
+
+#include <string.h>
+
+#define GATE_GRAIN 4096   /* elements per gate per parallel task, at least */
+#define DW_CHUNK 4        /* LSTM steps whose weight-gradient products run as one gemm */
+
+/* The gate loops are compiled for AVX-512, AVX2 and plain x86-64, and the CPU
+   picks at load time. Elementwise math without reductions or contraction
+   gives the same bits on each. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define GATE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GATE_KERNEL
+#endif
+
+/* ---- gate math ------------------------------------------------------------ */
+
+/* e^x from a degree-6 polynomial on x - n ln2 (Cephes' expf), to about 2 ulp,
+   in plain arithmetic so that the gate loops vectorise (expf is a library call
+   per element, and the step's time would go there). |x| is clamped to 88 on
+   its bits (a float compare would stop the vectoriser), which keeps 2^n a
+   normal float or zero and lets NaN through. */
+static inline float exp_approx(float x)
+{
+    const float magic = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
+    float t, n, r, p, scale;
+    uint32_t bits, magnitude;
+    memcpy(&bits, &x, sizeof bits);
+    magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude > 0x42B00000u && magnitude <= 0x7F800000u)   /* 88 < |x| <= inf */
+        bits = (bits & 0x80000000u) | 0x42B00000u;
+    memcpy(&x, &bits, sizeof x);
+    t = x * 1.44269504088896341f + magic;
+    memcpy(&bits, &t, sizeof bits);
+    n = t - magic;
+    r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    bits = (bits - 0x4B400000u + 127u) << 23;   /* 2^n: n sits in t's low mantissa bits */
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static inline float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
+
+static inline float tanh_approx(float x) { return 1.0f - 2.0f / (1.0f + exp_approx(2.0f * x)); }
+
+/* The loops below run over one step's (H, B) blocks, flat: element k of gate q
+   is at [q * span + k], span = H * B. */
+
+/* LSTM: pre holds x W_ih^T + b + W_hh h^T of gates i, f, g, o; gates gets
+   them activated. */
+GATE_KERNEL static void lstm_gates(int64_t n, int64_t span, const float *restrict pre,
+                                   float *restrict gates, const float *restrict c_prev,
+                                   float *restrict c_next, float *restrict tanh_c,
+                                   float *restrict h)
+{
+    int64_t k;
+    for (k = 0; k < n; k++) {
+        float i = sigmoid_approx(pre[k]);
+        float f = sigmoid_approx(pre[span + k]);
+        float g = tanh_approx(pre[2 * span + k]);
+        float o = sigmoid_approx(pre[3 * span + k]);
+        float c = f * c_prev[k] + i * g;
+        float t = tanh_approx(c);
+        gates[k] = i;
+        gates[span + k] = f;
+        gates[2 * span + k] = g;
+        gates[3 * span + k] = o;
+        c_next[k] = c;
+        tanh_c[k] = t;
+        h[k] = o * t;
+    }
+}
+
+/* LSTM backward: dh (the step's whole output gradient) and dc in, the
+   pre-activation gradients dg out; dc becomes the gradient of the cell the
+   step started from. */
+GATE_KERNEL static void lstm_gates_back(int64_t n, int64_t span, const float *restrict gates,
+                                        const float *restrict c_prev, const float *restrict tanh_c,
+                                        const float *restrict dh, float *restrict dc,
+                                        float *restrict dg)
+{
+    int64_t k;
+    for (k = 0; k < n; k++) {
+        float i = gates[k], f = gates[span + k], g = gates[2 * span + k];
+        float o = gates[3 * span + k], t = tanh_c[k];
+        float dcv = dc[k] + dh[k] * o * (1.0f - t * t);
+        dg[k] = dcv * g * i * (1.0f - i);
+        dg[span + k] = dcv * c_prev[k] * f * (1.0f - f);
+        dg[2 * span + k] = dcv * i * (1.0f - g * g);
+        dg[3 * span + k] = dh[k] * t * o * (1.0f - o);
+        dc[k] = dcv * f;
+    }
+}
+
+/* GRU: xs holds x W_ih^T + b_ih and hs holds W_hh h^T + b_hh, parts r, z, n;
+   gates gets r, z, n and hn the hidden part of n, W_hn h + b_hn. */
+GATE_KERNEL static void gru_gates(int64_t n, int64_t span, const float *restrict xs,
+                                  const float *restrict hs, float *restrict gates,
+                                  float *restrict hn, const float *restrict h_prev,
+                                  float *restrict h)
+{
+    int64_t k;
+    for (k = 0; k < n; k++) {
+        float r = sigmoid_approx(xs[k] + hs[k]);
+        float z = sigmoid_approx(xs[span + k] + hs[span + k]);
+        float nv = tanh_approx(xs[2 * span + k] + r * hs[2 * span + k]);
+        h[k] = (1.0f - z) * nv + z * h_prev[k];
+        gates[k] = r;
+        gates[span + k] = z;
+        gates[2 * span + k] = nv;
+        hn[k] = hs[2 * span + k];
+    }
+}
+
+/* GRU backward: dx gets the pre-activation gradients of the input part (r, z,
+   n), dgh those of the hidden part, which differ in n by the factor r; dh
+   becomes the direct part of dh_prev, dh * z. */
+GATE_KERNEL static void gru_gates_back(int64_t n, int64_t span, const float *restrict gates,
+                                       const float *restrict hn, const float *restrict h_prev,
+                                       float *restrict dh, float *restrict dx,
+                                       float *restrict dgh)
+{
+    int64_t k;
+    for (k = 0; k < n; k++) {
+        float r = gates[k], z = gates[span + k], nv = gates[2 * span + k];
+        float dn = dh[k] * (1.0f - z) * (1.0f - nv * nv);
+        float dz = dh[k] * (h_prev[k] - nv) * z * (1.0f - z);
+        float dr = dn * hn[k] * r * (1.0f - r);
+        dx[k] = dr;
+        dx[span + k] = dz;
+        dx[2 * span + k] = dn;
+        dgh[k] = dr;
+        dgh[span + k] = dz;
+        dgh[2 * span + k] = dn * r;
+        dh[k] *= z;
+    }
+}
+
+/* ---- layouts and small helpers --------------------------------------------- */
+
+typedef struct {
+    int64_t steps, batch, hidden;
+    int batch_first, reverse;
+} SeqShape;
+
+/* The batch-major row of (position t, sequence 0), and the distance between a
+   position's rows, in a (T, B, .) or (B, T, .) tensor. */
+static int64_t step_row(const SeqShape *s, int64_t t) { return s->batch_first ? t : t * s->batch; }
+static int64_t batch_stride(const SeqShape *s) { return s->batch_first ? s->steps : 1; }
+/* The position visited k-th. */
+static int64_t position(const SeqShape *s, int64_t k) { return s->reverse ? s->steps - 1 - k : k; }
+
+/* The transposes that move states and gates between batch-major and
+   feature-major run on 16x16 tiles in AVX-512 registers where the CPU has it
+   (5x the plain loop), the plain loop doing the edges. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_TILE16 1
+
+__attribute__((target("avx512f"))) static void transpose_tile16(float *dst, int64_t dst_ld,
+                                                                const float *src, int64_t src_ld,
+                                                                int add)
+{
+    __m512 r[16], t[16];
+    int k;
+    for (k = 0; k < 16; k++) r[k] = _mm512_loadu_ps(src + k * src_ld);
+    for (k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (k = 0; k < 4; k++) {
+        r[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        r[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+        r[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        r[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (k = 0; k < 4; k++) {
+        __m512 a = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        __m512 b = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xDD);
+        __m512 c = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        __m512 d = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xDD);
+        t[k] = _mm512_shuffle_f32x4(a, c, 0x88);
+        t[4 + k] = _mm512_shuffle_f32x4(b, d, 0x88);
+        t[8 + k] = _mm512_shuffle_f32x4(a, c, 0xDD);
+        t[12 + k] = _mm512_shuffle_f32x4(b, d, 0xDD);
+    }
+    for (k = 0; k < 16; k++) {
+        __m512 v = add ? _mm512_add_ps(t[k], _mm512_loadu_ps(dst + k * dst_ld)) : t[k];
+        _mm512_storeu_ps(dst + k * dst_ld, v);
+    }
+}
+
+/* The tiles run when the kernels' instruction set (cpu.h: the CPU's best, or
+   AC_SIMD's) is AVX-512. */
+static int use_tile16(void)
+{
+    static int known = -1;
+    int value = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (value < 0) {
+        value = strcmp(cpu_simd_default(), "avx512") == 0;
+        __atomic_store_n(&known, value, __ATOMIC_RELAXED);
+    }
+    return value;
+}
+#endif
+
+/* dst[c][r] = src[r][c] (or +=, when add) for r in [r0, r1), c in [c0, c1). */
+static void transpose_plain(float *dst, int64_t dst_ld, const float *src, int64_t src_ld,
+                            int64_t r0, int64_t r1, int64_t c0, int64_t c1, int add)
+{
+    int64_t r, c;
+    for (c = c0; c < c1; c++) {
+        float *out = dst + c * dst_ld;
+        if (add)
+            for (r = r0; r < r1; r++) out[r] += src[r * src_ld + c];
+        else
+            for (r = r0; r < r1; r++) out[r] = src[r * src_ld + c];
+    }
+}
+
+/* dst (cols x rows) = src^T, or += src^T when add; src is rows x cols. */
+static void transpose(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows,
+                      int64_t cols, int add)
+{
+    int64_t tiled_rows = 0, tiled_cols = 0;
+#ifdef HAVE_TILE16
+    if (use_tile16()) {
+        int64_t r, c;
+        tiled_rows = rows / 16 * 16;
+        tiled_cols = cols / 16 * 16;
+        for (r = 0; r < tiled_rows; r += 16)
+            for (c = 0; c < tiled_cols; c += 16)
+                transpose_tile16(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld, add);
+    }
+#endif
+    transpose_plain(dst, dst_ld, src, src_ld, 0, tiled_rows, tiled_cols, cols, add);
+    transpose_plain(dst, dst_ld, src, src_ld, tiled_rows, rows, 0, cols, add);
+}
+
+/* A position's (B, H) state rows, feature-major into dst (H, B); zeros for NULL. */
+static void state_in(float *dst, const float *rows, int64_t ld, int64_t batch, int64_t hidden)
+{
+    if (rows) transpose(dst, batch, rows, ld, batch, hidden, 0);
+    else memset(dst, 0, (size_t)(batch * hidden) * sizeof(float));
+}
+
+/* The transpose (cols x rows) of the rows x cols block w (leading dimension
+   ld), in the current scope, its rows padded by 16 floats: gemm packs a left
+   operand whose rows are a multiple of 2 KiB apart on every call. */
+static float *transposed_block(const float *w, int64_t rows, int64_t cols, int64_t ld, int64_t *t_ld)
+{
+    float *t;
+    *t_ld = rows + 16;
+    t = arena_alloc((size_t)(cols * *t_ld) * sizeof(float));
+    if (t) transpose(t, *t_ld, w, ld, rows, cols, 0);
+    return t;
+}
+
+/* rows x cols from src (leading dimension src_ld) to dst; zeros when src is NULL. */
+static void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows,
+                      int64_t cols)
+{
+    int64_t r;
+    for (r = 0; r < rows; r++) {
+        if (src) memcpy(dst + r * dst_ld, src + r * src_ld, (size_t)cols * sizeof(float));
+        else memset(dst + r * dst_ld, 0, (size_t)cols * sizeof(float));
+    }
+}
+
+/* out[j] += the sum of row j of the rows x cols block m, added in order. */
+static void add_row_sums(float *out, int64_t out_stride, const float *m, int64_t rows, int64_t cols)
+{
+    int64_t j, c;
+    for (j = 0; j < rows; j++) {
+        float sum = 0.0f;
+        for (c = 0; c < cols; c++) sum += m[j * cols + c];
+        out[j * out_stride] += sum;
+    }
+}
+
+/* The index of inputs[i] among the node's recorded inputs (NULL ones are not
+   recorded), or -1 when it is NULL. */
+static int recorded_index(const AcTensor *const *inputs, int i)
+{
+    int j, index = 0;
+    if (!inputs[i]) return -1;
+    for (j = 0; j < i; j++)
+        if (inputs[j]) index++;
+    return index;
+}
+
+/* rows x cols block m += column col (stride ld) of w, one value per row. */
+static void add_column(float *m, int64_t rows, int64_t cols, const float *col, int64_t ld)
+{
+    int64_t j, k;
+    for (j = 0; j < rows; j++) {
+        const float v = col[j * ld];
+        for (k = 0; k < cols; k++) m[j * cols + k] += v;
+    }
+}
+
+/* ---- argument checks ------------------------------------------------------- */
+
+typedef struct {
+    const char *op;
+    int n_gates;    /* 4 (LSTM) or 3 (GRU) */
+} RnnKind;
+
+static int check_state(const RnnKind *k, const AcTensor *state, const char *what,
+                       const SeqShape *s, const AcTensor *x)
+{
+    if (state && (state->ndim != 2 || state->shape[0] != s->batch || state->shape[1] != s->hidden))
+        return error_set(AC_ERR_SHAPE, "%s: %s %s must be (batch, hidden) = (%lld, %lld) for input %s",
+                         k->op, what, tensor_shape_str(state), (long long)s->batch,
+                         (long long)s->hidden, tensor_shape_str(x));
+    return AC_OK;
+}
+
+static int check_bias(const RnnKind *k, const AcTensor *bias, const char *what, int64_t gates)
+{
+    if (bias && (bias->ndim != 1 || bias->shape[0] != gates))
+        return error_set(AC_ERR_SHAPE, "%s: %s %s must be (%lld,)", k->op, what,
+                         tensor_shape_str(bias), (long long)gates);
+    return AC_OK;
+}
+
+/* Check a layer's arguments; write the layout to *s. */
+static int rnn_check(const RnnKind *k, const AcTensor *x, const AcTensor *h0, const AcTensor *c0,
+                     const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
+                     const AcTensor *b_hh, int batch_first, int reverse, SeqShape *s)
+{
+    const char *op = k->op;
+    int64_t gates, hidden;
+    if (tensor_check(op, x, "input") || tensor_check(op, w_ih, "w_ih") ||
+        tensor_check(op, w_hh, "w_hh"))
+        return -1;
+    if (x->ndim != 3)
+        return error_set(AC_ERR_SHAPE, "%s: input %s must be 3-d, %s", op, tensor_shape_str(x),
+                         batch_first ? "(batch, seq, features)" : "(seq, batch, features)");
+    if (w_ih->ndim != 2 || w_ih->shape[0] == 0 || w_ih->shape[0] % k->n_gates != 0)
+        return error_set(AC_ERR_SHAPE, "%s: w_ih %s must be (%d * hidden, features) with hidden > 0",
+                         op, tensor_shape_str(w_ih), k->n_gates);
+    gates = w_ih->shape[0];
+    hidden = gates / k->n_gates;
+    if (w_ih->shape[1] != x->shape[2])
+        return error_set(AC_ERR_SHAPE, "%s: input %s has %lld features, w_ih %s expects %lld", op,
+                         tensor_shape_str(x), (long long)x->shape[2], tensor_shape_str(w_ih),
+                         (long long)w_ih->shape[1]);
+    if (w_hh->ndim != 2 || w_hh->shape[0] != gates || w_hh->shape[1] != hidden)
+        return error_set(AC_ERR_SHAPE, "%s: w_hh %s must be (%lld, %lld) to fit w_ih %s", op,
+                         tensor_shape_str(w_hh), (long long)gates, (long long)hidden,
+                         tensor_shape_str(w_ih));
+    if (check_bias(k, b_ih, "b_ih", gates) || check_bias(k, b_hh, "b_hh", gates)) return -1;
+    s->steps = x->shape[batch_first ? 1 : 0];
+    s->batch = x->shape[batch_first ? 0 : 1];
+    s->hidden = hidden;
+    s->batch_first = batch_first != 0;
+    s->reverse = reverse != 0;
+    if (s->steps == 0 || s->batch == 0)
+        return error_set(AC_ERR_SHAPE, "%s: input %s has no %s", op, tensor_shape_str(x),
+                         s->steps == 0 ? "time steps" : "sequences");
+    if (check_state(k, h0, "h0", s, x) || check_state(k, c0, "c0", s, x)) return -1;
+    /* Saved arrays hold up to 8 * H floats per step and sequence. */
+    if (s->steps * s->batch > (INT64_MAX / 64) / (8 * hidden))
+        return error_set(AC_ERR_MEMORY, "%s: input %s with hidden size %lld is too large", op,
+                         tensor_shape_str(x), (long long)hidden);
+    return AC_OK;
+}
+
+/* ---- the layer node ------------------------------------------------------------ */
+
+/*
+ * One node per layer, inputs (x, W, state, saved):
+ *   W      [w_ih | w_hh | bias columns], (G*H, I + H + bias_cols): the LSTM has
+ *          one bias column, b_ih + b_hh, the GRU two, b_ih and b_hh.
+ *   state  the initial state or NULL: LSTM (2, B, H), h0 then c0; GRU (B, H).
+ *   saved  what backward needs, made by forward when it records a graph: LSTM
+ *          gates (T, 4H, B), the cells the steps started from and tanh of the
+ *          cells they made (T, H, B each); GRU gates r, z, n (T, 3H, B) and the
+ *          hidden part of n, W_hn h + b_hn (T, H, B). Blocks go by position.
+ *          Until step t runs, its gates block holds its rows of the input
+ *          projection, which the step reads before writing its gates there.
+ */
+typedef struct {
+    SeqShape s;
+    int lstm;                        /* else GRU */
+    int64_t features;                /* I */
+    int bias_cols;
+    int state_index, saved_index;    /* recorded input index, -1 when NULL */
+} RnnCtx;
+
+typedef struct {
+    int64_t span;
+    const float *pre, *hs, *c_prev, *tanh_c, *h_prev;
+    float *gates, *hn, *c_next, *tanh_out, *h, *dh, *dc, *dg, *dgh;
+} GateJob;
+
+static void lstm_task(void *ctx, int64_t begin, int64_t end)
+{
+    const GateJob *j = ctx;
+    lstm_gates(end - begin, j->span, j->pre + begin, j->gates + begin, j->c_prev + begin,
+               j->c_next + begin, j->tanh_out + begin, j->h + begin);
+}
+
+static void lstm_back_task(void *ctx, int64_t begin, int64_t end)
+{
+    const GateJob *j = ctx;
+    lstm_gates_back(end - begin, j->span, j->gates + begin, j->c_prev + begin, j->tanh_c + begin,
+                    j->dh + begin, j->dc + begin, j->dg + begin);
+}
+
+static void gru_task(void *ctx, int64_t begin, int64_t end)
+{
+    const GateJob *j = ctx;
+    gru_gates(end - begin, j->span, j->pre + begin, j->hs + begin, j->gates + begin,
+              j->hn + begin, j->h_prev + begin, j->h + begin);
+}
+
+static void gru_back_task(void *ctx, int64_t begin, int64_t end)
+{
+    const GateJob *j = ctx;
+    gru_gates_back(end - begin, j->span, j->gates + begin, j->hn + begin, j->h_prev + begin,
+                   j->dh + begin, j->dg + begin, j->dgh + begin);
+}
+
+/* The input projection of all steps, ONE gemm: xp (T*B, G*H) = x W_ih^T, rows
+   in time-major order (the steps add b_ih as they read their rows). */
+static int project_inputs(const AcTensor *x, const AcTensor *W, const RnnCtx *c, float *xp)
+{
+    const SeqShape *s = &c->s;
+    const int64_t T = s->steps, B = s->batch, I = c->features, TB = T * B;
+    const int64_t GH = W->shape[0], ldw = W->shape[1];
+    const float *rows = x->data;
+    size_t copy_bytes = 0;
+    float *copy = NULL;
+    int64_t t, b;
+    if (s->batch_first && I > 0) {
+        copy_bytes = (size_t)(TB * I) * sizeof(float);
+        if (!(copy = root_alloc(copy_bytes))) return AC_ERR_MEMORY;
+        for (t = 0; t < T; t++)
+            for (b = 0; b < B; b++)
+                memcpy(copy + (t * B + b) * I, x->data + (b * T + t) * I, (size_t)I * sizeof(float));
+        rows = copy;
+    }
+    gemm(0, 1, TB, GH, I, 1.0f, rows, I, W->data, ldw, 0.0f, xp, GH);
+    if (copy) root_free(copy, copy_bytes);
+    return AC_OK;
+}
+
+static int lstm_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, float *saved,
+                      const float *xp, float *P)
+{
+    const SeqShape *s = &c->s;
+    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
+    const int64_t I = c->features, ldw = W->shape[1];
+    const size_t scratch_bytes = (size_t)(12 * HB) * sizeof(float);
+    float *scratch = root_alloc(scratch_bytes), *pre, *cells[2];
+    float *gates = saved, *c_prev = saved ? saved + 4 * HB * T : NULL;
+    float *tanh_c = saved ? c_prev + HB * T : NULL;
+    const float *h0 = state ? state->data : NULL, *c0 = state ? state->data + HB : NULL;
+    GateJob job;
+    int64_t k;
+    if (!scratch) return AC_ERR_MEMORY;
+    pre = scratch;
+    job.span = HB;
+    job.pre = pre;
+    job.h = scratch + 8 * HB;
+    cells[0] = job.h + HB;
+    cells[1] = cells[0] + HB;
+    state_in(saved ? c_prev + position(s, 0) * HB : cells[0], c0, H, B, H);
+    for (k = 0; k < T; k++) {
+        const int64_t t = position(s, k);
+        const float *h_in = k == 0 ? h0 : P + step_row(s, position(s, k - 1)) * H;
+        const int64_t h_in_ld = k == 0 ? H : bs * H;
+        job.gates = saved ? gates + t * 4 * HB : scratch + 4 * HB;
+        job.c_prev = saved ? c_prev + t * HB : cells[k % 2];
+        job.c_next = !saved ? cells[(k + 1) % 2] : k + 1 < T ? c_prev + position(s, k + 1) * HB : cells[0];
+        job.tanh_out = saved ? tanh_c + t * HB : cells[1] + HB;
+        transpose(pre, B, xp + t * B * 4 * H, 4 * H, B, 4 * H, 0);
+        if (c->bias_cols) add_column(pre, 4 * H, B, W->data + I + H, ldw);
+        if (h_in) gemm(0, 1, 4 * H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, pre, B);
+        parallel_for(HB, GATE_GRAIN, lstm_task, &job);
+        transpose(P + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
+    }
+    transpose(P + T * HB, H, job.c_next, B, H, B, 0);   /* c_T, after the T*B output rows */
+    root_free(scratch, scratch_bytes);
+    return AC_OK;
+}
+
+static int gru_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, float *saved,
+                     const float *xp, float *out)
+{
+    const SeqShape *s = &c->s;
+    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
+    const int64_t I = c->features, ldw = W->shape[1];
+    const size_t scratch_bytes = (size_t)(12 * HB) * sizeof(float);
+    float *scratch = root_alloc(scratch_bytes), *xs, *hs, *states[2];
+    float *gates = saved, *hn = saved ? saved + 3 * HB * T : NULL;
+    GateJob job;
+    int64_t k, j;
+    if (!scratch) return AC_ERR_MEMORY;
+    xs = scratch;
+    hs = scratch + 3 * HB;
+    states[0] = scratch + 10 * HB;
+    states[1] = states[0] + HB;
+    job.span = HB;
+    job.pre = xs;
+    job.hs = hs;
+    state_in(states[0], state ? state->data : NULL, H, B, H);
+    for (k = 0; k < T; k++) {
+        const int64_t t = position(s, k);
+        const float *h_in = k == 0 ? (state ? state->data : NULL)
+                                   : out + step_row(s, position(s, k - 1)) * H;
+        const int64_t h_in_ld = k == 0 ? H : bs * H;
+        job.gates = saved ? gates + t * 3 * HB : scratch + 6 * HB;
+        job.hn = saved ? hn + t * HB : scratch + 9 * HB;
+        job.h_prev = states[k % 2];
+        job.h = states[(k + 1) % 2];
+        transpose(xs, B, xp + t * B * 3 * H, 3 * H, B, 3 * H, 0);
+        if (c->bias_cols) add_column(xs, 3 * H, B, W->data + I + H, ldw);
+        for (j = 0; j < 3 * H; j++) {   /* W_hh h^T + b_hh */
+            const float bias = c->bias_cols ? W->data[j * ldw + I + H + 1] : 0.0f;
+            int64_t b;
+            for (b = 0; b < B; b++) hs[j * B + b] = bias;
+        }
+        if (h_in) gemm(0, 1, 3 * H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, hs, B);
+        parallel_for(HB, GATE_GRAIN, gru_task, &job);
+        transpose(out + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
+    }
+    root_free(scratch, scratch_bytes);
+    return AC_OK;
+}
+
+static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
+
+static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTensor *W,
+                             const AcTensor *state, const SeqShape *s, int bias_cols)
+{
+    const int lstm = kind->n_gates == 4;
+    const int64_t T = s->steps, B = s->batch, H = s->hidden;
+    const int64_t saved_size = (lstm ? 6 : 4) * H * B * T, xp_size = W->shape[0] * T * B;
+    const int record = ac_is_grad_enabled() &&
+                       (x->requires_grad || W->requires_grad || (state && state->requires_grad));
+    const AcTensor *inputs[4];
+    int64_t shape[2];
+    AcTensor *saved = NULL, *out;
+    RnnCtx local, *c;
+    float *xp;
+    int rc;
+    if (record && !(saved = tensor_alloc(kind->op, &saved_size, 1))) return NULL;
+    inputs[0] = x;
+    inputs[1] = W;
+    inputs[2] = state;
+    inputs[3] = saved;
+    shape[0] = (T + lstm) * B;
+    shape[1] = H;
+    out = op_output(kind->op, shape, 2, inputs, 4, rnn_backward, sizeof(RnnCtx));
+    ac_tensor_free(saved);   /* the node holds it */
+    if (!out) return NULL;
+    c = op_context(out);
+    if (!c) c = &local;
+    c->s = *s;
+    c->lstm = lstm;
+    c->features = x->shape[2];
+    c->bias_cols = bias_cols;
+    c->state_index = recorded_index(inputs, 2);
+    c->saved_index = recorded_index(inputs, 3);
+    xp = c != &local ? saved->data : root_alloc((size_t)xp_size * sizeof(float));
+    rc = xp ? project_inputs(x, W, c, xp) : AC_ERR_MEMORY;
+    if (rc == AC_OK)
+        rc = lstm ? lstm_steps(W, state, c, c != &local ? xp : NULL, xp, out->data)
+                  : gru_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
+    if (c == &local && xp) root_free(xp, (size_t)xp_size * sizeof(float));
+    if (rc) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* ---- backward through time --------------------------------------------------- */
+
+static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const RnnCtx *c = node->context;
+    const SeqShape *s = &c->s;
+    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, I = c->features;
+    const int64_t G = c->lstm ? 4 : 3, GH = G * H, bs = batch_stride(s), x_ld = bs * I;
+    const AcTensor *x = node->inputs[0], *W = node->inputs[1];
+    const AcTensor *state = c->state_index >= 0 ? node->inputs[c->state_index] : NULL;
+    const float *saved = node->inputs[c->saved_index]->data, *out = node->output->data;
+    const int64_t ldw = W->shape[1];
+    const int need_state = state && input_needs_grad(node, c->state_index);
+    AcTensor *dx = input_needs_grad(node, 0) ? tensor_alloc_like(node->op, x) : NULL;
+    AcTensor *dw = input_needs_grad(node, 1) ? ac_tensor_new(W->shape, 2) : NULL;
+    AcTensor *dstate = need_state ? tensor_alloc_like(node->op, state) : NULL;
+    const int64_t CB = DW_CHUNK * B;
+    float *work = arena_alloc((size_t)(3 * HB + 2 * GH * B + CB * (GH + I + H)) * sizeof(float));
+    int64_t t_ld, k;
+    float *w_t = transposed_block(W->data + I, GH, H, ldw, &t_ld);   /* W_hh^T, (H, G*H) */
+    /* the LSTM's dG of DW_CHUNK steps side by side, (G*H, CB), and their
+       [x_t | h_prev] rows, (CB, I + H): dW += one product per chunk */
+    float *dg_chunk = work ? work + 3 * HB + 2 * GH * B : NULL, *xh_chunk = dg_chunk + GH * CB;
+    GateJob job;
+    if (!work || !w_t || (input_needs_grad(node, 0) && !dx) || (input_needs_grad(node, 1) && !dw) ||
+        (need_state && !dstate))
+        return ac_last_error_code();
+    job.span = HB;
+    job.dh = work;
+    job.dc = work + HB;
+    job.dg = work + 3 * HB;
+    job.dgh = job.dg + GH * B;
+    if (c->lstm) state_in(job.dc, gout->data + T * HB, H, B, H);
+    state_in(job.dh, gout->data + step_row(s, position(s, T - 1)) * H, bs * H, B, H);
+    for (k = T - 1; k >= 0; k--) {
+        const int64_t t = position(s, k);
+        const float *h_prev = k > 0 ? out + step_row(s, position(s, k - 1)) * H
+                                    : state ? state->data : NULL;
+        const int64_t h_ld = k > 0 ? bs * H : H;
+        const float *x_t = x->data + step_row(s, t) * I;
+        if (c->lstm) {
+            job.gates = (float *)saved + t * 4 * HB;
+            job.c_prev = saved + 4 * HB * T + t * HB;
+            job.tanh_c = saved + 5 * HB * T + t * HB;
+            parallel_for(HB, GATE_GRAIN, lstm_back_task, &job);
+        } else {
+            float *h_prev_t = work + 2 * HB;
+            state_in(h_prev_t, h_prev, h_ld, B, H);
+            job.gates = (float *)saved + t * 3 * HB;
+            job.hn = (float *)saved + 3 * HB * T + t * HB;
+            job.h_prev = h_prev_t;
+            parallel_for(HB, GATE_GRAIN, gru_back_task, &job);
+        }
+        if (dw && c->lstm) {   /* dW_ih and dW_hh in one product: dG [x_t | h_prev] */
+            const int64_t slot = (T - 1 - k) % DW_CHUNK;
+            float *xh = xh_chunk + slot * B * (I + H);
+            copy_rows(dg_chunk + slot * B, CB, job.dg, B, GH, B);
+            copy_rows(xh, I + H, x_t, x_ld, B, I);
+            copy_rows(xh + I, I + H, h_prev, h_ld, B, H);
+            if (slot == DW_CHUNK - 1 || k == 0)
+                gemm(0, 0, GH, I + H, (slot + 1) * B, 1.0f, dg_chunk, CB, xh_chunk, I + H, 1.0f,
+                     dw->data, ldw);
+            if (c->bias_cols) add_row_sums(dw->data + I + H, ldw, job.dg, GH, B);
+        } else if (dw) {
+            gemm(0, 0, GH, I, B, 1.0f, job.dg, B, x_t, x_ld, 1.0f, dw->data, ldw);
+            if (h_prev) gemm(0, 0, GH, H, B, 1.0f, job.dgh, B, h_prev, h_ld, 1.0f, dw->data + I, ldw);
+            if (c->bias_cols) {
+                add_row_sums(dw->data + I + H, ldw, job.dg, GH, B);
+                add_row_sums(dw->data + I + H + 1, ldw, job.dgh, GH, B);
+            }
+        }
+        if (dx) gemm(1, 0, B, I, GH, 1.0f, job.dg, B, W->data, ldw, 0.0f, dx->data + step_row(s, t) * I, x_ld);
+        /* dh of the step before: its output's gradient, plus z dh for the GRU,
+           plus W_hh^T times the hidden part's pre-activation gradients */
+        if (k > 0)
+            transpose(job.dh, B, gout->data + step_row(s, position(s, k - 1)) * H, bs * H, B, H, !c->lstm);
+        if (k > 0 || need_state)
+            gemm(0, 0, H, B, GH, 1.0f, w_t, t_ld, c->lstm ? job.dg : job.dgh, B,
+                 c->lstm && k == 0 ? 0.0f : 1.0f, job.dh, B);
+    }
+    if (dstate) {
+        transpose(dstate->data, H, job.dh, B, H, B, 0);
+        if (c->lstm) transpose(dstate->data + HB, H, job.dc, B, H, B, 0);
+    }
+    gin[0] = dx;
+    gin[1] = dw;
+    if (need_state) gin[c->state_index] = dstate;
+    return AC_OK;
+}
+
+/* ---- the layers ------------------------------------------------------------------ */
+
+static int prefix_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *a = node->inputs[0];
+    gin[0] = tensor_alloc_like(node->op, a);
+    if (!gin[0]) return ac_last_error_code();
+    memcpy(gin[0]->data, gout->data, (size_t)gout->size * sizeof(float));
+    memset(gin[0]->data + gout->size, 0, (size_t)(a->size - gout->size) * sizeof(float));
+    return AC_OK;
+}
+
+/* The output sequence, (T, B, H) or (B, T, H): a view of the node output's
+   first T*B rows (the LSTM's c_T rows follow them). */
+static AcTensor *output_view(const AcTensor *node_out, const SeqShape *s)
+{
+    int64_t shape[3];
+    shape[0] = s->batch_first ? s->batch : s->steps;
+    shape[1] = s->batch_first ? s->steps : s->batch;
+    shape[2] = s->hidden;
+    return op_view("rnn_output", node_out, shape, 3, prefix_backward, 0);
+}
+
+/* The B rows of the node output from row `first`, `stride` apart: (B, H). */
+static AcTensor *state_rows(const AcTensor *node_out, const SeqShape *s, int64_t first, int64_t stride)
+{
+    AcSlice rows;
+    memset(&rows, 0, sizeof rows);
+    rows.start = first;
+    rows.stop = first + (s->batch - 1) * stride + 1;
+    rows.step = stride;
+    rows.has_start = rows.has_stop = 1;
+    return ac_slice(node_out, &rows, 1);
+}
+
+/* h_n: the rows of the position visited last. */
+static AcTensor *final_hidden(const AcTensor *node_out, const SeqShape *s)
+{
+    return state_rows(node_out, s, step_row(s, position(s, s->steps - 1)), batch_stride(s));
+}
+
+/* Intermediates of a layer call, freed when it returns (at root; scoped ones die
+   with their scope, and a node that uses one holds its own reference). */
+typedef struct {
+    AcTensor *items[12];
+    int n;
+} Temps;
+
+static AcTensor *keep(Temps *temps, AcTensor *t)
+{
+    if (t) temps->items[temps->n++] = t;
+    return t;
+}
+
+static void free_temps(Temps *temps)
+{
+    while (temps->n > 0) ac_tensor_free(temps->items[--temps->n]);
+}
+
+/* W = [w_ih | w_hh | the bias columns], the node's weight input. */
+static AcTensor *packed_weights(Temps *temps, const AcTensor *w_ih, const AcTensor *w_hh,
+                                AcTensor *const *biases, int n_biases)
+{
+    AcTensor *parts[4];
+    int i;
+    parts[0] = (AcTensor *)w_ih;
+    parts[1] = (AcTensor *)w_hh;
+    for (i = 0; i < n_biases; i++)
+        if (!(parts[2 + i] = keep(temps, ac_unsqueeze(biases[i], 1)))) return NULL;
+    return keep(temps, ac_cat(parts, 2 + n_biases, 1));
+}
+
+/* b, or zeros of its shape when it is NULL. */
+static AcTensor *or_zeros(Temps *temps, const AcTensor *b, const int64_t *shape, int ndim)
+{
+    return b ? (AcTensor *)b : keep(temps, ac_full(shape, ndim, 0.0f));
+}
+
+static const RnnKind lstm_kind = {"lstm", 4}, gru_kind = {"gru", 3};
+
+/* The LSTM node's packed output, its intermediates kept in temps. */
+static AcTensor *lstm_layer(Temps *temps, const AcTensor *x, const AcTensor *h0, const AcTensor *c0,
+                            const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
+                            const AcTensor *b_hh, const SeqShape *s)
+{
+    AcTensor *bias = (AcTensor *)(b_ih ? b_ih : b_hh), *W, *state = NULL;
+    if (b_ih && b_hh && !(bias = keep(temps, ac_add(b_ih, b_hh)))) return NULL;
+    if (!(W = packed_weights(temps, w_ih, w_hh, &bias, bias ? 1 : 0))) return NULL;
+    if (h0 || c0) {
+        const int64_t shape[2] = {s->batch, s->hidden};
+        AcTensor *pair[2];
+        pair[0] = or_zeros(temps, h0, shape, 2);
+        pair[1] = or_zeros(temps, c0, shape, 2);
+        if (!pair[0] || !pair[1] || !(state = keep(temps, ac_stack(pair, 2, 0)))) return NULL;
+    }
+    return keep(temps, rnn_forward(&lstm_kind, x, W, state, s, bias != NULL));
+}
+
+AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcTensor *w_ih,
+                  const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh, int batch_first,
+                  int reverse, AcTensor **h_n, AcTensor **c_n)
+{
+    Temps temps = {{NULL}, 0};
+    SeqShape s;
+    AcTensor *packed, *out = NULL;
+    if (h_n) *h_n = NULL;
+    if (c_n) *c_n = NULL;
+    if (rnn_check(&lstm_kind, x, h0, c0, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, &s))
+        return NULL;
+    packed = lstm_layer(&temps, x, h0, c0, w_ih, w_hh, b_ih, b_hh, &s);
+    if (packed) out = output_view(packed, &s);
+    if (out && h_n) *h_n = final_hidden(packed, &s);
+    if (out && c_n) *c_n = state_rows(packed, &s, s.steps * s.batch, 1);
+    if (out && ((h_n && !*h_n) || (c_n && !*c_n))) {   /* a slice failed: none is returned */
+        keep(&temps, out);
+        out = NULL;
+        if (h_n) keep(&temps, *h_n), *h_n = NULL;
+        if (c_n) keep(&temps, *c_n), *c_n = NULL;
+    }
+    free_temps(&temps);
+    return out;
+}
+
+/* The GRU node's output, its intermediates kept in temps. */
+static AcTensor *gru_layer(Temps *temps, const AcTensor *x, const AcTensor *h0,
+                           const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
+                           const AcTensor *b_hh, const SeqShape *s)
+{
+    AcTensor *biases[2], *W;
+    const int n_biases = b_ih || b_hh ? 2 : 0;
+    if (n_biases) {
+        const int64_t shape[1] = {w_ih->shape[0]};
+        if (!(biases[0] = or_zeros(temps, b_ih, shape, 1)) ||
+            !(biases[1] = or_zeros(temps, b_hh, shape, 1)))
+            return NULL;
+    }
+    if (!(W = packed_weights(temps, w_ih, w_hh, biases, n_biases))) return NULL;
+    return rnn_forward(&gru_kind, x, W, h0, s, n_biases);
+}
+
+AcTensor *ac_gru(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
+                 const AcTensor *b_ih, const AcTensor *b_hh, int batch_first, int reverse,
+                 AcTensor **h_n)
+{
+    Temps temps = {{NULL}, 0};
+    SeqShape s;
+    AcTensor *rows, *out;
+    if (h_n) *h_n = NULL;
+    if (rnn_check(&gru_kind, x, h0, NULL, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, &s))
+        return NULL;
+    rows = keep(&temps, gru_layer(&temps, x, h0, w_ih, w_hh, b_ih, b_hh, &s));
+    out = rows ? output_view(rows, &s) : NULL;
+    if (out && h_n && !(*h_n = final_hidden(rows, &s))) {
+        keep(&temps, out);
+        out = NULL;
+    }
+    free_temps(&temps);
+    return out;
+}

@@ -1,0 +1,119 @@
+"""nn.Embedding and F.embedding (over C's ac_embedding): the lookup against NumPy
+indexing, the scatter-add backward against central differences of a float64
+NumPy lookup (ids repeated, any shape), padding_idx, PyTorch's initialisation
+and names, and clear errors for ids that are out of range or not integers."""
+import numpy as np
+import pytest
+
+import aicraft as ac
+import aicraft.nn.functional as F
+from aicraft import nn
+from conftest import numeric_grad
+
+rng = np.random.default_rng(3)
+
+
+@pytest.mark.parametrize("ids_shape", [(), (5,), (2, 3), (2, 2, 3)])
+def test_lookup_matches_numpy(ids_shape):
+    weight = rng.standard_normal((7, 4)).astype(np.float32)
+    ids = rng.integers(0, 7, ids_shape)
+    out = F.embedding(ac.tensor(ids.astype(np.float32)), ac.tensor(weight))
+    assert out.shape == ids_shape + (4,)
+    np.testing.assert_array_equal(out.numpy(), weight[ids])
+
+
+def test_large_lookup_matches_numpy():
+    """Enough rows for the parallel gather."""
+    weight = rng.standard_normal((1000, 64)).astype(np.float32)
+    ids = rng.integers(0, 1000, (40, 50))
+    np.testing.assert_array_equal(F.embedding(ac.tensor(ids), ac.tensor(weight)).numpy(), weight[ids])
+
+
+def test_numpy_and_list_ids_are_accepted():
+    emb = nn.Embedding(6, 3)
+    ids = np.array([[0, 5], [2, 2]], dtype=np.int64)
+    np.testing.assert_array_equal(emb(ids).numpy(), emb.weight.numpy()[ids])
+    np.testing.assert_array_equal(emb([1, 4]).numpy(), emb.weight.numpy()[[1, 4]])
+
+
+def test_backward_scatter_adds_against_central_differences():
+    weight = rng.standard_normal((6, 3))
+    ids = np.array([[1, 4, 1], [0, 1, 5]])
+    w_out = rng.standard_normal((2, 3, 3))
+    wt = ac.tensor(weight, requires_grad=True)
+    (F.embedding(ac.tensor(ids), wt) * ac.tensor(w_out)).sum().backward()
+    expected = numeric_grad(lambda w: np.sum(w[ids] * w_out), [weight])[0]
+    np.testing.assert_allclose(wt.grad.numpy(), expected, rtol=1e-4, atol=1e-5)
+    assert np.all(wt.grad.numpy()[[2, 3]] == 0)   # rows never picked get nothing
+
+
+def test_gradient_flows_through_embedding_into_an_lstm():
+    emb, lstm = nn.Embedding(5, 3), nn.LSTM(3, 4)
+    out, _ = lstm(emb(ac.tensor([[0, 1], [3, 1], [1, 1]])))
+    out.sum().backward()
+    g = emb.weight.grad.numpy()
+    assert np.abs(g[[0, 1, 3]]).min() > 0 and np.all(g[[2, 4]] == 0)
+
+
+def test_padding_idx_row_is_zero_and_gets_no_gradient():
+    emb = nn.Embedding(5, 3, padding_idx=-1)
+    assert emb.padding_idx == 4
+    np.testing.assert_array_equal(emb.weight.numpy()[4], np.zeros(3))
+    out = emb(ac.tensor([4, 2, 4]))
+    np.testing.assert_array_equal(out.numpy()[0], np.zeros(3))
+    (out * out + out).sum().backward()
+    g = emb.weight.grad.numpy()
+    np.testing.assert_array_equal(g[4], np.zeros(3))
+    np.testing.assert_allclose(g[2], 2 * emb.weight.numpy()[2] + 1, rtol=1e-6)
+
+
+def test_functional_padding_idx():
+    w = ac.tensor(rng.standard_normal((4, 2)), requires_grad=True)
+    F.embedding(ac.tensor([0, 1, 1]), w, padding_idx=1).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [[1, 1], [0, 0], [0, 0], [0, 0]])
+
+
+def test_init_names_and_from_pretrained():
+    emb = nn.Embedding(2000, 16)
+    assert [n for n, _ in emb.named_parameters()] == ["weight"]
+    values = emb.weight.numpy()
+    assert abs(values.mean()) < 0.02 and abs(values.std() - 1) < 0.02   # N(0, 1)
+    table = rng.standard_normal((3, 2)).astype(np.float32)
+    frozen = nn.Embedding.from_pretrained(ac.tensor(table))
+    assert not frozen.weight.requires_grad
+    np.testing.assert_array_equal(frozen(ac.tensor([2, 0])).numpy(), table[[2, 0]])
+    assert nn.Embedding.from_pretrained(ac.tensor(table), freeze=False).weight.requires_grad
+    assert repr(nn.Embedding(10, 3, padding_idx=0)) == "Embedding(10, 3, padding_idx=0)"
+
+
+def test_state_dict_round_trip(tmp_path):
+    emb = nn.Embedding(8, 4)
+    path = str(tmp_path / "emb.safetensors")
+    ac.save(emb.state_dict(), path)
+    other = nn.Embedding(8, 4)
+    other.load_state_dict(ac.load(path))
+    np.testing.assert_array_equal(other.weight.numpy(), emb.weight.numpy())
+
+
+@pytest.mark.parametrize("bad,message", [
+    (7, r"embedding: index 7 at position 1 is out of range for weight \(7, 2\)"),
+    (-1, r"embedding: index -1 at position 1 is out of range"),
+    (2.5, r"embedding: index 2.5 at position 1 is not an integer"),
+    (float("nan"), r"embedding: index nan at position 1 is out of range"),
+])
+def test_bad_ids_raise_index_error(bad, message):
+    emb = nn.Embedding(7, 2)
+    with pytest.raises(IndexError, match=message):
+        emb(ac.tensor([1.0, bad, 3.0]))
+    assert emb(ac.tensor([6.0])).shape == (1, 2)    # still usable
+
+
+def test_bad_weight_and_arguments():
+    with pytest.raises(ac.ShapeError, match=r"weight \(6,\) must be \(num_embeddings, embedding_dim\)"):
+        F.embedding(ac.tensor([0]), ac.randn(6))
+    with pytest.raises(ValueError, match="padding_idx 5 must be within num_embeddings"):
+        nn.Embedding(5, 2, padding_idx=5)
+    with pytest.raises(NotImplementedError, match="max_norm"):
+        nn.Embedding(5, 2, max_norm=1.0)
+    with pytest.raises(TypeError):
+        nn.Embedding(5, 2)("not ids")
