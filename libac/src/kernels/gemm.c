@@ -1,0 +1,334 @@
+/*
+ * gemm.c - SGEMM: C = alpha * op(A) * op(B) + beta * C, row-major, op in {N, T}.
+ *
+ * The BLIS scheme: C is cut into blocks; for each slice of the depth, a block
+ * of op(A) and a block of op(B) are packed into panels sized from the cache
+ * sizes read at run time, and a register-tiled micro-kernel multiplies one
+ * A-panel (which stays in L1) with each B-panel (streamed from L2). The kernel
+ * set (AVX-512F, AVX2+FMA or portable C) is chosen once from the CPU, or from
+ * AC_SIMD. Threads split C into stripes with one writer each; the depth is
+ * always walked in the same blocks, so results do not depend on the thread
+ * count. This file also holds ac_sgemm, the checked public entry.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "internal.h"
+#include "cpu.h"
+#include "gemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Below this many multiply-adds one thread is faster than waking another. */
+#define GEMM_PARALLEL_WORK 1048576.0
+
+/* ---- kernel choice ------------------------------------------------------- */
+
+/* The named set, or NULL when this CPU cannot run it (or there is none). */
+static const GemmKernels *kernels_named(const char *name)
+{
+    if (!cpu_can_run(name)) return NULL;
+#if defined(__x86_64__) || defined(__i386__)
+    if (strcmp(name, "avx512") == 0) return &gemm_avx512_kernels;
+    if (strcmp(name, "avx2") == 0) return &gemm_avx2_kernels;
+#endif
+    return strcmp(name, "generic") == 0 ? &gemm_generic_kernels : NULL;
+}
+
+static const GemmKernels *active_kernels;
+
+static const GemmKernels *kernels(void)
+{
+    const GemmKernels *kern = __atomic_load_n(&active_kernels, __ATOMIC_ACQUIRE);
+    if (!kern) {
+        kern = kernels_named(cpu_simd_default());
+        __atomic_store_n(&active_kernels, kern, __ATOMIC_RELEASE);
+    }
+    return kern;
+}
+
+int gemm_use_kernels(const char *name)
+{
+    const GemmKernels *kern = kernels_named(name ? name : cpu_simd_default());
+    if (!kern) return 0;
+    __atomic_store_n(&active_kernels, kern, __ATOMIC_RELEASE);
+    return 1;
+}
+
+const char *gemm_kernels_name(void) { return kernels()->name; }
+
+/* ---- blocking ------------------------------------------------------------ */
+
+typedef struct {
+    int kc;   /* depth of a packed slice: an A-panel (mr x kc) fills half of L1 */
+    int nc;   /* columns of a packed B block (kc x nc): half of L2 */
+    int mc;   /* rows of a packed A block (mc x kc): a share of L3 */
+} GemmBlocking;
+
+static long cache_l1 = 32L << 10, cache_l2 = 256L << 10, cache_l3 = 8L << 20;
+static pthread_once_t cache_sizes_once = PTHREAD_ONCE_INIT;
+
+/* Data cache sizes from the C library where it knows them; else the defaults above. */
+static void read_cache_sizes(void)
+{
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
+    defined(_SC_LEVEL3_CACHE_SIZE)
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l1 > 0) cache_l1 = l1;
+    if (l2 > 0) cache_l2 = l2;
+    if (l3 > 0) cache_l3 = l3;
+#endif
+}
+
+static int clamp_int(long v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
+
+static GemmBlocking blocking_for(const GemmKernels *kern)
+{
+    GemmBlocking blk;
+    pthread_once(&cache_sizes_once, read_cache_sizes);
+    blk.kc = clamp_int(cache_l1 / 2 / (4L * kern->mr), 64, 512) / 8 * 8;
+    blk.nc = clamp_int(cache_l2 / 2 / (4L * blk.kc), kern->nr, 4096) / kern->nr * kern->nr;
+    blk.mc = clamp_int(cache_l3 / 4 / (4L * blk.kc), kern->mr, 3072) / kern->mr * kern->mr;
+    return blk;
+}
+
+/* ---- pack buffers: one per thread, grown on demand, freed at thread exit -- */
+
+static pthread_key_t buffer_key;
+static pthread_once_t buffer_key_once = PTHREAD_ONCE_INIT;
+static AC_THREAD_LOCAL float *thread_buffer;
+static AC_THREAD_LOCAL size_t thread_buffer_floats;
+
+static void buffer_key_create(void) { pthread_key_create(&buffer_key, free); }
+
+/* NULL when memory is short; gemm then computes with the portable loops. */
+static float *pack_buffer(size_t floats)
+{
+    void *mem;
+    if (thread_buffer_floats >= floats) return thread_buffer;
+    pthread_once(&buffer_key_once, buffer_key_create);
+    if (posix_memalign(&mem, AC_ALIGN, floats * sizeof(float)) != 0) return NULL;
+    free(thread_buffer);
+    thread_buffer = mem;
+    thread_buffer_floats = floats;
+    pthread_setspecific(buffer_key, mem);
+    return thread_buffer;
+}
+
+/* ---- the blocked product ------------------------------------------------- */
+
+typedef struct {
+    const GemmKernels *kern;
+    GemmBlocking blk;
+    int trans_a, trans_b;
+    int a_in_place;     /* full A-panels are read from op(A) itself, not packed */
+    int64_t m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int64_t lda, ldb, ldc;
+    int split_rows;     /* tasks own stripes of rows of C, else of columns */
+    int64_t task_span;  /* rows or columns per task: a multiple of mr or nr */
+} GemmJob;
+
+static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+
+/* Plain loops over C[i0:i1, j0:j1], for when no pack buffer can be had. */
+static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    int64_t i, j, p;
+    for (i = i0; i < i1; i++) {
+        for (j = j0; j < j1; j++) {
+            float sum = 0.0f, *out = job->c + i * job->ldc + j;
+            for (p = 0; p < job->k; p++) {
+                float a = job->trans_a ? job->a[p * job->lda + i] : job->a[i * job->lda + p];
+                float b = job->trans_b ? job->b[j * job->ldb + p] : job->b[p * job->ldb + j];
+                sum += a * b;
+            }
+            *out = job->beta == 0.0f ? job->alpha * sum : job->alpha * sum + job->beta * *out;
+        }
+    }
+}
+
+/*
+ * C[i0:i1, j0:j1] over the whole depth. The depth is cut into equal slices
+ * that depend only on k, so each element of C sees the same sums in the same
+ * order whichever block or thread computes it. A-panels are read in place
+ * when a_in_place (rows of op(A) are contiguous, as the kernel reads them);
+ * a short last panel, and all panels otherwise, are packed. When op(B)'s rows
+ * are contiguous, the kernels for the first A-panel pack the full B-panels
+ * as they use them, which saves a pass over B.
+ */
+static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    const GemmKernels *kern = job->kern;
+    int mr = kern->mr, nr = kern->nr;
+    int64_t slices = (job->k + job->blk.kc - 1) / job->blk.kc;
+    int64_t slice = (job->k + slices - 1) / slices;
+    int64_t a_rows = min64(job->blk.mc, (i1 - i0 + mr - 1) / mr * mr);
+    int64_t b_cols = min64(job->blk.nc, (j1 - j0 + nr - 1) / nr * nr);
+    size_t a_floats = (size_t)(a_rows * slice);
+    float *abuf = pack_buffer(a_floats + (size_t)(b_cols * slice)), *bbuf;
+    int64_t ic, pc, jc;
+    GemmTile tile;
+    if (!abuf) {
+        gemm_unpacked(job, i0, i1, j0, j1);
+        return;
+    }
+    bbuf = abuf + a_floats;
+    tile.ldb = job->ldb;
+    tile.ldc = job->ldc;
+    tile.alpha = job->alpha;
+    for (ic = i0; ic < i1; ic += job->blk.mc) {
+        int mc = (int)min64(job->blk.mc, i1 - ic);
+        int in_place = job->a_in_place ? mc / mr * mr : 0;  /* rows read in place */
+        for (pc = 0; pc < job->k; pc += slice) {
+            const float *a = job->trans_a ? job->a + pc * job->lda + ic
+                                          : job->a + ic * job->lda + pc;
+            tile.kc = (int)min64(slice, job->k - pc);
+            tile.beta = pc == 0 ? job->beta : 1.0f;
+            if (in_place < mc)
+                kern->pack(job->trans_a ? a + in_place : a + in_place * job->lda, job->lda,
+                           !job->trans_a, mc - in_place, tile.kc, mr, abuf);
+            for (jc = j0; jc < j1; jc += job->blk.nc) {
+                int nc = (int)min64(job->blk.nc, j1 - jc);
+                const float *b = job->trans_b ? job->b + jc * job->ldb + pc
+                                              : job->b + pc * job->ldb + jc;
+                int packed_later = job->trans_b ? 0 : nc / nr * nr;  /* by the kernels */
+                int ir, jr;
+                if (packed_later < nc)
+                    kern->pack(job->trans_b ? b + packed_later * job->ldb : b + packed_later,
+                               job->ldb, job->trans_b, nc - packed_later, tile.kc, nr,
+                               bbuf + (int64_t)packed_later * tile.kc);
+                for (ir = 0; ir < mc; ir += mr) {
+                    if (ir < in_place) {
+                        tile.a = a + ir * job->lda;
+                        tile.a_row = job->lda;
+                        tile.a_depth = 1;
+                    } else {
+                        tile.a = abuf + (int64_t)(ir - in_place) * tile.kc;
+                        tile.a_row = 1;
+                        tile.a_depth = mr;
+                    }
+                    tile.m = mc - ir < mr ? mc - ir : mr;
+                    for (jr = 0; jr < nc; jr += nr) {
+                        tile.b = bbuf + (int64_t)jr * tile.kc;
+                        tile.b_source = ir == 0 && jr < packed_later ? b + jr : NULL;
+                        tile.n = nc - jr < nr ? nc - jr : nr;
+                        tile.c = job->c + (ic + ir) * job->ldc + jc + jr;
+                        kern->kernel(&tile);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void gemm_tasks(void *ctx, int64_t begin, int64_t end)
+{
+    const GemmJob *job = ctx;
+    int64_t t;
+    for (t = begin; t < end; t++) {
+        int64_t lo = t * job->task_span;
+        if (job->split_rows)
+            gemm_block(job, lo, min64(lo + job->task_span, job->m), 0, job->n);
+        else
+            gemm_block(job, 0, job->m, lo, min64(lo + job->task_span, job->n));
+    }
+}
+
+/* C = beta * C, where beta == 0 clears C whatever it held. */
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
+{
+    int64_t i, j;
+    for (i = 0; i < m; i++) {
+        float *row = c + i * ldc;
+        if (beta == 0.0f)
+            memset(row, 0, (size_t)n * sizeof(float));
+        else
+            for (j = 0; j < n; j++) row[j] *= beta;
+    }
+}
+
+void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc)
+{
+    GemmJob job;
+    int threads = ac_get_num_threads();
+    int64_t tasks = 1, tiles;
+    if (m == 0 || n == 0) return;
+    if (k == 0 || alpha == 0.0f) {
+        scale_c(m, n, beta, c, ldc);
+        return;
+    }
+    job.kern = kernels();
+    job.blk = blocking_for(job.kern);
+    job.trans_a = trans_a;
+    job.trans_b = trans_b;
+    job.m = m;
+    job.n = n;
+    job.k = k;
+    job.alpha = alpha;
+    job.beta = beta;
+    job.a = a;
+    job.b = b;
+    job.c = c;
+    job.lda = lda;
+    job.ldb = ldb;
+    job.ldc = ldc;
+    /* Rows whose starts are 2 KiB apart share few cache sets: pack those. */
+    job.a_in_place = !trans_a && lda % 512 != 0;
+    /* Split the longer side: each task packs all of the other operand, and that
+       operand is then the smaller one to pack twice. */
+    job.split_rows = m >= n;
+    tiles = job.split_rows ? (m + job.kern->mr - 1) / job.kern->mr
+                           : (n + job.kern->nr - 1) / job.kern->nr;
+    if (threads > 1 && (double)m * n * k >= GEMM_PARALLEL_WORK)
+        tasks = min64(threads, tiles);
+    job.task_span = (tiles + tasks - 1) / tasks * (job.split_rows ? job.kern->mr : job.kern->nr);
+    tasks = ((job.split_rows ? m : n) + job.task_span - 1) / job.task_span;
+    parallel_for(tasks, 1, gemm_tasks, &job);
+}
+
+/* ---- the public entry ---------------------------------------------------- */
+
+/* An operand of rows x cols stored with leading dimension ld: AC_OK or an error. */
+static int check_operand(const char *name, const float *x, int64_t rows, int64_t cols,
+                         int64_t ld, const char *ld_name)
+{
+    if (rows > 0 && cols > 0 && !x)
+        return error_set(AC_ERR_ARG, "sgemm: %s is NULL but holds %lld x %lld elements",
+                         name, (long long)rows, (long long)cols);
+    if (ld < (cols > 1 ? cols : 1))
+        return error_set(AC_ERR_ARG, "sgemm: %s (%lld) is smaller than a row of %s (%lld)",
+                         ld_name, (long long)ld, name, (long long)cols);
+    if (rows > 0 && (rows - 1) > (INT64_MAX / 8 - cols) / ld)
+        return error_set(AC_ERR_ARG, "sgemm: %s of %lld rows with %s %lld is too large",
+                         name, (long long)rows, ld_name, (long long)ld);
+    return AC_OK;
+}
+
+int ac_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+             float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+             float beta, float *c, int64_t ldc)
+{
+    int status;
+    if (trans_a != 0 && trans_a != 1)
+        return error_set(AC_ERR_ARG, "sgemm: trans_a must be 0 or 1, got %d", trans_a);
+    if (trans_b != 0 && trans_b != 1)
+        return error_set(AC_ERR_ARG, "sgemm: trans_b must be 0 or 1, got %d", trans_b);
+    if (m < 0 || n < 0 || k < 0)
+        return error_set(AC_ERR_ARG, "sgemm: sizes must be >= 0, got m=%lld n=%lld k=%lld",
+                         (long long)m, (long long)n, (long long)k);
+    status = check_operand("a", a, trans_a ? k : m, trans_a ? m : k, lda, "lda");
+    if (status == AC_OK)
+        status = check_operand("b", b, trans_b ? n : k, trans_b ? k : n, ldb, "ldb");
+    if (status == AC_OK) status = check_operand("c", c, m, n, ldc, "ldc");
+    if (status != AC_OK) return status;
+    gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return AC_OK;
+}

@@ -1,0 +1,226 @@
+/*
+ * gemm_avx2.c - the AVX2+FMA SGEMM kernel set: a 6x16 micro-kernel and its
+ * packer.
+ *
+ * Every function carries its own target attribute, so this file builds
+ * without -mavx2 and the code only runs after gemm.c has checked the CPU.
+ */
+#include "gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#define AVX2_MR 6
+#define AVX2_NR 16
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+/* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
+#define PREFETCH_ROWS 8
+
+/* Lanes [0, count) set, for maskload/maskstore; count may be <= 0 or >= 8. */
+AVX2_TARGET static __m256i lane_mask(int count)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+AVX2_TARGET static __m256 load_lanes(const float *src, int count)
+{
+    if (count >= 8) return _mm256_loadu_ps(src);
+    if (count <= 0) return _mm256_setzero_ps();
+    return _mm256_maskload_ps(src, lane_mask(count));
+}
+
+AVX2_TARGET static void store_lanes(float *dst, __m256 v, int count)
+{
+    if (count >= 8)
+        _mm256_storeu_ps(dst, v);
+    else
+        _mm256_maskstore_ps(dst, lane_mask(count), v);
+}
+
+/* One panel when X's rows run along memory: copy `width` floats per depth step. */
+AVX2_TARGET static void pack_rows_along_memory(const float *x, int64_t ld, int rows,
+                                               int depth, int width, float *dst)
+{
+    int p, g;
+    if (rows == width && width % 8 == 0) {
+        for (p = 0; p < depth; p++)
+            for (g = 0; g < width; g += 8)
+                _mm256_storeu_ps(dst + (int64_t)p * width + g,
+                                 _mm256_loadu_ps(x + (int64_t)p * ld + g));
+        return;
+    }
+    for (p = 0; p < depth; p++) {
+        const float *src = x + (int64_t)p * ld;
+        float *out = dst + (int64_t)p * width;
+        for (g = 0; g < width; g += 8)
+            store_lanes(out + g, load_lanes(src + g, rows - g), width - g);
+    }
+}
+
+/* In-register transpose of the 8x8 block r[0..7]. */
+AVX2_TARGET static void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* One panel when X's depth runs along memory: transpose 8x8 blocks into place. */
+AVX2_TARGET static void pack_depth_along_memory(const float *x, int64_t ld, int rows,
+                                                int depth, int width, float *dst)
+{
+    int g, p, r, q;
+    for (g = 0; g < width; g += 8) {
+        int group_rows = rows - g, lanes = width - g < 8 ? width - g : 8;
+        const float *src = x + (int64_t)g * ld;
+        for (p = 0; p < depth; p += 8) {
+            int steps = depth - p < 8 ? depth - p : 8;
+            __m256 block[8];
+            if (group_rows >= 8 && steps == 8) {
+                for (r = 0; r < 8; r++) block[r] = _mm256_loadu_ps(src + r * ld + p);
+            } else {
+                for (r = 0; r < 8; r++)
+                    block[r] = r < group_rows ? load_lanes(src + r * ld + p, steps)
+                                              : _mm256_setzero_ps();
+            }
+            transpose8(block);
+            if (lanes == 8 && steps == 8) {
+                for (q = 0; q < 8; q++)
+                    _mm256_storeu_ps(dst + (int64_t)(p + q) * width + g, block[q]);
+            } else {
+                for (q = 0; q < steps; q++)
+                    store_lanes(dst + (int64_t)(p + q) * width + g, block[q], lanes);
+            }
+        }
+    }
+}
+
+AVX2_TARGET static void avx2_pack(const float *x, int64_t ld, int depth_contiguous,
+                                int rows, int depth, int width, float *dst)
+{
+    int r0;
+    for (r0 = 0; r0 < rows; r0 += width) {
+        int valid = rows - r0 < width ? rows - r0 : width;
+        if (depth_contiguous)
+            pack_depth_along_memory(x + (int64_t)r0 * ld, ld, valid, depth, width, dst);
+        else
+            pack_rows_along_memory(x + r0, ld, valid, depth, width, dst);
+        dst += (int64_t)depth * width;
+    }
+}
+
+/* c[0:16] = alpha * (lo, hi) + beta * c[0:16], touching only the first n lanes. */
+AVX2_TARGET static inline void store_row(float *c, __m256 lo, __m256 hi, int wide,
+                                         __m256 alpha, float beta, int n)
+{
+    lo = _mm256_mul_ps(lo, alpha);
+    if (beta != 0.0f) lo = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c, n), lo);
+    store_lanes(c, lo, n);
+    if (!wide) return;
+    hi = _mm256_mul_ps(hi, alpha);
+    if (beta != 0.0f) hi = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c + 8, n - 8), hi);
+    store_lanes(c + 8, hi, n - 8);
+}
+
+#define ROW_FMA(i)                                                             \
+    if (rows > i) {                                                            \
+        __m256 a = _mm256_broadcast_ss(by_rows ? ap + i * a_step : ap + i);    \
+        c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);                             \
+        if (wide) c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);                   \
+    }
+
+/* C's rows are read or written only at the end; start fetching them now. */
+#define ROW_PREFETCH(i)                                                        \
+    if (rows > i && t->m > i) {                                                \
+        _mm_prefetch((const char *)(t->c + i * t->ldc), _MM_HINT_T0);          \
+        if (wide) _mm_prefetch((const char *)(t->c + i * t->ldc + 8), _MM_HINT_T0); \
+    }
+
+#define ROW_STORE(i)                                                           \
+    if (rows > i && t->m > i)                                                  \
+        store_row(t->c + i * t->ldc, c##i##0, c##i##1, wide, va, t->beta, t->n);
+
+/*
+ * The micro-kernel, specialised below for the rows of A it multiplies (6, 4
+ * or 2); B of one vector, two, or two packed on the way (copy_b); and A read
+ * by rows or by depth. Every lane of C sees the same FMAs in every
+ * specialisation.
+ */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+avx2_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
+          const int by_rows)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+    __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    __m256 c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *ap = t->a, *src = t->b_source;
+    float *bp = t->b;
+    int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb;
+    __m256 va = _mm256_set1_ps(t->alpha);
+    int p, kc = t->kc;
+    ROW_PREFETCH(0) ROW_PREFETCH(1) ROW_PREFETCH(2) ROW_PREFETCH(3) ROW_PREFETCH(4)
+    ROW_PREFETCH(5)
+    for (p = 0; p < kc; p++) {
+        __m256 b0, b1;
+        if (copy_b) {
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb), _MM_HINT_T0);
+            b0 = _mm256_loadu_ps(src);
+            b1 = _mm256_loadu_ps(src + 8);
+            _mm256_storeu_ps(bp, b0);
+            _mm256_storeu_ps(bp + 8, b1);
+            src += ldb;
+        } else {
+            b0 = _mm256_loadu_ps(bp);
+            b1 = wide ? _mm256_loadu_ps(bp + 8) : b0;
+        }
+        ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3) ROW_FMA(4) ROW_FMA(5)
+        ap += by_rows ? 1 : a_step;
+        bp += AVX2_NR;
+    }
+    ROW_STORE(0) ROW_STORE(1) ROW_STORE(2) ROW_STORE(3) ROW_STORE(4) ROW_STORE(5)
+}
+
+/* tile_ROWS_B_A: B 0 = one vector, 1 = two, 2 = two packed on the way; A 1 = by rows */
+#define TILE_VARIANT(rows, b, by_rows)                                         \
+    AVX2_TARGET static void tile_##rows##_##b##_##by_rows(const GemmTile *t)   \
+    {                                                                          \
+        avx2_tile(t, rows, b > 0, b == 2, by_rows);                            \
+    }
+#define TILE_VARIANTS(b, by_rows) \
+    TILE_VARIANT(6, b, by_rows) TILE_VARIANT(4, b, by_rows) TILE_VARIANT(2, b, by_rows)
+TILE_VARIANTS(0, 0) TILE_VARIANTS(1, 0) TILE_VARIANTS(2, 0)
+TILE_VARIANTS(0, 1) TILE_VARIANTS(1, 1) TILE_VARIANTS(2, 1)
+
+#define TILE_ROW(b, by_rows) \
+    {tile_6_##b##_##by_rows, tile_4_##b##_##by_rows, tile_2_##b##_##by_rows}
+static const GemmKernelFn tile_variants[2][3][3] = {
+    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0)},
+    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1)},
+};
+
+static void avx2_kernel(const GemmTile *t)
+{
+    int b = t->b_source ? 2 : t->n > 8;
+    tile_variants[t->a_depth == 1][b][t->m > 4 ? 0 : t->m > 2 ? 1 : 2](t);
+}
+
+const GemmKernels gemm_avx2_kernels = {
+    "avx2", AVX2_MR, AVX2_NR, avx2_pack, avx2_kernel
+};
+
+#endif /* x86 */

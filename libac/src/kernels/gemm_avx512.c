@@ -1,0 +1,220 @@
+/*
+ * gemm_avx512.c - the AVX-512F SGEMM kernel set: a 12x32 micro-kernel.
+ *
+ * 24 accumulators of 16 floats; each depth step loads two vectors of B and
+ * broadcasts 12 values of A. The packer transposes 16x16 blocks in
+ * registers. Per-function target attributes keep this file buildable
+ * without -mavx512f.
+ */
+#include "gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#define AVX512_MR 12
+#define AVX512_NR 32
+#define AVX512_TARGET __attribute__((target("avx512f")))
+/* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
+#define PREFETCH_ROWS 8
+
+/* In-register transpose of the 16x16 block r[0..15]. */
+AVX512_TARGET static inline void transpose16(__m512 r[16])
+{
+    __m512 t[16], u[16];
+    int k, c;
+    for (k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    /* u[4k + c], 128-bit lane L: column 4L + c of rows 4k..4k+3 */
+    for (k = 0; k < 4; k++) {
+        u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+        u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (c = 0; c < 4; c++) {
+        __m512 even01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        __m512 odd01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        __m512 even23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        __m512 odd23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(even01, even23, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(odd01, odd23, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(even01, even23, 0xDD);
+        r[12 + c] = _mm512_shuffle_f32x4(odd01, odd23, 0xDD);
+    }
+}
+
+static __mmask16 first_lanes(int count)
+{
+    return (__mmask16)(count >= 16 ? 0xFFFF : count <= 0 ? 0 : (1u << count) - 1);
+}
+
+/* One panel when X's depth runs along memory: transpose 16x16 blocks into place. */
+AVX512_TARGET static void pack_depth_along_memory(const float *x, int64_t ld, int rows,
+                                                  int depth, int width, float *dst)
+{
+    int g, p, r, q;
+    for (g = 0; g < width; g += 16) {
+        const float *src = x + (int64_t)g * ld;
+        __mmask16 store = first_lanes(width - g);
+        for (p = 0; p < depth; p += 16) {
+            int steps = depth - p < 16 ? depth - p : 16;
+            __mmask16 load = first_lanes(steps);
+            __m512 block[16];
+            for (r = 0; r < 16; r++)
+                block[r] = r < rows - g ? _mm512_maskz_loadu_ps(load, src + r * ld + p)
+                                        : _mm512_setzero_ps();
+            transpose16(block);
+            for (q = 0; q < steps; q++)
+                _mm512_mask_storeu_ps(dst + (int64_t)(p + q) * width + g, store, block[q]);
+        }
+    }
+}
+
+/* One panel when X's rows run along memory: a masked copy of `width` floats per depth step. */
+AVX512_TARGET static void pack_rows_along_memory(const float *x, int64_t ld, int rows,
+                                                 int depth, int width, float *dst)
+{
+    __mmask16 load[4], store[4];  /* width <= 64 */
+    int p, g;
+    for (g = 0; g < width; g += 16) {
+        load[g / 16] = first_lanes(rows - g);
+        store[g / 16] = first_lanes(width - g);
+    }
+    for (p = 0; p < depth; p++) {
+        const float *src = x + (int64_t)p * ld;
+        float *out = dst + (int64_t)p * width;
+        for (g = 0; g < width; g += 16)
+            _mm512_mask_storeu_ps(out + g, store[g / 16],
+                                  _mm512_maskz_loadu_ps(load[g / 16], src + g));
+    }
+}
+
+AVX512_TARGET static void avx512_pack(const float *x, int64_t ld, int depth_contiguous,
+                                      int rows, int depth, int width, float *dst)
+{
+    int r0;
+    for (r0 = 0; r0 < rows; r0 += width) {
+        int valid = rows - r0 < width ? rows - r0 : width;
+        if (depth_contiguous)
+            pack_depth_along_memory(x + (int64_t)r0 * ld, ld, valid, depth, width, dst);
+        else
+            pack_rows_along_memory(x + r0, ld, valid, depth, width, dst);
+        dst += (int64_t)depth * width;
+    }
+}
+
+/* c[0:32] = alpha * (lo, hi) + beta * c[0:32], touching only the lanes in the masks. */
+AVX512_TARGET static inline void store_row(float *c, __m512 lo, __m512 hi, int wide,
+                                           __m512 alpha, float beta, __mmask16 mask_lo,
+                                           __mmask16 mask_hi)
+{
+    lo = _mm512_mul_ps(lo, alpha);
+    if (beta != 0.0f)
+        lo = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask_lo, c), lo);
+    _mm512_mask_storeu_ps(c, mask_lo, lo);
+    if (!wide) return;
+    hi = _mm512_mul_ps(hi, alpha);
+    if (beta != 0.0f)
+        hi = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask_hi, c + 16), hi);
+    _mm512_mask_storeu_ps(c + 16, mask_hi, hi);
+}
+
+#define ROW_FMA(i)                                                             \
+    if (rows > i) {                                                            \
+        __m512 a = _mm512_set1_ps(by_rows ? ap[i * a_step] : ap[i]);           \
+        c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                             \
+        if (wide) c##i##b = _mm512_fmadd_ps(a, b1, c##i##b);                   \
+    }
+
+/* C's rows are read or written only at the end; start fetching them now. */
+#define ROW_PREFETCH(i)                                                        \
+    if (rows > i && t->m > i) {                                                \
+        _mm_prefetch((const char *)(t->c + i * t->ldc), _MM_HINT_T0);          \
+        if (wide) _mm_prefetch((const char *)(t->c + i * t->ldc + 16), _MM_HINT_T0); \
+    }
+
+#define ROW_STORE(i)                                                           \
+    if (rows > i && t->m > i)                                                  \
+        store_row(t->c + i * t->ldc, c##i##a, c##i##b, wide, va, t->beta, lo, hi);
+
+/*
+ * The micro-kernel, specialised below for each combination of: rows of A it
+ * multiplies (12, 8 or 4, so a short last panel does not pay for 12); B of
+ * one vector, two vectors, or two vectors packed on the way (copy_b); and A
+ * read by rows (a_depth == 1) or by depth. Every lane of C sees the same
+ * sequence of FMAs in every specialisation.
+ */
+AVX512_TARGET static inline __attribute__((always_inline)) void
+avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
+            const int by_rows)
+{
+    __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a;
+    __m512 c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a, c4a = c0a, c4b = c0a;
+    __m512 c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
+    __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, c10a = c0a, c10b = c0a;
+    __m512 c11a = c0a, c11b = c0a;
+    const float *ap = t->a, *src = t->b_source;
+    float *bp = t->b;
+    int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb;
+    int n = t->n, p, kc = t->kc;
+    __m512 va = _mm512_set1_ps(t->alpha);
+    __mmask16 lo = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+    __mmask16 hi = (__mmask16)(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
+    ROW_PREFETCH(0) ROW_PREFETCH(1) ROW_PREFETCH(2) ROW_PREFETCH(3) ROW_PREFETCH(4)
+    ROW_PREFETCH(5) ROW_PREFETCH(6) ROW_PREFETCH(7) ROW_PREFETCH(8) ROW_PREFETCH(9)
+    ROW_PREFETCH(10) ROW_PREFETCH(11)
+    for (p = 0; p < kc; p++) {
+        __m512 b0, b1;
+        if (copy_b) {
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
+            b0 = _mm512_loadu_ps(src);
+            b1 = _mm512_loadu_ps(src + 16);
+            _mm512_storeu_ps(bp, b0);
+            _mm512_storeu_ps(bp + 16, b1);
+            src += ldb;
+        } else {
+            b0 = _mm512_loadu_ps(bp);
+            b1 = wide ? _mm512_loadu_ps(bp + 16) : b0;
+        }
+        ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3) ROW_FMA(4) ROW_FMA(5)
+        ROW_FMA(6) ROW_FMA(7) ROW_FMA(8) ROW_FMA(9) ROW_FMA(10) ROW_FMA(11)
+        ap += by_rows ? 1 : a_step;
+        bp += AVX512_NR;
+    }
+    ROW_STORE(0) ROW_STORE(1) ROW_STORE(2) ROW_STORE(3) ROW_STORE(4) ROW_STORE(5)
+    ROW_STORE(6) ROW_STORE(7) ROW_STORE(8) ROW_STORE(9) ROW_STORE(10) ROW_STORE(11)
+}
+
+/* tile_ROWS_B_A: B 0 = one vector, 1 = two, 2 = two packed on the way; A 1 = by rows */
+#define TILE_VARIANT(rows, b, by_rows)                                         \
+    AVX512_TARGET static void tile_##rows##_##b##_##by_rows(const GemmTile *t) \
+    {                                                                          \
+        avx512_tile(t, rows, b > 0, b == 2, by_rows);                          \
+    }
+#define TILE_VARIANTS(b, by_rows) \
+    TILE_VARIANT(12, b, by_rows) TILE_VARIANT(8, b, by_rows) TILE_VARIANT(4, b, by_rows)
+TILE_VARIANTS(0, 0) TILE_VARIANTS(1, 0) TILE_VARIANTS(2, 0)
+TILE_VARIANTS(0, 1) TILE_VARIANTS(1, 1) TILE_VARIANTS(2, 1)
+
+#define TILE_ROW(b, by_rows) \
+    {tile_12_##b##_##by_rows, tile_8_##b##_##by_rows, tile_4_##b##_##by_rows}
+static const GemmKernelFn tile_variants[2][3][3] = {
+    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0)},
+    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1)},
+};
+
+static void avx512_kernel(const GemmTile *t)
+{
+    int b = t->b_source ? 2 : t->n > 16;
+    tile_variants[t->a_depth == 1][b][t->m > 8 ? 0 : t->m > 4 ? 1 : 2](t);
+}
+
+const GemmKernels gemm_avx512_kernels = {
+    "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel
+};
+
+#endif /* x86 */
