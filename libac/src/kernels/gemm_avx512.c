@@ -3,10 +3,11 @@
  *
  * 24 accumulators of 16 floats; each depth step loads two vectors of B and
  * broadcasts 12 values of A. The packer transposes 16x16 blocks in
- * registers. Per-function target attributes keep this file buildable
+ * registers (transpose.h). Per-function target attributes keep this file buildable
  * without -mavx512f.
  */
 #include "gemm.h"
+#include "transpose.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -17,34 +18,6 @@
 #define AVX512_TARGET __attribute__((target("avx512f")))
 /* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
 #define PREFETCH_ROWS 8
-
-/* In-register transpose of the 16x16 block r[0..15]. */
-AVX512_TARGET static inline void transpose16(__m512 r[16])
-{
-    __m512 t[16], u[16];
-    int k, c;
-    for (k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-    }
-    /* u[4k + c], 128-bit lane L: column 4L + c of rows 4k..4k+3 */
-    for (k = 0; k < 4; k++) {
-        u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-        u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-        u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-        u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-    }
-    for (c = 0; c < 4; c++) {
-        __m512 even01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-        __m512 odd01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-        __m512 even23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-        __m512 odd23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_f32x4(even01, even23, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(odd01, odd23, 0x88);
-        r[8 + c] = _mm512_shuffle_f32x4(even01, even23, 0xDD);
-        r[12 + c] = _mm512_shuffle_f32x4(odd01, odd23, 0xDD);
-    }
-}
 
 static __mmask16 first_lanes(int count)
 {

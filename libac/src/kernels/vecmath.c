@@ -29,29 +29,6 @@
 #include <math.h>
 #include <string.h>
 
-#define EXP_LO (-104.0f)   /* exp of anything lower rounds to 0 */
-#define EXP_HI 89.0f       /* exp of anything higher overflows to inf */
-#define LOG2E 1.44269502f
-#define LN2_HI 0.693145751953125f   /* ln 2 to 15 bits: n * LN2_HI is exact for |n| < 512 */
-#define LN2_LO 1.42860677e-6f       /* ln 2 - LN2_HI */
-#define ROUNDER 12582912.0f         /* 1.5 * 2^23: (v + ROUNDER) - ROUNDER rounds v to an integer */
-#define EXP_P0 1.9875691500e-4f
-#define EXP_P1 1.3981999507e-3f
-#define EXP_P2 8.3334519073e-3f
-#define EXP_P3 4.1665795894e-2f
-#define EXP_P4 1.6666665459e-1f
-#define EXP_P5 5.0000001201e-1f
-
-#define TANH_CLAMP 10.0f
-#define TANH_P1 1.338434815e-01f
-#define TANH_P2 3.499432001e-03f
-#define TANH_P3 2.066839988e-05f
-#define TANH_P4 1.342962896e-08f
-#define TANH_Q1 4.671767056e-01f
-#define TANH_Q2 2.589186653e-02f
-#define TANH_Q3 3.291750036e-04f
-#define TANH_Q4 7.808761779e-07f
-
 #define GELU_CLAMP 16.0f     /* Phi(-16) < 1e-57: past this gelu is -0 or x, gelu' 0 or 1 */
 #define INV_SQRT_2PI 0.398942280f
 #define CDF_K 0.4f
@@ -87,64 +64,7 @@ static float lanes_sum(float *lane)
 
 /* ---- portable C ---------------------------------------------------------- */
 
-/* 2^k for an integral k in [-126, 127], assembled from its bits. */
-static inline float pow2_generic(float k)
-{
-    float biased = k + (ROUNDER + 127.0f);   /* k + 127 lands in the low mantissa bits */
-    uint32_t bits;
-    memcpy(&bits, &biased, sizeof bits);
-    bits <<= 23;
-    memcpy(&biased, &bits, sizeof bits);
-    return biased;
-}
-
-/*
- * first ? a : b, through the bits. Compilers keep a float ?: as a branch
- * when it feeds arithmetic that might raise a flag the source would not
- * (-ftrapping-math), and a branch stops the loop from being vectorised.
- */
-static inline float pick(int first, float a, float b)
-{
-    uint32_t bits_a, bits_b, mask = (uint32_t)0 - (uint32_t)first;
-    memcpy(&bits_a, &a, sizeof bits_a);
-    memcpy(&bits_b, &b, sizeof bits_b);
-    bits_a = (bits_a & mask) | (bits_b & ~mask);
-    memcpy(&a, &bits_a, sizeof a);
-    return a;
-}
-
-static inline float exp_generic(float x)
-{
-    float n, r, p, half;
-    x = pick(x < EXP_LO, EXP_LO, x);   /* NaN fails both tests and passes through */
-    x = pick(x > EXP_HI, EXP_HI, x);
-    n = (x * LOG2E + ROUNDER) - ROUNDER;
-    r = (x - n * LN2_HI) - n * LN2_LO;
-    p = ((((EXP_P0 * r + EXP_P1) * r + EXP_P2) * r + EXP_P3) * r + EXP_P4) * r + EXP_P5;
-    p = p * (r * r) + r + 1.0f;
-    /* 2^n as two normal halves: p * 2^half is exact, the second product rounds once */
-    half = (n * 0.5f + ROUNDER) - ROUNDER;
-    return p * pow2_generic(half) * pow2_generic(n - half);
-}
-
-static inline float sigmoid_generic(float x)
-{
-    float e = exp_generic(-fabsf(x));
-    return pick(x < 0.0f, e, 1.0f) / (1.0f + e);
-}
-
-static inline float tanh_generic(float x)
-{
-    float z, p, q, y;
-    x = pick(x < -TANH_CLAMP, -TANH_CLAMP, x);
-    x = pick(x > TANH_CLAMP, TANH_CLAMP, x);
-    z = x * x;
-    p = (((TANH_P4 * z + TANH_P3) * z + TANH_P2) * z + TANH_P1) * z + 1.0f;
-    q = (((TANH_Q4 * z + TANH_Q3) * z + TANH_Q2) * z + TANH_Q1) * z + 1.0f;
-    y = x * p / q;
-    y = pick(y < -1.0f, -1.0f, y);
-    return pick(y > 1.0f, 1.0f, y);
-}
+/* exp_scalar, sigmoid_scalar, tanh_scalar and select_float are in vecmath.h. */
 
 /*
  * Phi(-|x|) = gauss * ratio for x in [-GELU_CLAMP, GELU_CLAMP]: returns the
@@ -159,7 +79,7 @@ static inline float normal_tail_generic(float x, float *gauss)
     high = split - (split - x);
     low = x - high;
     lo = ((high * high - z) + 2.0f * high * low) + low * low;
-    e = exp_generic(-0.5f * z);
+    e = exp_scalar(-0.5f * z);
     *gauss = e - (0.5f * e) * lo;
     t = 1.0f / (1.0f + CDF_K * fabsf(x));
     s = (((CDF_S9 * t + CDF_S8) * t + CDF_S7) * t + CDF_S6) * t + CDF_S5;
@@ -170,38 +90,38 @@ static inline float normal_tail_generic(float x, float *gauss)
 /* x Phi(x): x (1 - gauss ratio) above 0, (x ratio) gauss below. */
 static inline float gelu_generic(float x)
 {
-    float low = pick(x < -GELU_CLAMP, -GELU_CLAMP, x), gauss, ratio;
-    float clamped = pick(low > GELU_CLAMP, GELU_CLAMP, low);
+    float low = select_float(x < -GELU_CLAMP, -GELU_CLAMP, x), gauss, ratio;
+    float clamped = select_float(low > GELU_CLAMP, GELU_CLAMP, low);
     ratio = normal_tail_generic(clamped, &gauss);
-    return pick(x > 0.0f, low * (1.0f - gauss * ratio), (low * ratio) * gauss);
+    return select_float(x > 0.0f, low * (1.0f - gauss * ratio), (low * ratio) * gauss);
 }
 
 /* g (Phi(x) + x gauss / sqrt(2 pi)), gauss factored out below 0. */
 static inline float gelu_grad_generic(float g, float x)
 {
-    float clamped = pick(x < -GELU_CLAMP, -GELU_CLAMP, x), gauss, ratio;
-    clamped = pick(clamped > GELU_CLAMP, GELU_CLAMP, clamped);
+    float clamped = select_float(x < -GELU_CLAMP, -GELU_CLAMP, x), gauss, ratio;
+    clamped = select_float(clamped > GELU_CLAMP, GELU_CLAMP, clamped);
     ratio = normal_tail_generic(clamped, &gauss);
-    return g * pick(x > 0.0f, (1.0f - gauss * ratio) + clamped * (gauss * INV_SQRT_2PI),
+    return g * select_float(x > 0.0f, (1.0f - gauss * ratio) + clamped * (gauss * INV_SQRT_2PI),
                     gauss * (ratio + clamped * INV_SQRT_2PI));
 }
 
 static void generic_exp(const float *x, float *y, int64_t n)
 {
     int64_t i;
-    for (i = 0; i < n; i++) y[i] = exp_generic(x[i]);
+    for (i = 0; i < n; i++) y[i] = exp_scalar(x[i]);
 }
 
 static void generic_sigmoid(const float *x, float *y, int64_t n)
 {
     int64_t i;
-    for (i = 0; i < n; i++) y[i] = sigmoid_generic(x[i]);
+    for (i = 0; i < n; i++) y[i] = sigmoid_scalar(x[i]);
 }
 
 static void generic_tanh(const float *x, float *y, int64_t n)
 {
     int64_t i;
-    for (i = 0; i < n; i++) y[i] = tanh_generic(x[i]);
+    for (i = 0; i < n; i++) y[i] = tanh_scalar(x[i]);
 }
 
 static void generic_gelu(const float *x, float *y, int64_t n)
@@ -222,12 +142,12 @@ static float generic_exp_sum(const float *x, float shift, float *y, int64_t n)
     int64_t i;
     int l;
     for (i = 0; i + 16 <= n; i += 16) {
-        for (l = 0; l < 16; l++) e[l] = exp_generic(x[i + l] - shift);
+        for (l = 0; l < 16; l++) e[l] = exp_scalar(x[i + l] - shift);
         if (y) memcpy(y + i, e, sizeof e);
         for (l = 0; l < 16; l++) lane[l] += e[l];
     }
     for (l = 0; i < n; i++, l++) {
-        e[l] = exp_generic(x[i] - shift);
+        e[l] = exp_scalar(x[i] - shift);
         if (y) y[i] = e[l];
         lane[l] += e[l];
     }

@@ -37,7 +37,8 @@
  * Not here: stacking layers and the Python modules (aicraft/nn/rnn.py).
  */
 #include "internal.h"
-#include "kernels/cpu.h"
+#include "kernels/transpose.h"
+#include "kernels/vecmath.h"
 
 #include <string.h>
 
@@ -55,43 +56,9 @@
 
 /* ---- gate math ------------------------------------------------------------ */
 
-/* e^x from a degree-6 polynomial on x - n ln2 (Cephes' expf), to about 2 ulp,
-   in plain arithmetic so that the gate loops vectorise (expf is a library call
-   per element, and the step's time would go there). |x| is clamped to 88 on
-   its bits (a float compare would stop the vectoriser), which keeps 2^n a
-   normal float or zero and lets NaN through. */
-static inline float exp_approx(float x)
-{
-    const float magic = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
-    float t, n, r, p, scale;
-    uint32_t bits, magnitude;
-    memcpy(&bits, &x, sizeof bits);
-    magnitude = bits & 0x7FFFFFFFu;
-    if (magnitude > 0x42B00000u && magnitude <= 0x7F800000u)   /* 88 < |x| <= inf */
-        bits = (bits & 0x80000000u) | 0x42B00000u;
-    memcpy(&x, &bits, sizeof x);
-    t = x * 1.44269504088896341f + magic;
-    memcpy(&bits, &t, sizeof bits);
-    n = t - magic;
-    r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    bits = (bits - 0x4B400000u + 127u) << 23;   /* 2^n: n sits in t's low mantissa bits */
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-static inline float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
-
-static inline float tanh_approx(float x) { return 1.0f - 2.0f / (1.0f + exp_approx(2.0f * x)); }
-
 /* The loops below run over one step's (H, B) blocks, flat: element k of gate q
-   is at [q * span + k], span = H * B. */
+   is at [q * span + k], span = H * B. sigmoid_scalar and tanh_scalar
+   (vecmath.h) are plain arithmetic, so the loops vectorise. */
 
 /* LSTM: pre holds x W_ih^T + b + W_hh h^T of gates i, f, g, o; gates gets
    them activated. */
@@ -102,12 +69,12 @@ GATE_KERNEL static void lstm_gates(int64_t n, int64_t span, const float *restric
 {
     int64_t k;
     for (k = 0; k < n; k++) {
-        float i = sigmoid_approx(pre[k]);
-        float f = sigmoid_approx(pre[span + k]);
-        float g = tanh_approx(pre[2 * span + k]);
-        float o = sigmoid_approx(pre[3 * span + k]);
+        float i = sigmoid_scalar(pre[k]);
+        float f = sigmoid_scalar(pre[span + k]);
+        float g = tanh_scalar(pre[2 * span + k]);
+        float o = sigmoid_scalar(pre[3 * span + k]);
         float c = f * c_prev[k] + i * g;
-        float t = tanh_approx(c);
+        float t = tanh_scalar(c);
         gates[k] = i;
         gates[span + k] = f;
         gates[2 * span + k] = g;
@@ -148,9 +115,9 @@ GATE_KERNEL static void gru_gates(int64_t n, int64_t span, const float *restrict
 {
     int64_t k;
     for (k = 0; k < n; k++) {
-        float r = sigmoid_approx(xs[k] + hs[k]);
-        float z = sigmoid_approx(xs[span + k] + hs[span + k]);
-        float nv = tanh_approx(xs[2 * span + k] + r * hs[2 * span + k]);
+        float r = sigmoid_scalar(xs[k] + hs[k]);
+        float z = sigmoid_scalar(xs[span + k] + hs[span + k]);
+        float nv = tanh_scalar(xs[2 * span + k] + r * hs[2 * span + k]);
         h[k] = (1.0f - z) * nv + z * h_prev[k];
         gates[k] = r;
         gates[span + k] = z;
@@ -197,97 +164,10 @@ static int64_t batch_stride(const SeqShape *s) { return s->batch_first ? s->step
 /* The position visited k-th. */
 static int64_t position(const SeqShape *s, int64_t k) { return s->reverse ? s->steps - 1 - k : k; }
 
-/* The transposes that move states and gates between batch-major and
-   feature-major run on 16x16 tiles in AVX-512 registers where the CPU has it
-   (5x the plain loop), the plain loop doing the edges. */
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define HAVE_TILE16 1
-
-__attribute__((target("avx512f"))) static void transpose_tile16(float *dst, int64_t dst_ld,
-                                                                const float *src, int64_t src_ld,
-                                                                int add)
-{
-    __m512 r[16], t[16];
-    int k;
-    for (k = 0; k < 16; k++) r[k] = _mm512_loadu_ps(src + k * src_ld);
-    for (k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-    }
-    for (k = 0; k < 4; k++) {
-        r[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-        r[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-        r[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-        r[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-    }
-    for (k = 0; k < 4; k++) {
-        __m512 a = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
-        __m512 b = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xDD);
-        __m512 c = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
-        __m512 d = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xDD);
-        t[k] = _mm512_shuffle_f32x4(a, c, 0x88);
-        t[4 + k] = _mm512_shuffle_f32x4(b, d, 0x88);
-        t[8 + k] = _mm512_shuffle_f32x4(a, c, 0xDD);
-        t[12 + k] = _mm512_shuffle_f32x4(b, d, 0xDD);
-    }
-    for (k = 0; k < 16; k++) {
-        __m512 v = add ? _mm512_add_ps(t[k], _mm512_loadu_ps(dst + k * dst_ld)) : t[k];
-        _mm512_storeu_ps(dst + k * dst_ld, v);
-    }
-}
-
-/* The tiles run when the kernels' instruction set (cpu.h: the CPU's best, or
-   AC_SIMD's) is AVX-512. */
-static int use_tile16(void)
-{
-    static int known = -1;
-    int value = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (value < 0) {
-        value = strcmp(cpu_simd_default(), "avx512") == 0;
-        __atomic_store_n(&known, value, __ATOMIC_RELAXED);
-    }
-    return value;
-}
-#endif
-
-/* dst[c][r] = src[r][c] (or +=, when add) for r in [r0, r1), c in [c0, c1). */
-static void transpose_plain(float *dst, int64_t dst_ld, const float *src, int64_t src_ld,
-                            int64_t r0, int64_t r1, int64_t c0, int64_t c1, int add)
-{
-    int64_t r, c;
-    for (c = c0; c < c1; c++) {
-        float *out = dst + c * dst_ld;
-        if (add)
-            for (r = r0; r < r1; r++) out[r] += src[r * src_ld + c];
-        else
-            for (r = r0; r < r1; r++) out[r] = src[r * src_ld + c];
-    }
-}
-
-/* dst (cols x rows) = src^T, or += src^T when add; src is rows x cols. */
-static void transpose(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows,
-                      int64_t cols, int add)
-{
-    int64_t tiled_rows = 0, tiled_cols = 0;
-#ifdef HAVE_TILE16
-    if (use_tile16()) {
-        int64_t r, c;
-        tiled_rows = rows / 16 * 16;
-        tiled_cols = cols / 16 * 16;
-        for (r = 0; r < tiled_rows; r += 16)
-            for (c = 0; c < tiled_cols; c += 16)
-                transpose_tile16(dst + c * dst_ld + r, dst_ld, src + r * src_ld + c, src_ld, add);
-    }
-#endif
-    transpose_plain(dst, dst_ld, src, src_ld, 0, tiled_rows, tiled_cols, cols, add);
-    transpose_plain(dst, dst_ld, src, src_ld, tiled_rows, rows, 0, cols, add);
-}
-
 /* A position's (B, H) state rows, feature-major into dst (H, B); zeros for NULL. */
 static void state_in(float *dst, const float *rows, int64_t ld, int64_t batch, int64_t hidden)
 {
-    if (rows) transpose(dst, batch, rows, ld, batch, hidden, 0);
+    if (rows) matrix_transpose(dst, batch, rows, ld, batch, hidden, 0);
     else memset(dst, 0, (size_t)(batch * hidden) * sizeof(float));
 }
 
@@ -299,7 +179,7 @@ static float *transposed_block(const float *w, int64_t rows, int64_t cols, int64
     float *t;
     *t_ld = rows + 16;
     t = arena_alloc((size_t)(cols * *t_ld) * sizeof(float));
-    if (t) transpose(t, *t_ld, w, ld, rows, cols, 0);
+    if (t) matrix_transpose(t, *t_ld, w, ld, rows, cols, 0);
     return t;
 }
 
@@ -523,13 +403,13 @@ static int lstm_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c,
         job.c_prev = saved ? c_prev + t * HB : cells[k % 2];
         job.c_next = !saved ? cells[(k + 1) % 2] : k + 1 < T ? c_prev + position(s, k + 1) * HB : cells[0];
         job.tanh_out = saved ? tanh_c + t * HB : cells[1] + HB;
-        transpose(pre, B, xp + t * B * 4 * H, 4 * H, B, 4 * H, 0);
+        matrix_transpose(pre, B, xp + t * B * 4 * H, 4 * H, B, 4 * H, 0);
         if (c->bias_cols) add_column(pre, 4 * H, B, W->data + I + H, ldw);
         if (h_in) gemm(0, 1, 4 * H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, pre, B);
         parallel_for(HB, GATE_GRAIN, lstm_task, &job);
-        transpose(P + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
+        matrix_transpose(P + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
     }
-    transpose(P + T * HB, H, job.c_next, B, H, B, 0);   /* c_T, after the T*B output rows */
+    matrix_transpose(P + T * HB, H, job.c_next, B, H, B, 0);   /* c_T, after the T*B output rows */
     root_free(scratch, scratch_bytes);
     return AC_OK;
 }
@@ -563,7 +443,7 @@ static int gru_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, 
         job.hn = saved ? hn + t * HB : scratch + 9 * HB;
         job.h_prev = states[k % 2];
         job.h = states[(k + 1) % 2];
-        transpose(xs, B, xp + t * B * 3 * H, 3 * H, B, 3 * H, 0);
+        matrix_transpose(xs, B, xp + t * B * 3 * H, 3 * H, B, 3 * H, 0);
         if (c->bias_cols) add_column(xs, 3 * H, B, W->data + I + H, ldw);
         for (j = 0; j < 3 * H; j++) {   /* W_hh h^T + b_hh */
             const float bias = c->bias_cols ? W->data[j * ldw + I + H + 1] : 0.0f;
@@ -572,7 +452,7 @@ static int gru_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, 
         }
         if (h_in) gemm(0, 1, 3 * H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, hs, B);
         parallel_for(HB, GATE_GRAIN, gru_task, &job);
-        transpose(out + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
+        matrix_transpose(out + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
     }
     root_free(scratch, scratch_bytes);
     return AC_OK;
@@ -700,14 +580,15 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         /* dh of the step before: its output's gradient, plus z dh for the GRU,
            plus W_hh^T times the hidden part's pre-activation gradients */
         if (k > 0)
-            transpose(job.dh, B, gout->data + step_row(s, position(s, k - 1)) * H, bs * H, B, H, !c->lstm);
+            matrix_transpose(job.dh, B, gout->data + step_row(s, position(s, k - 1)) * H, bs * H,
+                             B, H, !c->lstm);
         if (k > 0 || need_state)
             gemm(0, 0, H, B, GH, 1.0f, w_t, t_ld, c->lstm ? job.dg : job.dgh, B,
                  c->lstm && k == 0 ? 0.0f : 1.0f, job.dh, B);
     }
     if (dstate) {
-        transpose(dstate->data, H, job.dh, B, H, B, 0);
-        if (c->lstm) transpose(dstate->data + HB, H, job.dc, B, H, B, 0);
+        matrix_transpose(dstate->data, H, job.dh, B, H, B, 0);
+        if (c->lstm) matrix_transpose(dstate->data + HB, H, job.dc, B, H, B, 0);
     }
     gin[0] = dx;
     gin[1] = dw;

@@ -6,7 +6,7 @@
  * The caller owns the two moment tensors and counts the steps. Nothing is
  * allocated here.
  */
-#include "internal.h"
+#include "optim.h"
 
 #include <float.h>
 #include <math.h>
@@ -64,31 +64,14 @@ static void adam_chunk(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-/* A state tensor must have param's shape and memory of its own. */
-static int check_state(const char *op, const AcTensor *param, const AcTensor *state,
-                       const char *what)
-{
-    if (!state) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
-    if (!same_shape(state, param))
-        return error_set(AC_ERR_SHAPE, "%s: %s has shape %s but param has shape %s", op, what,
-                         tensor_shape_str(state), tensor_shape_str(param));
-    if (state->data == param->data || (param->grad && state->data == param->grad->data))
-        return error_set(AC_ERR_ARG, "%s: %s shares memory with param or its grad", op, what);
-    return AC_OK;
-}
-
 int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64_t step,
                  float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled)
 {
     const char *op = decoupled ? "adamw_step" : "adam_step";
     AdamJob job;
     double bias_correction1, bias_correction2;
-    if (!param) return error_set(AC_ERR_ARG, "%s: param is NULL", op);
-    if (param->node) return error_set(AC_ERR_ARG, "%s: param %s is not a leaf tensor", op,
-                                      tensor_shape_str(param));
-    if (step < 1) return error_set(AC_ERR_ARG, "%s: step %lld is not >= 1", op, (long long)step);
+    if (optim_check_param(op, param, step, lr)) return ac_last_error_code();
     /* The comparisons are written so that NaN fails them too. */
-    if (!(lr >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid learning rate %g", op, lr);
     if (!(eps >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid epsilon value %g", op, eps);
     if (!(beta1 >= 0.0f && beta1 < 1.0f))
         return error_set(AC_ERR_ARG, "%s: invalid beta parameter at index 0: %g", op, beta1);
@@ -96,13 +79,12 @@ int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64
         return error_set(AC_ERR_ARG, "%s: invalid beta parameter at index 1: %g", op, beta2);
     if (!(weight_decay >= 0.0f))
         return error_set(AC_ERR_ARG, "%s: invalid weight_decay value %g", op, weight_decay);
-    if (check_state(op, param, exp_avg, "exp_avg") || check_state(op, param, exp_avg_sq, "exp_avg_sq"))
+    if (optim_check_state(op, param, exp_avg, "exp_avg") ||
+        optim_check_state(op, param, exp_avg_sq, "exp_avg_sq"))
         return ac_last_error_code();
     if (exp_avg->data == exp_avg_sq->data)
         return error_set(AC_ERR_ARG, "%s: exp_avg and exp_avg_sq share memory", op);
-    if (param->grad && !same_shape(param->grad, param))
-        return error_set(AC_ERR_SHAPE, "%s: grad has shape %s but param has shape %s", op,
-                         tensor_shape_str(param->grad), tensor_shape_str(param));
+    if (optim_check_grad(op, param)) return ac_last_error_code();
     if (!param->grad || param->size == 0) return AC_OK;
 
     /* Scalars in double, as PyTorch computes them in Python before the tensor ops. */

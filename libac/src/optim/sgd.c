@@ -6,7 +6,7 @@
  * The caller owns the momentum buffer and counts the steps (aicraft.optim.SGD
  * does both; a C training loop does it by hand). Nothing is allocated here.
  */
-#include "internal.h"
+#include "optim.h"
 
 /* Elements per task: below this, handing work to the pool costs more than it saves. */
 #define SGD_GRAIN 16384
@@ -43,41 +43,22 @@ static void sgd_chunk(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-/* A state tensor must have param's shape and memory of its own. */
-static int check_state(const char *op, const AcTensor *param, const AcTensor *state,
-                       const char *what)
-{
-    if (!state) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
-    if (!same_shape(state, param))
-        return error_set(AC_ERR_SHAPE, "%s: %s has shape %s but param has shape %s", op, what,
-                         tensor_shape_str(state), tensor_shape_str(param));
-    if (state->data == param->data || (param->grad && state->data == param->grad->data))
-        return error_set(AC_ERR_ARG, "%s: %s shares memory with param or its grad", op, what);
-    return AC_OK;
-}
-
 int ac_sgd_step(AcTensor *param, AcTensor *momentum_buffer, int64_t step, float lr,
                 float momentum, float dampening, int nesterov, float weight_decay)
 {
     const char *op = "sgd_step";
     SgdJob job;
-    if (!param) return error_set(AC_ERR_ARG, "%s: param is NULL", op);
-    if (param->node) return error_set(AC_ERR_ARG, "%s: param %s is not a leaf tensor", op,
-                                      tensor_shape_str(param));
-    if (step < 1) return error_set(AC_ERR_ARG, "%s: step %lld is not >= 1", op, (long long)step);
+    if (optim_check_param(op, param, step, lr)) return ac_last_error_code();
     /* The comparisons are written so that NaN fails them too. */
-    if (!(lr >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid learning rate %g", op, lr);
     if (!(momentum >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid momentum %g", op, momentum);
     if (!(weight_decay >= 0.0f))
         return error_set(AC_ERR_ARG, "%s: invalid weight_decay %g", op, weight_decay);
     if (nesterov && (momentum <= 0.0f || dampening != 0.0f))
         return error_set(AC_ERR_ARG, "%s: Nesterov momentum requires a momentum and zero dampening "
                          "(momentum %g, dampening %g)", op, momentum, dampening);
-    if (momentum != 0.0f && check_state(op, param, momentum_buffer, "momentum_buffer"))
+    if (momentum != 0.0f && optim_check_state(op, param, momentum_buffer, "momentum_buffer"))
         return ac_last_error_code();
-    if (param->grad && !same_shape(param->grad, param))
-        return error_set(AC_ERR_SHAPE, "%s: grad has shape %s but param has shape %s", op,
-                         tensor_shape_str(param->grad), tensor_shape_str(param));
+    if (optim_check_grad(op, param)) return ac_last_error_code();
     if (!param->grad || param->size == 0) return AC_OK;
 
     job.param = param->data;

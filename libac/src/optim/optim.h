@@ -1,0 +1,45 @@
+/*
+ * optim.h - the argument checks that every optimizer step (sgd.c, adam.c)
+ * makes, in the order they make them: the parameter and the step first, then
+ * each state tensor, then the gradient.
+ */
+#ifndef AC_OPTIM_H
+#define AC_OPTIM_H
+
+#include "internal.h"
+
+/* param is a leaf, step counts from 1, lr is a number >= 0. */
+static inline int optim_check_param(const char *op, const AcTensor *param, int64_t step, float lr)
+{
+    if (!param) return error_set(AC_ERR_ARG, "%s: param is NULL", op);
+    if (param->node) return error_set(AC_ERR_ARG, "%s: param %s is not a leaf tensor", op,
+                                      tensor_shape_str(param));
+    if (step < 1) return error_set(AC_ERR_ARG, "%s: step %lld is not >= 1", op, (long long)step);
+    /* Written so that NaN fails it too. */
+    if (!(lr >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid learning rate %g", op, lr);
+    return AC_OK;
+}
+
+/* A state tensor must have param's shape and memory of its own. */
+static inline int optim_check_state(const char *op, const AcTensor *param, const AcTensor *state,
+                                    const char *what)
+{
+    if (!state) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
+    if (!same_shape(state, param))
+        return error_set(AC_ERR_SHAPE, "%s: %s has shape %s but param has shape %s", op, what,
+                         tensor_shape_str(state), tensor_shape_str(param));
+    if (state->data == param->data || (param->grad && state->data == param->grad->data))
+        return error_set(AC_ERR_ARG, "%s: %s shares memory with param or its grad", op, what);
+    return AC_OK;
+}
+
+/* param's gradient, when it has one, has param's shape. */
+static inline int optim_check_grad(const char *op, const AcTensor *param)
+{
+    if (param->grad && !same_shape(param->grad, param))
+        return error_set(AC_ERR_SHAPE, "%s: grad has shape %s but param has shape %s", op,
+                         tensor_shape_str(param->grad), tensor_shape_str(param));
+    return AC_OK;
+}
+
+#endif /* AC_OPTIM_H */
