@@ -110,6 +110,7 @@ bench: all
 	$(PY) bench/mlp.py
 	$(PY) bench/elementwise.py
 	$(PY) bench/lstm.py
+	$(PY) bench/cnn.py
 
 # The MNIST MLP as a WSGI service: 2 workers, 4 threads each, the model loaded
 # before the fork. Train it first with `make demo` (or point AICRAFT_WEIGHTS elsewhere).

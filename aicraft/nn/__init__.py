@@ -11,6 +11,8 @@ PyTorch's names and behaviour.
         loss.backward()                  # parameters' .grad live at root
 """
 from aicraft.nn import functional, init, utils
+from aicraft.nn.conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
+                             MaxPool2d)
 from aicraft.nn.layers import (GELU, Flatten, Identity, Linear, LogSoftmax, ModuleList, ReLU,
                                Sequential, Sigmoid, Softmax, Tanh)
 from aicraft.nn.loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
@@ -19,4 +21,6 @@ from aicraft.nn.rnn import GRU, LSTM, Embedding, GRUCell, LSTMCell
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", "Sigmoid", "Tanh",
            "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss",
-           "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "functional", "init", "utils"]
+           "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "Conv2d", "MaxPool2d", "AvgPool2d",
+           "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "Dropout", "Embedding", "LSTM", "GRU",
+           "LSTMCell", "GRUCell", "functional", "init", "utils"]

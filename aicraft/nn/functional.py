@@ -13,6 +13,8 @@ import aicraft.functional as _base
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ShapeError, raise_error
 from aicraft.functional import _input, _reduction
+from aicraft.nn.conv import (adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d,  # noqa: F401
+                             dropout, max_pool2d)
 from aicraft.nn.rnn import embedding
 from aicraft.tensor import Tensor, _wrap
 

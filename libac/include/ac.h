@@ -231,6 +231,29 @@ typedef AcTensor *(*AcGradcheckFn)(AcTensor *const *inputs, int n_inputs, void *
 int ac_gradient_check(AcGradcheckFn fn, AcTensor *const *inputs, int n_inputs, void *user,
                       float eps, float atol, float rtol, float *max_err);
 
+/* ---- Convolutional layers ---- */
+/* Images are NCHW: (N, C, H, W), or (C, H, W) for one image. */
+
+/* PyTorch's F.conv2d: weight (C_out, C/groups, kH, kW), bias (C_out) or NULL */
+AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
+                    int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
+                    int groups);
+/* max over kernel windows, padding -inf (at most half the kernel); gradient to the first max */
+AcTensor *ac_max_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
+                        int pad_h, int pad_w);
+/* mean over kernel windows, padding counted as zeros (count_include_pad=True) */
+AcTensor *ac_avg_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
+                        int pad_h, int pad_w);
+/* mean over PyTorch's adaptive windows, giving out_h x out_w (1 x 1: global average) */
+AcTensor *ac_adaptive_avg_pool2d(const AcTensor *x, int out_h, int out_w);
+/* x (N, C, ...), weight/bias (C) or NULL: batch statistics when training, updating the root
+   tensors running_mean/var (C, or both NULL) in place as PyTorch does; else the running ones */
+AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
+                        AcTensor *running_mean, AcTensor *running_var, int training,
+                        float momentum, float eps);
+/* zero each element with probability p, scale the rest by 1/(1-p); a view of x in eval or p == 0 */
+AcTensor *ac_dropout(const AcTensor *x, float p, int training);
+
 /* ---- Sequence layers ------------------------------------------------------ */
 
 /* Rows of weight (num, dim) picked by indices (class ids as floats, any shape):

@@ -1,0 +1,280 @@
+"""cnn.py - the MNIST CNN of demos/mnist_cnn.py with aicraft and with PyTorch on the
+CPU: training and inference speed, and peak memory.
+
+    python bench/cnn.py                        # threads 1 and 2
+    python bench/cnn.py --repeats 3 --seconds 1 --threads 1
+
+The model: Conv(1,16,3,p=1)-ReLU-MaxPool(2)-Conv(16,32,3,p=1)-ReLU-MaxPool(2)-
+Flatten-Linear(1568,128)-ReLU-Dropout(0.25)-Linear(128,10), Adam 1e-3, cross
+entropy. Measured, each framework in processes of its own:
+  * training samples/s at batch 64 per thread count: two long-lived worker
+    processes take turns (runs interleaved, the order alternating, a pause
+    between turns so that threads the idle worker left spinning are asleep),
+    median of --repeats runs; aicraft runs each step inside
+    `with ac.checkpoint():`;
+  * inference samples/s at batch 256 in eval mode under no_grad, the same way;
+  * peak RSS of a fresh process that imports the framework and trains 200 steps
+    at batch 64, and of another that runs 50 inference batches of 256.
+The data: the first 10,000 MNIST training images when data/MNIST/raw holds them
+(demos/mnist_cnn.py downloads them), else 10,000 synthetic uint8 images of 10
+noisy prototypes; both frameworks convert each uint8 batch to float the same
+way, (x / 255 - 0.1307) / 0.3081.
+
+Prints a table, then one JSON line. PyTorch: `pip install torch==2.13.0`.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MNIST_RAW = os.path.join(ROOT, "data", "MNIST", "raw")
+SAMPLES = 10000
+FRAMEWORKS = ("aicraft", "torch")
+TRAIN_BATCH, INFER_BATCH = 64, 256
+PAUSE_SECONDS = 0.5   # between turns: longer than OpenMP's and OpenBLAS's spin before sleeping
+
+
+# ---- the work each worker process does ------------------------------------------
+
+def load_data():
+    """(images uint8 (SAMPLES, 1, 28, 28), labels uint8 (SAMPLES,), description)."""
+    import numpy as np
+    images_path = os.path.join(MNIST_RAW, "train-images-idx3-ubyte")
+    labels_path = os.path.join(MNIST_RAW, "train-labels-idx1-ubyte")
+    if os.path.exists(images_path) and os.path.exists(labels_path):
+        images = np.fromfile(images_path, np.uint8, count=SAMPLES * 784, offset=16)
+        labels = np.fromfile(labels_path, np.uint8, count=SAMPLES, offset=8)
+        description = "MNIST (first %d training images)" % SAMPLES
+    else:
+        rng = np.random.default_rng(0)
+        prototypes = rng.integers(0, 256, (10, 784))
+        labels = rng.integers(0, 10, SAMPLES).astype(np.uint8)
+        images = np.clip(prototypes[labels] + rng.normal(0, 48, (SAMPLES, 784)), 0, 255)
+        images = images.astype(np.uint8)
+        description = "synthetic (%d noisy uint8 images of 10 prototypes)" % SAMPLES
+    return images.reshape(SAMPLES, 1, 28, 28), labels, description
+
+
+def make_model(framework):
+    """(train_step(images, labels), infer(images), set_threads) for one framework."""
+    if framework == "aicraft":
+        sys.path.insert(0, ROOT)
+        import aicraft as ac
+        from aicraft import nn, optim
+        ac.manual_seed(0)
+        model = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(1568, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
+        optimizer = optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = nn.CrossEntropyLoss()
+
+        def to_input(images):
+            return (ac.from_numpy(images) * (1 / 255) - 0.1307) * (1 / 0.3081)
+
+        def train_step(images, labels):
+            model.train()
+            with ac.checkpoint():
+                loss = loss_fn(model(to_input(images)), ac.from_numpy(labels))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        def infer(images):
+            model.eval()
+            with ac.checkpoint(), ac.no_grad():
+                model(to_input(images)).argmax(1).numpy()
+        return train_step, infer, ac.set_num_threads
+
+    import torch
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+    tnn = torch.nn
+    model = tnn.Sequential(
+        tnn.Conv2d(1, 16, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
+        tnn.Conv2d(16, 32, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(),
+        tnn.Linear(1568, 128), tnn.ReLU(), tnn.Dropout(0.25), tnn.Linear(128, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = tnn.CrossEntropyLoss()
+
+    def to_input(images):
+        return torch.from_numpy(images).float().mul_(1 / 255).sub_(0.1307).mul_(1 / 0.3081)
+
+    def train_step(images, labels):
+        model.train()
+        loss = loss_fn(model(to_input(images)), torch.from_numpy(labels).long())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def infer(images):
+        model.eval()
+        with torch.no_grad():
+            model(to_input(images)).argmax(1).numpy()
+    return train_step, infer, torch.set_num_threads
+
+
+class Batches:
+    """Consecutive batches of the data, wrapping around."""
+
+    def __init__(self, images, labels, batch):
+        self.images, self.labels, self.batch, self.start = images, labels, batch, 0
+
+    def next(self):
+        if self.start + self.batch > len(self.images):
+            self.start = 0
+        s, self.start = self.start, self.start + self.batch
+        return self.images[s:s + self.batch], self.labels[s:s + self.batch]
+
+
+def throughput_worker(framework):
+    """Answer lines "mode threads seconds" (mode train or infer) with samples/s."""
+    images, labels, _ = load_data()
+    train_step, infer, set_threads = make_model(framework)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        mode, threads, seconds = line.split()
+        threads, seconds = int(threads), float(seconds)
+        set_threads(threads)
+        if mode == "train":
+            batches, work = Batches(images, labels, TRAIN_BATCH), train_step
+        else:
+            batches, work = Batches(images, labels, INFER_BATCH), lambda x, y: infer(x)
+        for _ in range(5):
+            work(*batches.next())
+        steps, start = 0, time.perf_counter()
+        while True:
+            work(*batches.next())
+            steps += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds and steps >= 5:
+                break
+        print(steps * batches.batch / elapsed, flush=True)
+
+
+def memory_worker(framework, mode, steps):
+    """Import, then train or infer `steps` steps on one thread; print the peak RSS as JSON."""
+    import resource
+    images, labels, _ = load_data()
+    train_step, infer, set_threads = make_model(framework)
+    set_threads(1)
+    if mode == "train":
+        batches, work = Batches(images, labels, TRAIN_BATCH), train_step
+    else:
+        batches, work = Batches(images, labels, INFER_BATCH), lambda x, y: infer(x)
+    for _ in range(steps):
+        work(*batches.next())
+    print(json.dumps({"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+
+
+# ---- the driver ---------------------------------------------------------------------
+
+def spawn(*args):
+    return [sys.executable, os.path.abspath(__file__)] + [str(a) for a in args]
+
+
+def worker_env():
+    """NumPy's own BLAS threads take no part in the work measured here: keep them off the cores."""
+    env = dict(os.environ)
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
+def measure_throughput(frameworks, configs, repeats, seconds):
+    workers = {}
+    for fw in frameworks:
+        workers[fw] = subprocess.Popen(spawn("--throughput-worker", fw), stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True, env=worker_env())
+        if workers[fw].stdout.readline().strip() != "ready":
+            raise RuntimeError("the %s worker did not start" % fw)
+    runs = {(fw, mode, threads): [] for fw in frameworks for mode, threads in configs}
+    for rep in range(repeats):
+        for mode, threads in configs:
+            for fw in (frameworks if rep % 2 == 0 else frameworks[::-1]):
+                time.sleep(PAUSE_SECONDS)
+                workers[fw].stdin.write("%s %d %g\n" % (mode, threads, seconds))
+                workers[fw].stdin.flush()
+                runs[(fw, mode, threads)].append(float(workers[fw].stdout.readline()))
+    for worker in workers.values():
+        worker.stdin.close()
+        worker.wait()
+    return {key: statistics.median(values) for key, values in runs.items()}
+
+
+def measure_memory(framework, mode, steps):
+    out = subprocess.run(spawn("--memory-worker", framework, mode, steps), check=True,
+                         capture_output=True, text=True, env=worker_env()).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_rss"]
+
+
+def torch_version():
+    try:
+        import importlib.metadata
+        return importlib.metadata.version("torch")
+    except Exception:
+        return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma separated")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per measurement")
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of one timed run")
+    parser.add_argument("--memory-steps", type=int, nargs=2, default=(200, 50),
+                        metavar=("TRAIN", "INFER"))
+    parser.add_argument("--throughput-worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
+    parser.add_argument("--memory-worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.throughput_worker:
+        return throughput_worker(args.throughput_worker)
+    if args.memory_worker:
+        fw, mode, steps = args.memory_worker
+        return memory_worker(fw, mode, int(steps))
+
+    version = torch_version()
+    frameworks = FRAMEWORKS if version else ("aicraft",)
+    if not version:
+        print("PyTorch is not installed (pip install torch==2.13.0): aicraft's numbers only\n")
+    threads = [int(t) for t in args.threads.split(",")]
+    configs = [(mode, t) for mode in ("train", "infer") for t in threads]
+    speed = measure_throughput(frameworks, configs, args.repeats, args.seconds)
+    peak = {(fw, mode): measure_memory(fw, mode, steps) / (1 << 20) for fw in frameworks
+            for mode, steps in zip(("train", "infer"), args.memory_steps)}
+
+    _, _, data = load_data()
+    print("MNIST CNN (2 conv, 2 linear), Adam 1e-3; aicraft vs PyTorch %s on the CPU"
+          % (version or "-"))
+    print("data: %s; %d interleaved runs of %gs, medians\n" % (data, args.repeats, args.seconds))
+    row = "%-44s %10s %10s %8s   %s"
+    print(row % ("", "aicraft", "PyTorch", "ratio", "target"))
+    result = {"bench": "cnn", "data": data, "torch": version, "repeats": args.repeats,
+              "train_samples_per_s": {}, "infer_samples_per_s": {}, "peak_rss_mb": {}}
+    for mode, t in configs:
+        ours, theirs = speed[("aicraft", mode, t)], speed.get(("torch", mode, t))
+        if mode == "train":
+            label, key = "train samples/s, batch %d, %d thread%s", "train_samples_per_s"
+            label %= (TRAIN_BATCH, t, "s" * (t > 1))
+        else:
+            label, key = "inference samples/s, batch %d, %d thread%s", "infer_samples_per_s"
+            label %= (INFER_BATCH, t, "s" * (t > 1))
+        print(row % (label, "%.0f" % ours, "%.0f" % theirs if theirs else "-",
+                     "%.2fx" % (ours / theirs) if theirs else "", "ratio >= 1.0"))
+        result[key]["threads%d" % t] = {"aicraft": round(ours), "torch": theirs and round(theirs),
+                                        "ratio": theirs and round(ours / theirs, 3)}
+    train_steps, infer_steps = args.memory_steps
+    for mode, label in (("train", "peak RSS (MB), %d training steps" % train_steps),
+                        ("infer", "peak RSS (MB), %d inference batches" % infer_steps)):
+        ours, theirs = peak[("aicraft", mode)], peak.get(("torch", mode))
+        print(row % (label, "%.1f" % ours, "%.1f" % theirs if theirs else "-",
+                     "%.3f" % (ours / theirs) if theirs else "", "ratio <= 0.25"))
+        result["peak_rss_mb"][mode] = {fw: round(peak[(fw, mode)], 1) for fw in frameworks}
+    print()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

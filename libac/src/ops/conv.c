@@ -1,0 +1,619 @@
+/*
+ * conv.c - 2-D convolution on NCHW tensors (PyTorch's F.conv2d) and its
+ * backward: any kernel size, stride, padding, dilation and groups.
+ *
+ * For one image and one group the convolution is a matrix product,
+ * out (F/g x P) = W (F/g x K) * col (K x P), where col unfolds the input
+ * (im2col): K = C/g * kH * kW rows, one per kernel tap, and P = oH * oW
+ * columns, one per output pixel. col is built for a band of output rows at a
+ * time, small enough to stay in cache, and never for the whole batch.
+ * Backward, per band: dW^T += col dY^T and dcol = W^T dY, which col2im folds
+ * back into dx. Both products keep the big operand (col, dY) where the GEMM
+ * reads it in place; only the small one (dY, W) is transposed. A bias rides
+ * along as a row of ones under col and a column of W, so forward adds it and
+ * backward sums db inside the same products. A 1x1 kernel with stride 1 and
+ * no padding reads x itself as col. Even with one input channel (a first
+ * layer) im2col plus the SIMD GEMM beats a direct loop in portable C, so
+ * there is no direct path.
+ *
+ * Threads share out the images: each worker slot has its own scratch and
+ * claims images one by one. dW is summed per fixed chunk of images (chunks
+ * that depend on the shapes only), then over chunks in order, so the result
+ * is the same for any thread count.
+ *
+ * Not here: the GEMM (kernels/gemm.c), pooling (pool.c), Conv2d as a module
+ * (Python).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+/* Floats of col per slot: a band of output rows is cut to fit. */
+#define COL_BUDGET (1 << 18)
+/* dW is summed over at most this many chunks of images ... */
+#define DW_CHUNKS 16
+/* ... whose partial sums together hold at most this many floats. */
+#define DW_PART_BUDGET (1 << 22)
+#define BIAS_GRAIN 16384
+
+typedef struct {
+    int64_t n, c, h, w;          /* input; n is 1 for an unbatched (C, H, W) input */
+    int64_t f, kh, kw;           /* filters and kernel */
+    int64_t oh, ow, p;           /* output rows, columns, pixels */
+    int64_t sh, sw, ph, pw, dh, dw;
+    int64_t groups, cg, fg, k;   /* channels and filters per group; K = cg*kh*kw */
+    int64_t band;                /* output rows per col block */
+    int ones_row;                /* col has a row of ones after its K rows, W a bias column */
+    int in_place;                /* 1x1, stride 1, no padding: col is x itself */
+    int flat;                    /* stride 1 and oW == W: a row of col is a shifted copy of x */
+} ConvGeom;
+
+typedef struct {
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+} ConvCtx;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- checks and geometry ------------------------------------------------- */
+
+static int conv_check(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
+                      const ConvCtx *p)
+{
+    const char *op = "conv2d";
+    int64_t c, f, span_h, span_w, in_h, in_w;
+    if (tensor_check(op, x, "input") || tensor_check(op, weight, "weight")) return -1;
+    if (x->ndim != 4 && x->ndim != 3)
+        return error_set(AC_ERR_SHAPE, "%s: input %s must be (N, C, H, W) or (C, H, W)", op,
+                         tensor_shape_str(x));
+    if (weight->ndim != 4)
+        return error_set(AC_ERR_SHAPE,
+                         "%s: weight %s must be (out_channels, in_channels/groups, kH, kW)", op,
+                         tensor_shape_str(weight));
+    if (p->stride_h < 1 || p->stride_w < 1 || p->dil_h < 1 || p->dil_w < 1)
+        return error_set(AC_ERR_ARG, "%s: stride (%d, %d) and dilation (%d, %d) must be >= 1", op,
+                         p->stride_h, p->stride_w, p->dil_h, p->dil_w);
+    if (p->pad_h < 0 || p->pad_w < 0)
+        return error_set(AC_ERR_ARG, "%s: padding (%d, %d) must be >= 0", op, p->pad_h, p->pad_w);
+    if (p->groups < 1)
+        return error_set(AC_ERR_ARG, "%s: groups must be >= 1, got %d", op, p->groups);
+    c = x->shape[x->ndim - 3];
+    f = weight->shape[0];
+    if (c % p->groups != 0)
+        return error_set(AC_ERR_SHAPE, "%s: input %s has %lld channels, not divisible by groups %d",
+                         op, tensor_shape_str(x), (long long)c, p->groups);
+    if (f % p->groups != 0)
+        return error_set(AC_ERR_SHAPE, "%s: weight %s has %lld filters, not divisible by groups %d",
+                         op, tensor_shape_str(weight), (long long)f, p->groups);
+    if (weight->shape[1] * p->groups != c)
+        return error_set(AC_ERR_SHAPE, "%s: input has %lld channels, weight expects %lld", op,
+                         (long long)c, (long long)(weight->shape[1] * p->groups));
+    if (weight->shape[2] < 1 || weight->shape[3] < 1)
+        return error_set(AC_ERR_SHAPE, "%s: weight %s has an empty kernel", op,
+                         tensor_shape_str(weight));
+    span_h = (int64_t)p->dil_h * (weight->shape[2] - 1) + 1;
+    span_w = (int64_t)p->dil_w * (weight->shape[3] - 1) + 1;
+    in_h = x->shape[x->ndim - 2] + 2 * (int64_t)p->pad_h;
+    in_w = x->shape[x->ndim - 1] + 2 * (int64_t)p->pad_w;
+    if (span_h > in_h || span_w > in_w)
+        return error_set(AC_ERR_SHAPE, "%s: kernel %lldx%lld (spanning %lldx%lld with dilation) "
+                         "is larger than the padded input %lldx%lld of %s", op,
+                         (long long)weight->shape[2], (long long)weight->shape[3],
+                         (long long)span_h, (long long)span_w, (long long)in_h, (long long)in_w,
+                         tensor_shape_str(x));
+    if (bias && (bias->ndim != 1 || bias->shape[0] != f))
+        return error_set(AC_ERR_SHAPE, "%s: bias %s does not fit weight %s (expected (%lld,))", op,
+                         tensor_shape_str(bias), tensor_shape_str(weight), (long long)f);
+    return AC_OK;
+}
+
+static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvCtx *p)
+{
+    ConvGeom g;
+    int batched = x->ndim == 4;
+    g.n = batched ? x->shape[0] : 1;
+    g.c = x->shape[batched];
+    g.h = x->shape[batched + 1];
+    g.w = x->shape[batched + 2];
+    g.f = weight->shape[0];
+    g.kh = weight->shape[2];
+    g.kw = weight->shape[3];
+    g.sh = p->stride_h;
+    g.sw = p->stride_w;
+    g.ph = p->pad_h;
+    g.pw = p->pad_w;
+    g.dh = p->dil_h;
+    g.dw = p->dil_w;
+    g.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+    g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+    g.p = g.oh * g.ow;
+    g.groups = p->groups;
+    g.cg = g.c / g.groups;
+    g.fg = g.f / g.groups;
+    g.k = g.cg * g.kh * g.kw;
+    g.in_place = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+    g.flat = g.sh == 1 && g.sw == 1 && g.ow == g.w;
+    g.ones_row = 0;
+    g.band = g.in_place ? g.oh : min64(g.oh, COL_BUDGET / (g.k * g.ow > 0 ? g.k * g.ow : 1));
+    if (g.band < 1) g.band = 1;
+    return g;
+}
+
+/* The output columns [*lo, *hi) whose input column o*stride + offset lies in [0, size). */
+static void valid_columns(int64_t out_size, int64_t size, int64_t stride, int64_t offset,
+                          int64_t *lo, int64_t *hi)
+{
+    *lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    *hi = size - 1 - offset < 0 ? 0 : (size - 1 - offset) / stride + 1;
+    if (*hi > out_size) *hi = out_size;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* ---- im2col and col2im --------------------------------------------------- */
+
+/*
+ * Where one row of col, tap (i, j) over output rows [oh0, oh1), reads the
+ * input plane: output row r (counted from oh0) and column q read input row
+ * r*sh + first_row and column q*sw + offset, which lie inside the plane for
+ * r in [row_lo, row_hi) and q in [col_lo, col_hi). In the flat layout that is
+ * plane[r*ow + q + shift].
+ */
+typedef struct {
+    int64_t row_lo, row_hi, col_lo, col_hi, first_row, offset, shift;
+} TapRange;
+
+static TapRange tap_range(const ConvGeom *g, int64_t i, int64_t j, int64_t oh0, int64_t oh1)
+{
+    TapRange t;
+    t.first_row = oh0 * g->sh + i * g->dh - g->ph;
+    t.offset = j * g->dw - g->pw;
+    valid_columns(g->ow, g->w, g->sw, t.offset, &t.col_lo, &t.col_hi);
+    valid_columns(oh1 - oh0, g->h, g->sh, t.first_row, &t.row_lo, &t.row_hi);
+    t.shift = t.first_row * g->w + t.offset;
+    return t;
+}
+
+/*
+ * Zero the columns outside [col_lo, col_hi) of the valid rows of a col row
+ * in the flat layout. There are few such columns (at most the padding), so
+ * the loop runs down each column rather than along each row.
+ */
+static void zero_edges(float *row, const TapRange *t, int64_t ow)
+{
+    int64_t r, q;
+    for (q = 0; q < t->col_lo; q++)
+        for (r = t->row_lo; r < t->row_hi; r++) row[r * ow + q] = 0.0f;
+    for (q = t->col_hi; q < ow; q++)
+        for (r = t->row_lo; r < t->row_hi; r++) row[r * ow + q] = 0.0f;
+}
+
+/* col (K x cols, then the ones row if any) for output rows [oh0, oh1) of the cg channels at x. */
+static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col)
+{
+    const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
+    int64_t c, i, j, r, q;
+    if (g->ones_row)
+        for (q = 0; q < cols; q++) col[g->k * cols + q] = 1.0f;
+    for (i = 0; i < g->kh; i++) {
+        for (j = 0; j < g->kw; j++) {
+            const TapRange t = tap_range(g, i, j, oh0, oh1);
+            int64_t lo = t.row_lo * g->ow, hi = t.row_hi * g->ow;
+            if (lo < -t.shift) lo = -t.shift;
+            if (hi > plane_size - t.shift) hi = plane_size - t.shift;
+            for (c = 0; c < g->cg; c++) {
+                const float *plane = x + c * plane_size;
+                float *row = col + ((c * g->kh + i) * g->kw + j) * cols;
+                if (t.row_lo > 0) memset(row, 0, (size_t)(t.row_lo * g->ow) * sizeof(float));
+                if (t.row_hi < rows)
+                    memset(row + t.row_hi * g->ow, 0,
+                           (size_t)((rows - t.row_hi) * g->ow) * sizeof(float));
+                /* Flat: one copy of the valid rows (clipped to the plane), then
+                   zeros over the columns that wrapped around from the next row. */
+                if (g->flat && lo < hi)
+                    memcpy(row + lo, plane + lo + t.shift, (size_t)(hi - lo) * sizeof(float));
+                if (g->flat) {
+                    zero_edges(row, &t, g->ow);
+                    continue;
+                }
+                for (r = t.row_lo; r < t.row_hi; r++) {
+                    float *dst = row + r * g->ow;
+                    const int64_t src = (r * g->sh + t.first_row) * g->w + t.offset;
+                    for (q = 0; q < t.col_lo; q++) dst[q] = 0.0f;
+                    for (q = t.col_lo; q < t.col_hi; q++) dst[q] = plane[src + q * g->sw];
+                    for (q = t.col_hi; q < g->ow; q++) dst[q] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+static void add_into(float *restrict dst, const float *restrict src, int64_t n)
+{
+    int64_t q;
+    for (q = 0; q < n; q++) dst[q] += src[q];
+}
+
+/*
+ * dx += the fold of dcol (K x cols) for output rows [oh0, oh1): im2col's
+ * adjoint. dcol is scratch: in the flat layout its wrapped-around columns are
+ * zeroed first, so each tap is one add over a contiguous stretch.
+ */
+static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, float *dx)
+{
+    const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
+    int64_t c, i, j, r, q;
+    for (i = 0; i < g->kh; i++) {
+        for (j = 0; j < g->kw; j++) {
+            const TapRange t = tap_range(g, i, j, oh0, oh1);
+            int64_t lo = t.row_lo * g->ow, hi = t.row_hi * g->ow;
+            if (lo < -t.shift) lo = -t.shift;
+            if (hi > plane_size - t.shift) hi = plane_size - t.shift;
+            for (c = 0; c < g->cg; c++) {
+                float *plane = dx + c * plane_size;
+                float *row = dcol + ((c * g->kh + i) * g->kw + j) * cols;
+                if (g->flat) {
+                    zero_edges(row, &t, g->ow);
+                    if (lo < hi) add_into(plane + lo + t.shift, row + lo, hi - lo);
+                    continue;
+                }
+                for (r = t.row_lo; r < t.row_hi; r++) {
+                    const float *src = row + r * g->ow;
+                    const int64_t dst = (r * g->sh + t.first_row) * g->w + t.offset;
+                    for (q = t.col_lo; q < t.col_hi; q++) plane[dst + q * g->sw] += src[q];
+                }
+            }
+        }
+    }
+}
+
+/* ---- sharing images among threads ---------------------------------------- */
+
+typedef struct ConvJob ConvJob;
+typedef void (*ConvItemFn)(ConvJob *job, float *scratch, int64_t item);
+
+struct ConvJob {
+    ConvGeom g;
+    const float *x, *w, *bias, *gy;
+    const float *wt;             /* backward: W^T per group (K x F/g) */
+    float *out, *dx, *dw_parts;
+    int64_t chunk_images;        /* backward: images per chunk of dW */
+    ConvItemFn fn;
+    int64_t items, next_item;    /* next_item is claimed atomically */
+    float *scratch;
+    int64_t slot_floats;
+};
+
+static void conv_slot(void *ctx, int64_t begin, int64_t end)
+{
+    ConvJob *job = ctx;
+    int64_t slot;
+    for (slot = begin; slot < end; slot++) {
+        float *scratch = job->scratch ? job->scratch + slot * job->slot_floats : NULL;
+        for (;;) {
+            int64_t item = __atomic_fetch_add(&job->next_item, 1, __ATOMIC_RELAXED);
+            if (item >= job->items) break;
+            job->fn(job, scratch, item);
+        }
+    }
+}
+
+/*
+ * Run fn over items on up to one slot per thread, each slot with
+ * slot_floats of scratch from a scope opened here. One slot runs on the
+ * calling thread, outside any parallel region, so its gemm calls can use
+ * the thread pool themselves.
+ */
+static int conv_run(ConvJob *job, int64_t items, int64_t slot_floats, ConvItemFn fn)
+{
+    int64_t slots = min64(ac_get_num_threads(), items);
+    AcCheckpoint cp;
+    if (items <= 0) return AC_OK;
+    job->fn = fn;
+    job->items = items;
+    job->next_item = 0;
+    job->slot_floats = (slot_floats + 15) / 16 * 16;
+    job->scratch = NULL;
+    cp = ac_mem_checkpoint();
+    if (cp.depth < 0) return ac_last_error_code();
+    if (job->slot_floats > 0) {
+        job->scratch = arena_alloc((size_t)(slots * job->slot_floats) * sizeof(float));
+        if (!job->scratch) {
+            ac_mem_restore(cp);
+            return AC_ERR_MEMORY;
+        }
+    }
+    if (slots <= 1)
+        conv_slot(job, 0, 1);
+    else
+        parallel_for(slots, 1, conv_slot, job);
+    ac_mem_restore(cp);
+    return AC_OK;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+/*
+ * With a ones row, W carries the bias as an extra column (job->w is then that
+ * F x (K+1) copy) and the product adds it; otherwise out starts as the bias.
+ */
+static void forward_image(ConvJob *job, float *col, int64_t n)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t kb = g->k + g->ones_row;
+    const float *x = job->x + n * g->c * g->h * g->w;
+    float *out = job->out + n * g->f * g->p;
+    const float beta = job->bias && !g->ones_row ? 1.0f : 0.0f;
+    int64_t f, q, grp, oh0;
+    for (f = 0; beta != 0.0f && f < g->f; f++)
+        for (q = 0; q < g->p; q++) out[f * g->p + q] = job->bias[f];
+    for (grp = 0; grp < g->groups; grp++) {
+        const float *xg = x + grp * g->cg * g->h * g->w, *wg = job->w + grp * g->fg * kb;
+        float *og = out + grp * g->fg * g->p;
+        for (oh0 = 0; oh0 < g->oh; oh0 += g->band) {
+            const int64_t oh1 = min64(oh0 + g->band, g->oh), cols = (oh1 - oh0) * g->ow;
+            if (g->in_place) {
+                gemm(0, 0, g->fg, cols, g->k, 1.0f, wg, g->k, xg + oh0 * g->ow, g->p, beta,
+                     og + oh0 * g->ow, g->p);
+            } else {
+                im2col(g, xg, oh0, oh1, col);
+                gemm(0, 0, g->fg, cols, kb, 1.0f, wg, kb, col, cols, beta, og + oh0 * g->ow, g->p);
+            }
+        }
+    }
+}
+
+static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
+
+AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
+                    int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
+                    int groups)
+{
+    ConvCtx params, *ctx;
+    ConvJob job;
+    AcCheckpoint cp;
+    const AcTensor *inputs[3];
+    int64_t shape[4], f, r;
+    int batched, status;
+    AcTensor *out;
+    params.stride_h = stride_h;
+    params.stride_w = stride_w;
+    params.pad_h = pad_h;
+    params.pad_w = pad_w;
+    params.dil_h = dil_h;
+    params.dil_w = dil_w;
+    params.groups = groups;
+    if (conv_check(x, weight, bias, &params)) return NULL;
+    memset(&job, 0, sizeof job);
+    job.g = conv_geom(x, weight, &params);
+    batched = x->ndim == 4;
+    shape[0] = job.g.n;
+    shape[batched] = job.g.f;
+    shape[batched + 1] = job.g.oh;
+    shape[batched + 2] = job.g.ow;
+    inputs[0] = x;
+    inputs[1] = weight;
+    inputs[2] = bias;
+    out = op_output("conv2d", shape, x->ndim, inputs, bias ? 3 : 2, conv_backward, sizeof(ConvCtx));
+    if (!out) return NULL;
+    ctx = op_context(out);
+    if (ctx) *ctx = params;
+    if (out->size == 0) return out;
+    job.x = x->data;
+    job.w = weight->data;
+    job.bias = bias ? bias->data : NULL;
+    job.out = out->data;
+    cp = ac_mem_checkpoint();
+    if (cp.depth < 0) return NULL;
+    if (bias && !job.g.in_place) {
+        /* [W | b]: the product adds the bias through col's ones row. */
+        const int64_t k = job.g.k;
+        float *wb = arena_alloc((size_t)(job.g.f * (k + 1)) * sizeof(float));
+        if (!wb) {
+            ac_mem_restore(cp);
+            return NULL;
+        }
+        for (f = 0; f < job.g.f; f++) {
+            for (r = 0; r < k; r++) wb[f * (k + 1) + r] = weight->data[f * k + r];
+            wb[f * (k + 1) + k] = bias->data[f];
+        }
+        job.w = wb;
+        job.g.ones_row = 1;
+    }
+    status = conv_run(&job, job.g.n,
+                      job.g.in_place ? 0 : (job.g.k + job.g.ones_row) * job.g.band * job.g.ow,
+                      forward_image);
+    ac_mem_restore(cp);
+    return status == AC_OK ? out : NULL;
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* dst (rows x cols) = the transpose of src (cols x rows), one group after another. */
+static void transpose_groups(const float *src, float *dst, int64_t groups, int64_t rows,
+                             int64_t cols)
+{
+    int64_t grp, r, c;
+    for (grp = 0; grp < groups; grp++) {
+        const float *s = src + grp * rows * cols;
+        float *d = dst + grp * rows * cols;
+        for (c = 0; c < cols; c++)
+            for (r = 0; r < rows; r++) d[r * cols + c] = s[c * rows + r];
+    }
+}
+
+/*
+ * One chunk of images: dx for each, and their dW summed into the chunk's
+ * part, which holds dW^T per group (K x F/g, then db as one more row when
+ * col has its ones row): col is then the product's left operand, read in
+ * place, and only dY is transposed while packing.
+ */
+static void backward_chunk(ConvJob *job, float *scratch, int64_t chunk)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t n0 = chunk * job->chunk_images, n1 = min64(n0 + job->chunk_images, g->n);
+    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w;
+    const int64_t band_floats = kb * g->band * g->ow;
+    float *part = job->dw_parts ? job->dw_parts + chunk * g->f * kb : NULL;
+    float *col = scratch, *dcol = scratch ? scratch + band_floats : NULL;
+    int64_t n, grp, oh0;
+    for (n = n0; n < n1; n++) {
+        const float *x = job->x + n * image, *gy = job->gy + n * g->f * g->p;
+        float *dx = job->dx ? job->dx + n * image : NULL;
+        if (dx && !g->in_place) memset(dx, 0, (size_t)image * sizeof(float));
+        for (grp = 0; grp < g->groups; grp++) {
+            const float *xg = x + grp * g->cg * g->h * g->w, *gyg = gy + grp * g->fg * g->p;
+            const float *wtg = job->wt ? job->wt + grp * g->k * g->fg : NULL;
+            float *partg = part ? part + grp * kb * g->fg : NULL;
+            float *dxg = dx ? dx + grp * g->cg * g->h * g->w : NULL;
+            for (oh0 = 0; oh0 < g->oh; oh0 += g->band) {
+                const int64_t oh1 = min64(oh0 + g->band, g->oh), cols = (oh1 - oh0) * g->ow;
+                const float *gband = gyg + oh0 * g->ow;
+                const float beta = n == n0 && oh0 == 0 ? 0.0f : 1.0f;
+                if (partg && g->in_place) {
+                    gemm(0, 1, g->k, g->fg, cols, 1.0f, xg + oh0 * g->ow, g->p, gband, g->p,
+                         beta, partg, g->fg);
+                } else if (partg) {
+                    im2col(g, xg, oh0, oh1, col);
+                    gemm(0, 1, kb, g->fg, cols, 1.0f, col, cols, gband, g->p, beta, partg, g->fg);
+                }
+                if (dxg && g->in_place) {
+                    gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f,
+                         dxg + oh0 * g->ow, g->p);
+                } else if (dxg) {
+                    gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f, dcol, cols);
+                    col2im(g, dcol, oh0, oh1, dxg);
+                }
+            }
+        }
+    }
+}
+
+typedef struct {
+    const float *gy;
+    float *db;
+    int64_t n, f, p;
+} BiasJob;
+
+/* Sum of n floats in eight fixed lanes (vectorisable, the same on any thread). */
+static float sum_floats(const float *x, int64_t n)
+{
+    float lanes[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, total;
+    int64_t q = 0;
+    int l;
+    for (; q + 8 <= n; q += 8)
+        for (l = 0; l < 8; l++) lanes[l] += x[q + l];
+    total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (; q < n; q++) total += x[q];
+    return total;
+}
+
+static void bias_task(void *ctx, int64_t begin, int64_t end)
+{
+    const BiasJob *job = ctx;
+    int64_t f, n;
+    for (f = begin; f < end; f++) {
+        float total = 0.0f;
+        for (n = 0; n < job->n; n++)
+            total += sum_floats(job->gy + (n * job->f + f) * job->p, job->p);
+        job->db[f] = total;
+    }
+}
+
+/* Images per chunk of dW: a count that depends on the shapes only. */
+static int64_t dw_chunk_images(const ConvGeom *g)
+{
+    int64_t wsize = g->f * g->k > 0 ? g->f * g->k : 1;
+    int64_t chunks = min64(min64(g->n, DW_CHUNKS), DW_PART_BUDGET / wsize);
+    if (chunks < 1) chunks = 1;
+    return (g->n + chunks - 1) / chunks;
+}
+
+/* dW (and db from the ones row) = the sum of the chunks' parts, in chunk order. */
+static void sum_parts(const ConvGeom *g, const float *parts, int64_t chunks, float *dw, float *db)
+{
+    const int64_t kb = g->k + g->ones_row;
+    int64_t c, grp, f, r;
+    for (c = 0; c < chunks; c++) {
+        const float *part = parts + c * g->f * kb;
+        for (grp = 0; grp < g->groups; grp++) {
+            for (f = 0; f < g->fg; f++) {
+                const float *column = part + grp * kb * g->fg + f;
+                float *row = dw + (grp * g->fg + f) * g->k;
+                for (r = 0; r < g->k; r++)
+                    row[r] = c ? row[r] + column[r * g->fg] : column[r * g->fg];
+                if (db)
+                    db[grp * g->fg + f] = c ? db[grp * g->fg + f] + column[g->k * g->fg]
+                                            : column[g->k * g->fg];
+            }
+        }
+    }
+}
+
+static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *x = node->inputs[0], *weight = node->inputs[1];
+    const ConvCtx *params = node->context;
+    ConvJob job;
+    AcCheckpoint cp;
+    int need_dx = input_needs_grad(node, 0), need_dw = input_needs_grad(node, 1);
+    int need_db = input_needs_grad(node, 2);
+    int64_t wsize, chunks;
+    int status = AC_OK;
+    memset(&job, 0, sizeof job);
+    job.g = conv_geom(x, weight, params);
+    /* db comes with dW from col's ones row, or else from its own sums. */
+    job.g.ones_row = need_db && need_dw && !job.g.in_place;
+    wsize = job.g.f * (job.g.k + job.g.ones_row);
+    job.x = x->data;
+    job.gy = gout->data;
+    if (need_dx) {
+        gin[0] = tensor_alloc_like("conv2d", x);
+        if (!gin[0]) return ac_last_error_code();
+        job.dx = gin[0]->data;
+        if (job.g.n == 0 || job.g.f == 0) memset(job.dx, 0, (size_t)x->size * sizeof(float));
+    }
+    if (need_dw) {
+        gin[1] = tensor_alloc_like("conv2d", weight);
+        if (!gin[1]) return ac_last_error_code();
+        memset(gin[1]->data, 0, (size_t)gin[1]->size * sizeof(float));
+    }
+    if (need_db) {
+        gin[2] = tensor_alloc_like("conv2d", node->inputs[2]);
+        if (!gin[2]) return ac_last_error_code();
+        memset(gin[2]->data, 0, (size_t)gin[2]->size * sizeof(float));
+    }
+    if (need_db && !job.g.ones_row) {
+        BiasJob bias_job;
+        bias_job.gy = gout->data;
+        bias_job.db = gin[2]->data;
+        bias_job.n = job.g.n;
+        bias_job.f = job.g.f;
+        bias_job.p = job.g.p;
+        parallel_for(job.g.f, BIAS_GRAIN / (job.g.n * job.g.p + 1) + 1, bias_task, &bias_job);
+    }
+    if ((!need_dx && !need_dw) || job.g.n == 0 || job.g.f == 0 || job.g.k == 0) return AC_OK;
+
+    job.chunk_images = need_dw ? dw_chunk_images(&job.g) : 1;
+    chunks = (job.g.n + job.chunk_images - 1) / job.chunk_images;
+    cp = ac_mem_checkpoint();
+    if (cp.depth < 0) return ac_last_error_code();
+    if (need_dx) {
+        float *wt = arena_alloc((size_t)(job.g.f * job.g.k) * sizeof(float));
+        if (wt) transpose_groups(weight->data, wt, job.g.groups, job.g.k, job.g.fg);
+        job.wt = wt;
+        if (!wt) status = AC_ERR_MEMORY;
+    }
+    if (need_dw && status == AC_OK) {
+        job.dw_parts = arena_alloc((size_t)(chunks * wsize) * sizeof(float));
+        if (!job.dw_parts) status = AC_ERR_MEMORY;
+    }
+    if (status == AC_OK)
+        status = conv_run(&job, chunks,
+                          job.g.in_place ? 0
+                                         : (2 * job.g.k + job.g.ones_row) * job.g.band * job.g.ow,
+                          backward_chunk);
+    if (status == AC_OK && need_dw)
+        sum_parts(&job.g, job.dw_parts, chunks, gin[1]->data, job.g.ones_row ? gin[2]->data : NULL);
+    ac_mem_restore(cp);
+    return status;
+}

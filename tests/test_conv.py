@@ -1,0 +1,312 @@
+"""conv2d (aicraft.nn.functional.conv2d over C's ac_conv2d) and nn.Conv2d:
+forward against a float64 NumPy convolution written here, gradients against
+central differences of it over combinations of stride, padding, dilation,
+groups and odd sizes, results independent of the thread count, shape errors,
+and the module's parameters, initialisation and state_dict."""
+import math
+
+import numpy as np
+import pytest
+
+import aicraft as ac
+import aicraft.nn.functional as F
+from aicraft import nn
+from conftest import check_gradients, numeric_grad
+
+rng = np.random.default_rng(5)
+
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def np_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """float64 cross-correlation, PyTorch's conv2d, one kernel tap at a time."""
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x[None]
+    n, c, h, wd = x.shape
+    f, cg, kh, kw = w.shape
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    out = np.zeros((n, f, oh, ow))
+    fg = f // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        ws = w[g * fg:(g + 1) * fg]
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+                cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+                patch = xs[:, :, rows, cols]
+                out[:, g * fg:(g + 1) * fg] += np.einsum("nchw,fc->nfhw", patch, ws[:, :, i, j])
+    if b is not None:
+        out += np.asarray(b, np.float64)[None, :, None, None]
+    return out[0] if unbatched else out
+
+
+# (x shape, weight shape, stride, padding, dilation, groups)
+CASES = [
+    ((2, 3, 7, 6), (4, 3, 3, 3), 1, 1, 1, 1),              # "same" 3x3
+    ((1, 2, 8, 9), (3, 2, 3, 2), (2, 1), (1, 0), (1, 2), 1),  # mixed stride/pad/dilation
+    ((2, 4, 9, 7), (6, 2, 3, 3), 2, 1, 1, 2),              # groups
+    ((1, 6, 5, 5), (6, 1, 3, 3), 1, 1, 1, 6),              # depthwise
+    ((2, 6, 5, 4), (9, 2, 1, 1), 1, 0, 1, 3),              # 1x1, read in place, groups
+    ((1, 3, 6, 7), (2, 3, 1, 1), 2, 0, 1, 1),              # 1x1 strided
+    ((1, 2, 11, 10), (3, 2, 5, 3), 3, 2, 2, 1),            # odd sizes, large stride
+    ((2, 1, 5, 5), (4, 1, 5, 5), 1, 0, 1, 1),              # kernel covers the input
+    ((1, 1, 3, 4), (2, 1, 3, 3), 1, 2, 1, 1),              # padding larger than the output needs
+    ((2, 5, 6), (4, 2, 2, 3), 1, (0, 1), 1, 1),            # unbatched (C, H, W)
+]
+
+
+def conv_fn(stride, padding, dilation, groups):
+    return lambda x, w, b=None: F.conv2d(x, w, b, stride, padding, dilation, groups)
+
+
+def np_fn(stride, padding, dilation, groups):
+    return lambda x, w, b=None: np_conv2d(x, w, b, stride, padding, dilation, groups)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding, dilation, groups", CASES)
+def test_forward_matches_numpy(x_shape, w_shape, stride, padding, dilation, groups):
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    y = F.conv2d(ac.tensor(x), ac.tensor(w), ac.tensor(b), stride, padding, dilation, groups)
+    expected = np_conv2d(x, w, b, stride, padding, dilation, groups)
+    assert y.shape == expected.shape
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding, dilation, groups", CASES)
+def test_gradients_with_bias(x_shape, w_shape, stride, padding, dilation, groups):
+    arrays = [rng.standard_normal(x_shape), rng.standard_normal(w_shape),
+              rng.standard_normal(w_shape[0])]
+    check_gradients(conv_fn(stride, padding, dilation, groups),
+                    np_fn(stride, padding, dilation, groups), arrays, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding, dilation, groups", CASES[:4])
+def test_gradients_without_bias(x_shape, w_shape, stride, padding, dilation, groups):
+    arrays = [rng.standard_normal(x_shape), rng.standard_normal(w_shape)]
+    check_gradients(lambda x, w: F.conv2d(x, w, None, stride, padding, dilation, groups),
+                    lambda x, w: np_conv2d(x, w, None, stride, padding, dilation, groups),
+                    arrays, rtol=1e-3, atol=1e-4)
+
+
+def test_weight_gradient_alone():
+    """Input without grad (a first layer): only weight and bias get gradients."""
+    x = rng.standard_normal((3, 1, 9, 8)).astype(np.float32)
+    w = ac.tensor(rng.standard_normal((5, 1, 3, 3)), requires_grad=True)
+    b = ac.tensor(rng.standard_normal(5), requires_grad=True)
+    xt = ac.tensor(x)
+    y = F.conv2d(xt, w, b, padding=1)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    y.backward(ac.tensor(g))
+    assert xt.grad is None
+    numeric = numeric_grad(lambda w64, b64: float(np.sum(np_conv2d(x, w64, b64, padding=1) * g)),
+                           [w.numpy(), b.numpy()])
+    np.testing.assert_allclose(w.grad.numpy(), numeric[0], rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(b.grad.numpy(), numeric[1], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("trained", ["bias", "weight", "input"])
+def test_one_input_trained_alone(trained):
+    """Each of input, weight and bias gets its gradient when it is the only one asked for."""
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    names = ["input", "weight", "bias"]
+    tensors = [ac.tensor(a, requires_grad=(name == trained)) for a, name in zip((x, w, b), names)]
+    y = F.conv2d(*tensors, stride=(1, 2), padding=1)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    y.backward(ac.tensor(g))
+    i = names.index(trained)
+    arrays = [x, w, b]
+
+    def loss(a):
+        args = arrays[:i] + [a] + arrays[i + 1:]
+        return float(np.sum(np_conv2d(*args, stride=(1, 2), padding=1) * g))
+
+    numeric = numeric_grad(loss, [arrays[i]])[0]
+    np.testing.assert_allclose(tensors[i].grad.numpy(), numeric, rtol=1e-3, atol=1e-3)
+    assert all(t.grad is None for j, t in enumerate(tensors) if j != i)
+
+
+def sampled_gradient_check(x, w, b, kwargs, samples=12):
+    """Gradients of sum(conv * g) at a few random entries, by central differences."""
+    xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = F.conv2d(xt, wt, bt, **kwargs)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    np.testing.assert_allclose(y.numpy(), np_conv2d(x, w, b, **kwargs), rtol=1e-4, atol=1e-4)
+    y.backward(ac.tensor(g))
+    arrays = [np.asarray(a, np.float64) for a in (x, w, b)]
+
+    def loss():
+        return float(np.sum(np_conv2d(*arrays, **kwargs) * g))
+
+    for array, tensor in zip(arrays, (xt, wt, bt)):
+        grad = tensor.grad.numpy()
+        for index in zip(*(rng.integers(0, s, samples) for s in array.shape)):
+            old = array[index]
+            array[index] = old + 1e-3
+            up = loss()
+            array[index] = old - 1e-3
+            down = loss()
+            array[index] = old
+            assert grad[index] == pytest.approx((up - down) / 2e-3, rel=1e-3, abs=1e-3)
+
+
+def test_large_input_is_cut_into_bands():
+    """An input whose unfolded matrix exceeds one block: output rows go in bands."""
+    x = rng.standard_normal((2, 16, 40, 200)).astype(np.float32)
+    w = (rng.standard_normal((8, 16, 3, 3)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    sampled_gradient_check(x, w, b, dict(padding=1))
+
+
+def test_large_strided_input_is_cut_into_bands():
+    x = rng.standard_normal((1, 12, 50, 160)).astype(np.float32)
+    w = (rng.standard_normal((6, 4, 5, 4)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    sampled_gradient_check(x, w, b, dict(stride=(2, 3), padding=(2, 1), dilation=(1, 2), groups=3))
+
+
+def test_padding_same_and_valid():
+    x = ac.tensor(rng.standard_normal((1, 2, 6, 5)))
+    w = ac.tensor(rng.standard_normal((3, 2, 3, 5)))
+    assert F.conv2d(x, w, padding="same").shape == (1, 3, 6, 5)
+    assert F.conv2d(x, w, padding="valid").shape == (1, 3, 4, 1)
+    np.testing.assert_allclose(F.conv2d(x, w, padding="same").numpy(),
+                               np_conv2d(x.numpy(), w.numpy(), padding=(1, 2)),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 17, 40])
+def test_results_do_not_depend_on_thread_count(batch):
+    x = rng.standard_normal((batch, 8, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    g = rng.standard_normal((batch, 16, 12, 12)).astype(np.float32)
+    results = []
+    previous = ac.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            ac.set_num_threads(threads)
+            xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
+            y = F.conv2d(xt, wt, bt, padding=1)
+            y.backward(ac.tensor(g))
+            results.append([y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
+    finally:
+        ac.set_num_threads(previous)
+    for other in results[1:]:
+        for a, b_ in zip(results[0], other):
+            assert np.array_equal(a, b_)
+
+
+def test_empty_batch():
+    x = ac.tensor(np.zeros((0, 2, 5, 5), np.float32), requires_grad=True)
+    w = ac.tensor(rng.standard_normal((3, 2, 3, 3)), requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    assert y.shape == (0, 3, 5, 5)
+    y.sum().backward()
+    assert np.array_equal(w.grad.numpy(), np.zeros((3, 2, 3, 3), np.float32))
+
+
+# ---- errors ----------------------------------------------------------------------
+
+def test_channel_mismatch_is_a_shape_error():
+    x, w = ac.zeros(1, 3, 5, 5), ac.zeros(2, 4, 3, 3)
+    with pytest.raises(ac.ShapeError, match="conv2d: input has 3 channels, weight expects 4"):
+        F.conv2d(x, w)
+
+
+def test_channels_not_divisible_by_groups():
+    with pytest.raises(ac.ShapeError,
+                       match="conv2d: input .* has 6 channels, not divisible by groups 4"):
+        F.conv2d(ac.zeros(1, 6, 5, 5), ac.zeros(4, 2, 3, 3), groups=4)
+    with pytest.raises(ac.ShapeError,
+                       match="conv2d: weight .* has 3 filters, not divisible by groups 2"):
+        F.conv2d(ac.zeros(1, 4, 5, 5), ac.zeros(3, 2, 3, 3), groups=2)
+
+
+def test_kernel_larger_than_padded_input():
+    with pytest.raises(ac.ShapeError,
+                       match=r"conv2d: kernel 5x5 .* larger than the padded input 4x4"):
+        F.conv2d(ac.zeros(1, 1, 4, 4), ac.zeros(1, 1, 5, 5))
+    with pytest.raises(ac.ShapeError, match="larger than the padded input"):
+        F.conv2d(ac.zeros(1, 1, 5, 5), ac.zeros(1, 1, 3, 3), dilation=3)
+    assert F.conv2d(ac.zeros(1, 1, 4, 4), ac.zeros(1, 1, 5, 5), padding=1).shape == (1, 1, 2, 2)
+
+
+def test_bad_ranks_and_bias():
+    with pytest.raises(ac.ShapeError, match=r"conv2d: input \(5, 5\) must be \(N, C, H, W\)"):
+        F.conv2d(ac.zeros(5, 5), ac.zeros(1, 1, 3, 3))
+    with pytest.raises(ac.ShapeError, match="conv2d: weight .* must be"):
+        F.conv2d(ac.zeros(1, 1, 5, 5), ac.zeros(1, 9))
+    with pytest.raises(ac.ShapeError, match=r"conv2d: bias \(3,\) does not fit weight"):
+        F.conv2d(ac.zeros(1, 1, 5, 5), ac.zeros(2, 1, 3, 3), ac.zeros(3))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(stride=0), "stride"), (dict(dilation=0), "dilation"), (dict(padding=-1), "padding"),
+    (dict(groups=0), "groups"),
+])
+def test_bad_arguments_are_value_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        F.conv2d(ac.zeros(1, 2, 5, 5), ac.zeros(2, 2, 3, 3), **kwargs)
+
+
+def test_library_usable_after_error():
+    with pytest.raises(ac.ShapeError):
+        F.conv2d(ac.zeros(1, 3, 5, 5), ac.zeros(2, 4, 3, 3))
+    y = F.conv2d(ac.ones(1, 1, 3, 3), ac.ones(1, 1, 3, 3))
+    assert y.numpy().reshape(-1).tolist() == [9.0]
+
+
+# ---- nn.Conv2d ---------------------------------------------------------------------
+
+def test_module_parameters_and_state_dict():
+    conv = nn.Conv2d(4, 6, (3, 5), stride=2, padding=(1, 2), groups=2)
+    assert conv.weight.shape == (6, 2, 3, 5)
+    assert conv.bias.shape == (6,)
+    assert list(conv.state_dict().keys()) == ["weight", "bias"]
+    bound = 1 / math.sqrt(2 * 3 * 5)
+    assert np.abs(conv.weight.numpy()).max() <= bound + 1e-6
+    assert np.abs(conv.bias.numpy()).max() <= bound + 1e-6
+    assert repr(conv) == "Conv2d(4, 6, kernel_size=(3, 5), stride=(2, 2), padding=(1, 2), groups=2)"
+    no_bias = nn.Conv2d(1, 2, 3, bias=False)
+    assert no_bias.bias is None and list(no_bias.state_dict()) == ["weight"]
+
+
+def test_module_forward_matches_functional():
+    conv = nn.Conv2d(2, 3, 3, padding=1, dilation=1)
+    x = ac.tensor(rng.standard_normal((2, 2, 6, 6)))
+    expected = np_conv2d(x.numpy(), conv.weight.numpy(), conv.bias.numpy(), padding=1)
+    np.testing.assert_allclose(conv(x).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_module_trains_inside_checkpoint():
+    conv = nn.Conv2d(1, 2, 3)
+    x = ac.tensor(rng.standard_normal((2, 1, 5, 5)))
+    before = ac.memory_stats()["bytes_in_use"]
+    for _ in range(3):
+        with ac.checkpoint():
+            conv.zero_grad()
+            conv(x).sum().backward()
+    assert conv.weight.grad is not None and conv.weight.grad.shape == (2, 1, 3, 3)
+    conv.zero_grad()
+    assert ac.memory_stats()["bytes_in_use"] <= before
+
+
+def test_module_rejects_bad_configuration():
+    with pytest.raises(ValueError, match="divisible by groups"):
+        nn.Conv2d(3, 4, 3, groups=2)
+    with pytest.raises(NotImplementedError):
+        nn.Conv2d(1, 1, 3, padding_mode="reflect")
+    with pytest.raises(TypeError, match="input must be a Tensor"):
+        nn.Conv2d(1, 1, 3)(np.zeros((1, 1, 5, 5)))
