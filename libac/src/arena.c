@@ -21,7 +21,9 @@
 #include <string.h>
 
 #define ARENA_BLOCK_BYTES ((size_t)1 << 20)
-#define ARENA_CACHED_BLOCKS 8
+/* Blocks kept for reuse after a scope ends: a CNN step at batch 64 spans tens of
+   blocks, and freeing them each step made every step fault its pages back in. */
+#define ARENA_CACHE_BYTES ((size_t)64 << 20)
 #define ARENA_MAX_DEPTH 65536
 #define BLOCK_HEADER_BYTES AC_ALIGN
 
@@ -48,7 +50,7 @@ typedef struct {
 typedef struct {
     ArenaBlock *top;
     ArenaBlock *cache;
-    int n_cached;
+    size_t cached_bytes;
     Scope *scopes;
     int depth, capacity;
     uint32_t next_serial;
@@ -180,10 +182,10 @@ static void arena_pop_to(ThreadArena *ta, int new_depth)
         while (ta->top != s->block) {
             ArenaBlock *b = ta->top;
             ta->top = b->prev;
-            if (ta->n_cached < ARENA_CACHED_BLOCKS) {
+            if (ta->cached_bytes + b->size <= ARENA_CACHE_BYTES) {
                 b->prev = ta->cache;
                 ta->cache = b;
-                ta->n_cached++;
+                ta->cached_bytes += b->size;
             } else {
                 block_release(b);
             }
@@ -239,7 +241,7 @@ static ArenaBlock *block_take(ThreadArena *ta, size_t bytes)
         if ((*link)->size >= bytes) {
             b = *link;
             *link = b->prev;
-            ta->n_cached--;
+            ta->cached_bytes -= b->size;
             return b;
         }
         link = &(*link)->prev;
