@@ -25,14 +25,12 @@ Prints a table, then one JSON line. PyTorch: `pip install torch==2.13.0`.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MNIST_RAW = os.path.join(ROOT, "data", "MNIST", "raw")
-SAMPLES = 10000
+from common import (ROOT, SAMPLES, Batches, load_mnist_uint8, measure_interleaved, peak_rss, spawn,
+                    timed_steps, torch_version)
+
 FRAMEWORKS = ("aicraft", "torch")
 TRAIN_BATCH, INFER_BATCH = 64, 256
 PAUSE_SECONDS = 0.5   # between turns: longer than OpenMP's and OpenBLAS's spin before sleeping
@@ -42,20 +40,7 @@ PAUSE_SECONDS = 0.5   # between turns: longer than OpenMP's and OpenBLAS's spin 
 
 def load_data():
     """(images uint8 (SAMPLES, 1, 28, 28), labels uint8 (SAMPLES,), description)."""
-    import numpy as np
-    images_path = os.path.join(MNIST_RAW, "train-images-idx3-ubyte")
-    labels_path = os.path.join(MNIST_RAW, "train-labels-idx1-ubyte")
-    if os.path.exists(images_path) and os.path.exists(labels_path):
-        images = np.fromfile(images_path, np.uint8, count=SAMPLES * 784, offset=16)
-        labels = np.fromfile(labels_path, np.uint8, count=SAMPLES, offset=8)
-        description = "MNIST (first %d training images)" % SAMPLES
-    else:
-        rng = np.random.default_rng(0)
-        prototypes = rng.integers(0, 256, (10, 784))
-        labels = rng.integers(0, 10, SAMPLES).astype(np.uint8)
-        images = np.clip(prototypes[labels] + rng.normal(0, 48, (SAMPLES, 784)), 0, 255)
-        images = images.astype(np.uint8)
-        description = "synthetic (%d noisy uint8 images of 10 prototypes)" % SAMPLES
+    images, labels, description = load_mnist_uint8()
     return images.reshape(SAMPLES, 1, 28, 28), labels, description
 
 
@@ -118,19 +103,6 @@ def make_model(framework):
     return train_step, infer, torch.set_num_threads
 
 
-class Batches:
-    """Consecutive batches of the data, wrapping around."""
-
-    def __init__(self, images, labels, batch):
-        self.images, self.labels, self.batch, self.start = images, labels, batch, 0
-
-    def next(self):
-        if self.start + self.batch > len(self.images):
-            self.start = 0
-        s, self.start = self.start, self.start + self.batch
-        return self.images[s:s + self.batch], self.labels[s:s + self.batch]
-
-
 def throughput_worker(framework):
     """Answer lines "mode threads seconds" (mode train or infer) with samples/s."""
     images, labels, _ = load_data()
@@ -144,21 +116,12 @@ def throughput_worker(framework):
             batches, work = Batches(images, labels, TRAIN_BATCH), train_step
         else:
             batches, work = Batches(images, labels, INFER_BATCH), lambda x, y: infer(x)
-        for _ in range(5):
-            work(*batches.next())
-        steps, start = 0, time.perf_counter()
-        while True:
-            work(*batches.next())
-            steps += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds and steps >= 5:
-                break
+        steps, elapsed = timed_steps(lambda: work(*batches.next()), seconds, 5, 5)
         print(steps * batches.batch / elapsed, flush=True)
 
 
 def memory_worker(framework, mode, steps):
     """Import, then train or infer `steps` steps on one thread; print the peak RSS as JSON."""
-    import resource
     images, labels, _ = load_data()
     train_step, infer, set_threads = make_model(framework)
     set_threads(1)
@@ -168,14 +131,10 @@ def memory_worker(framework, mode, steps):
         batches, work = Batches(images, labels, INFER_BATCH), lambda x, y: infer(x)
     for _ in range(steps):
         work(*batches.next())
-    print(json.dumps({"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    print(json.dumps({"peak_rss": peak_rss()}))
 
 
 # ---- the driver ---------------------------------------------------------------------
-
-def spawn(*args):
-    return [sys.executable, os.path.abspath(__file__)] + [str(a) for a in args]
-
 
 def worker_env():
     """NumPy's own BLAS threads take no part in the work measured here: keep them off the cores."""
@@ -185,38 +144,15 @@ def worker_env():
 
 
 def measure_throughput(frameworks, configs, repeats, seconds):
-    workers = {}
-    for fw in frameworks:
-        workers[fw] = subprocess.Popen(spawn("--throughput-worker", fw), stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True, env=worker_env())
-        if workers[fw].stdout.readline().strip() != "ready":
-            raise RuntimeError("the %s worker did not start" % fw)
-    runs = {(fw, mode, threads): [] for fw in frameworks for mode, threads in configs}
-    for rep in range(repeats):
-        for mode, threads in configs:
-            for fw in (frameworks if rep % 2 == 0 else frameworks[::-1]):
-                time.sleep(PAUSE_SECONDS)
-                workers[fw].stdin.write("%s %d %g\n" % (mode, threads, seconds))
-                workers[fw].stdin.flush()
-                runs[(fw, mode, threads)].append(float(workers[fw].stdout.readline()))
-    for worker in workers.values():
-        worker.stdin.close()
-        worker.wait()
-    return {key: statistics.median(values) for key, values in runs.items()}
+    commands = {fw: spawn(__file__, "--throughput-worker", fw) for fw in frameworks}
+    return measure_interleaved(commands, configs, repeats, seconds, pause=PAUSE_SECONDS,
+                               env=worker_env())
 
 
 def measure_memory(framework, mode, steps):
-    out = subprocess.run(spawn("--memory-worker", framework, mode, steps), check=True,
+    out = subprocess.run(spawn(__file__, "--memory-worker", framework, mode, steps), check=True,
                          capture_output=True, text=True, env=worker_env()).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_rss"]
-
-
-def torch_version():
-    try:
-        import importlib.metadata
-        return importlib.metadata.version("torch")
-    except Exception:
-        return None
 
 
 def main():

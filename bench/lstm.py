@@ -18,13 +18,10 @@ Prints a table, then one JSON line. PyTorch: `pip install torch==2.13.0`.
 """
 import argparse
 import json
-import os
-import statistics
-import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, measure_interleaved, spawn, timed_steps, torch_version
+
 FRAMEWORKS = ("aicraft", "torch")
 LOSSES = ("last state", "every step")
 INPUT, HIDDEN, STEPS, BATCH = 32, 128, 50, 32
@@ -106,46 +103,15 @@ def worker(framework):
         loss_index, threads, seconds = line.split()
         step, set_threads = trainers[LOSSES[int(loss_index)]]
         set_threads(int(threads))
-        for _ in range(5):
-            step()
-        steps, start = 0, time.perf_counter()
-        while True:
-            step()
-            steps += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= float(seconds) and steps >= 10:
-                break
+        steps, elapsed = timed_steps(step, float(seconds), 5, 10)
         print(steps / elapsed, flush=True)
 
 
 # ---- the driver ---------------------------------------------------------------------
 
-def torch_version():
-    try:
-        import importlib.metadata
-        return importlib.metadata.version("torch")
-    except Exception:
-        return None
-
-
 def measure(frameworks, configs, repeats, seconds):
-    workers = {}
-    for fw in frameworks:
-        workers[fw] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", fw],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if workers[fw].stdout.readline().strip() != "ready":
-            raise RuntimeError("the %s worker did not start" % fw)
-    runs = {(fw,) + config: [] for fw in frameworks for config in configs}
-    for rep in range(repeats):
-        for loss_index, threads in configs:
-            for fw in (frameworks if rep % 2 == 0 else frameworks[::-1]):
-                workers[fw].stdin.write("%d %d %g\n" % (loss_index, threads, seconds))
-                workers[fw].stdin.flush()
-                runs[(fw, loss_index, threads)].append(float(workers[fw].stdout.readline()))
-    for w in workers.values():
-        w.stdin.close()
-        w.wait()
-    return {key: statistics.median(values) for key, values in runs.items()}
+    commands = {fw: spawn(__file__, "--worker", fw) for fw in frameworks}
+    return measure_interleaved(commands, configs, repeats, seconds)
 
 
 def main():

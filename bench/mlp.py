@@ -21,36 +21,17 @@ Prints a table, then one JSON line. PyTorch: `pip install torch==2.13.0`.
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MNIST_RAW = os.path.join(ROOT, "data", "MNIST", "raw")
-SAMPLES = 10000
+from common import (ROOT, Batches, current_rss, load_mnist_uint8, measure_interleaved, peak_rss,
+                    spawn, timed_steps, torch_version)
+
 FRAMEWORKS = ("aicraft", "torch")
 
 
 # ---- the work each worker process does ------------------------------------------
-
-def load_data():
-    """(images uint8 (SAMPLES, 784), labels uint8 (SAMPLES,), description)."""
-    import numpy as np
-    images_path = os.path.join(MNIST_RAW, "train-images-idx3-ubyte")
-    labels_path = os.path.join(MNIST_RAW, "train-labels-idx1-ubyte")
-    if os.path.exists(images_path) and os.path.exists(labels_path):
-        images = np.fromfile(images_path, np.uint8, count=SAMPLES * 784, offset=16)
-        labels = np.fromfile(labels_path, np.uint8, count=SAMPLES, offset=8)
-        return images.reshape(SAMPLES, 784), labels, "MNIST (first %d training images)" % SAMPLES
-    rng = np.random.default_rng(0)
-    prototypes = rng.integers(0, 256, (10, 784))
-    labels = rng.integers(0, 10, SAMPLES).astype(np.uint8)
-    noisy = prototypes[labels] + rng.normal(0, 48, (SAMPLES, 784))
-    images = np.clip(noisy, 0, 255).astype(np.uint8)
-    return images, labels, "synthetic (%d noisy uint8 images of 10 prototypes)" % SAMPLES
-
 
 def make_trainer(framework, threads):
     """A function step(images_u8, labels_u8) doing one training step, and set_threads(n)."""
@@ -90,22 +71,9 @@ def make_trainer(framework, threads):
     return step, torch.set_num_threads
 
 
-class Batches:
-    """Consecutive batches of the data, wrapping around."""
-
-    def __init__(self, images, labels, batch):
-        self.images, self.labels, self.batch, self.start = images, labels, batch, 0
-
-    def next(self):
-        if self.start + self.batch > len(self.images):
-            self.start = 0
-        s, self.start = self.start, self.start + self.batch
-        return self.images[s:s + self.batch], self.labels[s:s + self.batch]
-
-
 def throughput_worker(framework):
     """Answer lines "batch threads seconds" with the samples/s of a run that long."""
-    images, labels, _ = load_data()
+    images, labels, _ = load_mnist_uint8()
     step, set_threads = make_trainer(framework, 1)
     print("ready", flush=True)
     for line in sys.stdin:
@@ -113,33 +81,19 @@ def throughput_worker(framework):
         batch, threads, seconds = int(batch), int(threads), float(seconds)
         set_threads(threads)
         batches = Batches(images, labels, batch)
-        for _ in range(20):
-            step(*batches.next())
-        steps, start = 0, time.perf_counter()
-        while True:
-            step(*batches.next())
-            steps += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds and steps >= 20:
-                break
+        steps, elapsed = timed_steps(lambda: step(*batches.next()), seconds, 20, 20)
         print(steps * batch / elapsed, flush=True)
-
-
-def current_rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def memory_worker(framework, steps, more_steps):
     """Import, train `steps` steps at batch 64, note peak and current RSS, train on
     to `more_steps`, note RSS again; print them as JSON."""
-    import resource
-    images, labels, _ = load_data()
+    images, labels, _ = load_mnist_uint8()
     step, _ = make_trainer(framework, 1)
     batches = Batches(images, labels, 64)
     for _ in range(steps):
         step(*batches.next())
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_rss()
     rss_at_steps = current_rss()
     for _ in range(more_steps - steps):
         step(*batches.next())
@@ -147,10 +101,6 @@ def memory_worker(framework, steps, more_steps):
 
 
 # ---- the driver ---------------------------------------------------------------------
-
-def spawn(*args):
-    return [sys.executable, os.path.abspath(__file__)] + [str(a) for a in args]
-
 
 def import_seconds(framework):
     code = ("import sys, time; sys.path.insert(0, %r); t = time.perf_counter(); import %s; "
@@ -160,38 +110,14 @@ def import_seconds(framework):
 
 
 def measure_throughput(frameworks, configs, repeats, seconds):
-    workers = {}
-    for fw in frameworks:
-        workers[fw] = subprocess.Popen(spawn("--throughput-worker", fw), stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True)
-        if workers[fw].stdout.readline().strip() != "ready":
-            raise RuntimeError("the %s worker did not start" % fw)
-    runs = {(fw, batch, threads): [] for fw in frameworks for batch, threads in configs}
-    for rep in range(repeats):
-        for batch, threads in configs:
-            order = frameworks if rep % 2 == 0 else frameworks[::-1]
-            for fw in order:
-                workers[fw].stdin.write("%d %d %g\n" % (batch, threads, seconds))
-                workers[fw].stdin.flush()
-                runs[(fw, batch, threads)].append(float(workers[fw].stdout.readline()))
-    for worker in workers.values():
-        worker.stdin.close()
-        worker.wait()
-    return {key: statistics.median(values) for key, values in runs.items()}
+    commands = {fw: spawn(__file__, "--throughput-worker", fw) for fw in frameworks}
+    return measure_interleaved(commands, configs, repeats, seconds)
 
 
 def measure_memory(framework, steps, more_steps):
-    out = subprocess.run(spawn("--memory-worker", framework, steps, more_steps), check=True,
+    out = subprocess.run(spawn(__file__, "--memory-worker", framework, steps, more_steps), check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
-
-
-def torch_version():
-    try:
-        import importlib.metadata
-        return importlib.metadata.version("torch")
-    except Exception:
-        return None
 
 
 def main():
@@ -224,7 +150,7 @@ def main():
             imports[fw].append(import_seconds(fw))
     import_time = {fw: statistics.median(v) for fw, v in imports.items()}
 
-    _, _, data = load_data()
+    _, _, data = load_mnist_uint8()
     print("MLP 784-128-10, Adam 1e-3, cross entropy; aicraft vs PyTorch %s on the CPU" % (version or "-"))
     print("data: %s; %d interleaved runs of %gs, medians\n" % (data, args.repeats, args.seconds))
     row = "%-40s %12s %12s %8s   %s"

@@ -12,19 +12,12 @@ memory is handed back in one move when the step ends.
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aicraft as ac  # noqa: E402
 from aicraft import nn, optim  # noqa: E402
-from aicraft.data import DataLoader, transforms  # noqa: E402
-from aicraft.data.datasets import MNIST  # noqa: E402
-
-try:
-    from tqdm import tqdm
-except ImportError:        # the progress bar is optional
-    tqdm = None
+from mnist_common import fit, mnist_loaders, save_weights  # noqa: E402
 
 
 def parse_args():
@@ -43,20 +36,6 @@ def parse_args():
     if args.epochs < 1 or args.batch_size < 1:
         parser.error("--epochs and --batch-size must be at least 1")
     return args
-
-
-@ac.no_grad()
-def evaluate(model, loader):
-    """(correct, total) over the loader's batches."""
-    model.eval()
-    correct = total = 0
-    for x, y in loader:
-        with ac.checkpoint():
-            predicted = model(x).argmax(1).numpy()
-            correct += int((predicted == y.numpy()).sum())
-            total += len(predicted)
-    model.train()
-    return correct, total
 
 
 def plot_losses(losses, steps_per_epoch, path):
@@ -89,12 +68,8 @@ def main():
         ac.set_num_threads(args.threads)
     ac.manual_seed(args.seed)
 
-    to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,)),
-                                   transforms.Flatten()])
-    train_set = MNIST(args.data, train=True, download=True, transform=to_input)
-    test_set = MNIST(args.data, train=False, transform=to_input)
-    train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed)
-    test_loader = DataLoader(test_set, batch_size=1000)
+    train_loader, test_loader = mnist_loaders(args.data, args.batch_size, args.seed,
+                                              test_batch_size=1000, flatten=True)
 
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
     loss_fn = nn.CrossEntropyLoss()
@@ -102,29 +77,9 @@ def main():
     print(model)
 
     losses = []
-    for epoch in range(1, args.epochs + 1):
-        start, epoch_loss = time.perf_counter(), 0.0
-        batches = train_loader
-        if tqdm is not None:
-            batches = tqdm(train_loader, desc="epoch %d" % epoch, leave=False, mininterval=0.5)
-        for x, y in batches:
-            with ac.checkpoint():
-                loss = loss_fn(model(x), y)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
-            epoch_loss += losses[-1]
-        seconds = time.perf_counter() - start
-        correct, total = evaluate(model, test_loader)
-        print("epoch %d: loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s)"
-              % (epoch, epoch_loss / len(train_loader), 100.0 * correct / total, seconds,
-                 len(train_set) / seconds))
-
-    print("test accuracy: %.2f%% (%d/%d)" % (100.0 * correct / total, correct, total))
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    ac.save(model.state_dict(), args.out)
-    print("weights saved to %s" % args.out)
+    fit(model, train_loader, test_loader, loss_fn, optimizer, args.epochs, losses=losses,
+        show_progress=True)
+    save_weights(model, args.out)
     if plot_losses(losses, len(train_loader), args.plot):
         print("loss curve drawn in %s" % args.plot)
 

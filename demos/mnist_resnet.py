@@ -18,14 +18,12 @@ the model's state_dict (running_mean, running_var, num_batches_tracked).
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aicraft as ac  # noqa: E402
 from aicraft import nn, optim  # noqa: E402
-from aicraft.data import DataLoader, transforms  # noqa: E402
-from aicraft.data.datasets import MNIST  # noqa: E402
+from mnist_common import fit, mnist_loaders, save_weights  # noqa: E402
 
 
 def conv_bn(in_channels, out_channels, stride=1):
@@ -75,32 +73,14 @@ def parse_args():
     return args
 
 
-@ac.no_grad()
-def evaluate(model, loader):
-    """(correct, total) over the loader's batches, in eval mode (running statistics)."""
-    model.eval()
-    correct = total = 0
-    for x, y in loader:
-        with ac.checkpoint():
-            predicted = model(x).argmax(1).numpy()
-            correct += int((predicted == y.numpy()).sum())
-            total += len(predicted)
-    model.train()
-    return correct, total
-
-
 def main():
     args = parse_args()
     if args.threads:
         ac.set_num_threads(args.threads)
     ac.manual_seed(args.seed)
 
-    to_input = transforms.Compose([transforms.ToTensor(),
-                                   transforms.Normalize((0.1307,), (0.3081,))])
-    train_set = MNIST(args.data, train=True, download=True, transform=to_input)
-    test_set = MNIST(args.data, train=False, transform=to_input)
-    train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed)
-    test_loader = DataLoader(test_set, batch_size=500)
+    train_loader, test_loader = mnist_loaders(args.data, args.batch_size, args.seed,
+                                              test_batch_size=500)
 
     model = make_model()
     loss_fn = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
@@ -111,27 +91,8 @@ def main():
     print(model)
     print("%d parameters" % sum(p.numel() for p in model.parameters()))
 
-    for epoch in range(1, args.epochs + 1):
-        start, epoch_loss = time.perf_counter(), 0.0
-        for x, y in train_loader:
-            with ac.checkpoint():
-                loss = loss_fn(model(x), y)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                epoch_loss += loss.item()
-            if scheduler:
-                scheduler.step()
-        seconds = time.perf_counter() - start
-        correct, total = evaluate(model, test_loader)
-        print("epoch %d: loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s)"
-              % (epoch, epoch_loss / len(train_loader), 100.0 * correct / total, seconds,
-                 len(train_set) / seconds))
-
-    print("test accuracy: %.2f%% (%d/%d)" % (100.0 * correct / total, correct, total))
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    ac.save(model.state_dict(), args.out)
-    print("weights saved to %s" % args.out)
+    fit(model, train_loader, test_loader, loss_fn, optimizer, args.epochs, scheduler)
+    save_weights(model, args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+"""common.py - what the training benchmarks share: the MNIST images as uint8,
+batches over them, timed runs and RSS inside a worker process, and the driver
+that interleaves runs of long-lived worker processes and takes medians."""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MNIST_RAW = os.path.join(ROOT, "data", "MNIST", "raw")
+SAMPLES = 10000
+
+
+def load_mnist_uint8():
+    """(images uint8 (SAMPLES, 784), labels uint8 (SAMPLES,), description): the first
+    SAMPLES MNIST training images when data/MNIST/raw holds them, else synthetic
+    noisy images of 10 prototypes."""
+    import numpy as np
+    images_path = os.path.join(MNIST_RAW, "train-images-idx3-ubyte")
+    labels_path = os.path.join(MNIST_RAW, "train-labels-idx1-ubyte")
+    if os.path.exists(images_path) and os.path.exists(labels_path):
+        images = np.fromfile(images_path, np.uint8, count=SAMPLES * 784, offset=16)
+        labels = np.fromfile(labels_path, np.uint8, count=SAMPLES, offset=8)
+        return images.reshape(SAMPLES, 784), labels, "MNIST (first %d training images)" % SAMPLES
+    rng = np.random.default_rng(0)
+    prototypes = rng.integers(0, 256, (10, 784))
+    labels = rng.integers(0, 10, SAMPLES).astype(np.uint8)
+    noisy = prototypes[labels] + rng.normal(0, 48, (SAMPLES, 784))
+    images = np.clip(noisy, 0, 255).astype(np.uint8)
+    return images, labels, "synthetic (%d noisy uint8 images of 10 prototypes)" % SAMPLES
+
+
+class Batches:
+    """Consecutive batches of the data, wrapping around."""
+
+    def __init__(self, images, labels, batch):
+        self.images, self.labels, self.batch, self.start = images, labels, batch, 0
+
+    def next(self):
+        if self.start + self.batch > len(self.images):
+            self.start = 0
+        s, self.start = self.start, self.start + self.batch
+        return self.images[s:s + self.batch], self.labels[s:s + self.batch]
+
+
+def timed_steps(work, seconds, warmup, min_steps):
+    """(steps, elapsed): `warmup` untimed calls of work(), then calls until at least
+    `seconds` and `min_steps` calls have passed."""
+    for _ in range(warmup):
+        work()
+    steps, start = 0, time.perf_counter()
+    while True:
+        work()
+        steps += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and steps >= min_steps:
+            return steps, elapsed
+
+
+def peak_rss():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def torch_version():
+    try:
+        import importlib.metadata
+        return importlib.metadata.version("torch")
+    except Exception:
+        return None
+
+
+def measure_interleaved(commands, configs, repeats, seconds, pause=0.0, env=None):
+    """Median of `repeats` answers per (framework,) + config. commands maps each
+    framework to the command line of a worker that prints "ready", then answers each
+    line "config... seconds" with one number; the workers take turns, the order
+    alternating between repeats, `pause` seconds before each turn."""
+    frameworks = list(commands)
+    workers = {}
+    for fw in frameworks:
+        workers[fw] = subprocess.Popen(commands[fw], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True, env=env)
+        if workers[fw].stdout.readline().strip() != "ready":
+            raise RuntimeError("the %s worker did not start" % fw)
+    runs = {(fw,) + tuple(config): [] for fw in frameworks for config in configs}
+    for rep in range(repeats):
+        for config in configs:
+            for fw in (frameworks if rep % 2 == 0 else frameworks[::-1]):
+                if pause:
+                    time.sleep(pause)
+                request = " ".join(str(part) for part in config) + " %g\n" % seconds
+                workers[fw].stdin.write(request)
+                workers[fw].stdin.flush()
+                runs[(fw,) + tuple(config)].append(float(workers[fw].stdout.readline()))
+    for worker in workers.values():
+        worker.stdin.close()
+        worker.wait()
+    return {key: statistics.median(values) for key, values in runs.items()}
+
+
+def spawn(script, *args):
+    """The command line running `script` again with `args`, in this Python."""
+    return [sys.executable, os.path.abspath(script)] + [str(a) for a in args]

@@ -1,0 +1,90 @@
+"""mnist_common.py - what the MNIST demos share: the loaders, one epoch of training,
+the test accuracy, the per-epoch report and saving the weights."""
+import os
+import time
+
+import aicraft as ac
+from aicraft.data import DataLoader, transforms
+from aicraft.data.datasets import MNIST
+
+try:
+    from tqdm import tqdm
+except ImportError:        # the progress bar is optional
+    tqdm = None
+
+
+def mnist_loaders(data, batch_size, seed, test_batch_size, flatten=False):
+    """(train_loader, test_loader) over normalised MNIST, fetched into `data` on first use."""
+    steps = [transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]
+    if flatten:
+        steps.append(transforms.Flatten())
+    to_input = transforms.Compose(steps)
+    train_set = MNIST(data, train=True, download=True, transform=to_input)
+    test_set = MNIST(data, train=False, transform=to_input)
+    return (DataLoader(train_set, batch_size=batch_size, shuffle=True, seed=seed),
+            DataLoader(test_set, batch_size=test_batch_size))
+
+
+def progress(loader, epoch):
+    """The loader wrapped in a tqdm bar when tqdm is installed, else the loader itself."""
+    if tqdm is None:
+        return loader
+    return tqdm(loader, desc="epoch %d" % epoch, leave=False, mininterval=0.5)
+
+
+def train_one_epoch(model, batches, loss_fn, optimizer, scheduler=None, losses=None):
+    """Sum of the step losses over `batches`; each step's loss is appended to `losses`
+    when given. Each step runs inside `with ac.checkpoint():`, so its memory is handed
+    back in one move when it ends."""
+    epoch_loss = 0.0
+    for x, y in batches:
+        with ac.checkpoint():
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            value = loss.item()
+        epoch_loss += value
+        if losses is not None:
+            losses.append(value)
+        if scheduler:
+            scheduler.step()
+    return epoch_loss
+
+
+@ac.no_grad()
+def evaluate(model, loader):
+    """(correct, total) over the loader's batches, in eval mode."""
+    model.eval()
+    correct = total = 0
+    for x, y in loader:
+        with ac.checkpoint():
+            predicted = model(x).argmax(1).numpy()
+            correct += int((predicted == y.numpy()).sum())
+            total += len(predicted)
+    model.train()
+    return correct, total
+
+
+def fit(model, train_loader, test_loader, loss_fn, optimizer, epochs, scheduler=None,
+        losses=None, show_progress=False):
+    """Train for `epochs` epochs, printing each one's mean loss and test accuracy;
+    returns the last (correct, total)."""
+    samples = len(train_loader.dataset)
+    for epoch in range(1, epochs + 1):
+        start = time.perf_counter()
+        batches = progress(train_loader, epoch) if show_progress else train_loader
+        epoch_loss = train_one_epoch(model, batches, loss_fn, optimizer, scheduler, losses)
+        seconds = time.perf_counter() - start
+        correct, total = evaluate(model, test_loader)
+        print("epoch %d: loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s)"
+              % (epoch, epoch_loss / len(train_loader), 100.0 * correct / total, seconds,
+                 samples / seconds))
+    print("test accuracy: %.2f%% (%d/%d)" % (100.0 * correct / total, correct, total))
+    return correct, total
+
+
+def save_weights(model, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    ac.save(model.state_dict(), path)
+    print("weights saved to %s" % path)
