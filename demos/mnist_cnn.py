@@ -12,7 +12,6 @@ prints each epoch's mean training loss and test accuracy, and saves the weights 
 safetensors. Each training step runs inside `with ac.checkpoint():`, so its memory
 is handed back in one move when it ends.
 """
-import argparse
 import os
 import sys
 
@@ -20,26 +19,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aicraft as ac  # noqa: E402
 from aicraft import nn, optim  # noqa: E402
-from mnist_common import fit, mnist_loaders, save_weights  # noqa: E402
+from mnist_common import argument_parser, fit, mnist_loaders, parse_args, save_weights  # noqa: E402
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
+def arguments():
+    parser = argument_parser(__doc__, epochs=3, out="mnist_cnn.safetensors")
     parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
                         help="learning rate: cosine from --lr down to 0 over the run, or constant")
     parser.add_argument("--label-smoothing", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="threads for large ops")
-    parser.add_argument("--data", default="data", help="where MNIST is (or will be) kept")
-    parser.add_argument("--out", default=os.path.join("data", "mnist_cnn.safetensors"),
-                        help="where to save the trained weights")
-    args = parser.parse_args()
-    if args.epochs < 1 or args.batch_size < 1:
-        parser.error("--epochs and --batch-size must be at least 1")
-    return args
+    return parse_args(parser)
 
 
 def make_model():
@@ -52,7 +40,7 @@ def make_model():
 
 
 def main():
-    args = parse_args()
+    args = arguments()
     if args.threads:
         ac.set_num_threads(args.threads)
     ac.manual_seed(args.seed)

@@ -1,5 +1,6 @@
 """mnist_common.py - what the MNIST demos share: the loaders, one epoch of training,
-the test accuracy, the per-epoch report and saving the weights."""
+the options, the test accuracy, the per-epoch report and saving the weights."""
+import argparse
 import os
 import time
 
@@ -11,6 +12,27 @@ try:
     from tqdm import tqdm
 except ImportError:        # the progress bar is optional
     tqdm = None
+
+
+def argument_parser(doc, epochs, out):
+    """The options every MNIST demo takes; a demo adds its own, then calls parse_args."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="threads for large ops")
+    parser.add_argument("--data", default="data", help="where MNIST is (or will be) kept")
+    parser.add_argument("--out", default=os.path.join("data", out),
+                        help="where to save the trained weights")
+    return parser
+
+
+def parse_args(parser):
+    args = parser.parse_args()
+    if args.epochs < 1 or args.batch_size < 1:
+        parser.error("--epochs and --batch-size must be at least 1")
+    return args
 
 
 def mnist_loaders(data, batch_size, seed, test_batch_size, flatten=False):

@@ -9,7 +9,6 @@ demos/c/predict.c reads), and draws the loss curve when matplotlib is
 installed. Each training step runs inside `with ac.checkpoint():`, so its
 memory is handed back in one move when the step ends.
 """
-import argparse
 import os
 import sys
 
@@ -17,25 +16,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aicraft as ac  # noqa: E402
 from aicraft import nn, optim  # noqa: E402
-from mnist_common import fit, mnist_loaders, save_weights  # noqa: E402
+from mnist_common import argument_parser, fit, mnist_loaders, parse_args, save_weights  # noqa: E402
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="threads for large ops")
-    parser.add_argument("--data", default="data", help="where MNIST is (or will be) kept")
-    parser.add_argument("--out", default=os.path.join("data", "mnist_mlp.safetensors"),
-                        help="where to save the trained weights")
+def arguments():
+    parser = argument_parser(__doc__, epochs=5, out="mnist_mlp.safetensors")
     parser.add_argument("--plot", default=os.path.join("data", "mnist_mlp_loss.png"),
                         help="where to draw the loss curve (needs matplotlib)")
-    args = parser.parse_args()
-    if args.epochs < 1 or args.batch_size < 1:
-        parser.error("--epochs and --batch-size must be at least 1")
-    return args
+    return parse_args(parser)
 
 
 def plot_losses(losses, steps_per_epoch, path):
@@ -63,7 +51,7 @@ def plot_losses(losses, steps_per_epoch, path):
 
 
 def main():
-    args = parse_args()
+    args = arguments()
     if args.threads:
         ac.set_num_threads(args.threads)
     ac.manual_seed(args.seed)

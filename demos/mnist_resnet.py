@@ -15,7 +15,6 @@ smoothing 0.1, as in mnist_cnn.py. BatchNorm uses batch
 statistics in training and its running statistics for the test set; both live in
 the model's state_dict (running_mean, running_var, num_batches_tracked).
 """
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aicraft as ac  # noqa: E402
 from aicraft import nn, optim  # noqa: E402
-from mnist_common import fit, mnist_loaders, save_weights  # noqa: E402
+from mnist_common import argument_parser, fit, mnist_loaders, parse_args, save_weights  # noqa: E402
 
 
 def conv_bn(in_channels, out_channels, stride=1):
@@ -54,27 +53,16 @@ def make_model():
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
+def arguments():
+    parser = argument_parser(__doc__, epochs=4, out="mnist_resnet.safetensors")
     parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
                         help="learning rate: cosine from --lr down to 0 over the run, or constant")
     parser.add_argument("--label-smoothing", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="threads for large ops")
-    parser.add_argument("--data", default="data", help="where MNIST is (or will be) kept")
-    parser.add_argument("--out", default=os.path.join("data", "mnist_resnet.safetensors"),
-                        help="where to save the trained weights and running statistics")
-    args = parser.parse_args()
-    if args.epochs < 1 or args.batch_size < 1:
-        parser.error("--epochs and --batch-size must be at least 1")
-    return args
+    return parse_args(parser)
 
 
 def main():
-    args = parse_args()
+    args = arguments()
     if args.threads:
         ac.set_num_threads(args.threads)
     ac.manual_seed(args.seed)
