@@ -25,7 +25,7 @@
 
 #define MAX_THREADS 256
 /* How long an idle thread polls for work before it sleeps. */
-#define SPIN_NANOSECONDS 50000
+#define SPIN_NANOSECONDS 200000
 /* Chunks per thread: a few, so a thread that is slowed down holds back little. */
 #define CHUNKS_PER_THREAD 4
 /* After a job that threads made slower, run serially for this long, doubled
@@ -296,13 +296,15 @@ static int64_t thread_cpu_nanoseconds(void)
  * where either happened (the caller waited longer than the job was worth, or
  * ran for less than 3/4 of the time it took), the pool retreats: jobs run
  * serially for a while, so a busy machine makes many threads no slower than
- * one.
+ * one. Waiting for workers that had to be woken from sleep does not count:
+ * that is the price of the pool having been idle, and it is paid again after
+ * every retreat, so counting it would make retreats feed themselves.
  */
 static void note_job_timing(int64_t posted, int64_t caller_done, int64_t all_done,
-                            int64_t caller_cpu, int threads)
+                            int64_t caller_cpu, int threads, int woke_workers)
 {
     int64_t caller_wall = caller_done - posted;
-    int late = all_done - caller_done > caller_wall * (threads - 1);
+    int late = !woke_workers && all_done - caller_done > caller_wall * (threads - 1);
     int starved = caller_cpu > 0 && caller_cpu * 4 < caller_wall * 3;
     if (late || starved) {
         if (late_jobs_in_a_row < RETREAT_MAX_DOUBLINGS) late_jobs_in_a_row++;
@@ -317,6 +319,7 @@ void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx)
     int threads;
     int64_t chunk, posted, caller_done, caller_cpu;
     uint64_t word;
+    int woke_workers;
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     threads = ac_get_num_threads();
@@ -345,7 +348,8 @@ void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx)
     pthread_mutex_lock(&pool_lock);
     word = (uint64_t)(JOB_GENERATION(__atomic_load_n(&job_word, __ATOMIC_RELAXED)) + 1) << 32;
     __atomic_store_n(&job_word, word, __ATOMIC_RELEASE);
-    if (sleeping_workers > 0) pthread_cond_broadcast(&work_posted);
+    woke_workers = sleeping_workers > 0;
+    if (woke_workers) pthread_cond_broadcast(&work_posted);
     pthread_mutex_unlock(&pool_lock);
 
     in_parallel_region = 1;
@@ -361,6 +365,7 @@ void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx)
         while (!job_empty(NULL)) pthread_cond_wait(&job_left, &pool_lock);
         pthread_mutex_unlock(&pool_lock);
     }
-    note_job_timing(posted, caller_done, now_nanoseconds(), caller_cpu, threads);
+    note_job_timing(posted, caller_done, now_nanoseconds(), caller_cpu, threads,
+                    woke_workers);
     __atomic_store_n(&pool_owned, 0, __ATOMIC_RELEASE);
 }

@@ -62,8 +62,8 @@ const char *gemm_kernels_name(void) { return kernels()->name; }
 /* ---- blocking ------------------------------------------------------------ */
 
 typedef struct {
-    int kc;   /* depth of a packed slice: an A-panel (mr x kc) fills half of L1 */
-    int nc;   /* columns of a packed B block (kc x nc): half of L2 */
+    int kc;   /* depth of a packed slice: an A-panel (mr x kc) fills 3/4 of L1 */
+    int nc;   /* columns of a packed B block (kc x nc): 3/4 of L2 */
     int mc;   /* rows of a packed A block (mc x kc): a share of L3 */
 } GemmBlocking;
 
@@ -89,8 +89,8 @@ static GemmBlocking blocking_for(const GemmKernels *kern)
 {
     GemmBlocking blk;
     pthread_once(&cache_sizes_once, read_cache_sizes);
-    blk.kc = clamp_int(cache_l1 / 2 / (4L * kern->mr), 64, 512) / 8 * 8;
-    blk.nc = clamp_int(cache_l2 / 2 / (4L * blk.kc), kern->nr, 4096) / kern->nr * kern->nr;
+    blk.kc = clamp_int(cache_l1 * 3 / 4 / (4L * kern->mr), 64, 512) / 8 * 8;
+    blk.nc = clamp_int(cache_l2 * 3 / 4 / (4L * blk.kc), kern->nr, 4096) / kern->nr * kern->nr;
     blk.mc = clamp_int(cache_l3 / 4 / (4L * blk.kc), kern->mr, 3072) / kern->mr * kern->mr;
     return blk;
 }
