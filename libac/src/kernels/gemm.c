@@ -8,7 +8,10 @@
  * set (AVX-512F, AVX2+FMA or portable C) is chosen once from the CPU, or from
  * AC_SIMD. Threads split C into stripes with one writer each; the depth is
  * always walked in the same blocks, so results do not depend on the thread
- * count. This file also holds ac_sgemm, the checked public entry.
+ * count. A product of a few rows (m <= GEMM_FEW_ROWS, such as a Linear
+ * layer's forward on one sample) packs nothing: packing B would cost more
+ * than the product, so the kernel set's few_rows routine reads A and B where
+ * they lie. This file also holds ac_sgemm, the checked public entry.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -240,6 +243,52 @@ static void gemm_tasks(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+/* ---- a few rows, nothing packed ----------------------------------------- */
+
+/* Columns per task: a multiple of every kernel set's column group. */
+#define FEW_ROWS_SPAN 64
+
+typedef struct {
+    const GemmKernels *kern;
+    GemmFewRows job;
+} FewRowsTasks;
+
+static void few_rows_tasks(void *ctx, int64_t begin, int64_t end)
+{
+    const FewRowsTasks *tasks = ctx;
+    GemmFewRows part = tasks->job;
+    part.j0 = begin * FEW_ROWS_SPAN;
+    part.j1 = min64(end * FEW_ROWS_SPAN, tasks->job.j1);
+    tasks->kern->few_rows(&part);
+}
+
+/* op(A) with at most GEMM_FEW_ROWS rows, each contiguous (trans_a == 0). */
+static void gemm_few_rows(const GemmKernels *kern, int trans_b, int64_t m, int64_t n,
+                          int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    FewRowsTasks tasks;
+    int64_t count = (n + FEW_ROWS_SPAN - 1) / FEW_ROWS_SPAN;
+    tasks.kern = kern;
+    tasks.job.m = m;
+    tasks.job.k = k;
+    tasks.job.j0 = 0;
+    tasks.job.j1 = n;
+    tasks.job.a = a;
+    tasks.job.lda = lda;
+    tasks.job.b = b;
+    tasks.job.ldb = ldb;
+    tasks.job.b_by_rows = trans_b;
+    tasks.job.c = c;
+    tasks.job.ldc = ldc;
+    tasks.job.alpha = alpha;
+    tasks.job.beta = beta;
+    if ((double)m * n * k >= GEMM_PARALLEL_WORK)
+        parallel_for(count, 1, few_rows_tasks, &tasks);
+    else
+        few_rows_tasks(&tasks, 0, count);
+}
+
 /* C = beta * C, where beta == 0 clears C whatever it held. */
 static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
 {
@@ -266,6 +315,10 @@ void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
         return;
     }
     job.kern = kernels();
+    if (m <= GEMM_FEW_ROWS && !trans_a) {
+        gemm_few_rows(job.kern, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
     job.blk = blocking_for(job.kern);
     job.trans_a = trans_a;
     job.trans_b = trans_b;

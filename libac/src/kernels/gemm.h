@@ -45,11 +45,44 @@ typedef struct {
 
 typedef void (*GemmKernelFn)(const GemmTile *tile);
 
+/*
+ * A few rows of A times B with nothing packed, for when packing B would cost
+ * more than the product (a Linear layer's forward on one or two samples):
+ * C[0:m, j0:j1] = alpha * A * op(B) + beta * C, with A(i, p) = a[i*lda + p].
+ * op(B)(p, j) is b[j*ldb + p] when b_by_rows (B's rows are the output
+ * columns, as in x @ W^T: each output is the dot product of two contiguous
+ * rows), else b[p*ldb + j]. m is at most GEMM_FEW_ROWS. Each element of C
+ * is summed in an order that depends only on k, never on j0 or j1. When
+ * beta == 0, C is only written.
+ */
+#define GEMM_FEW_ROWS 4
+
+typedef struct {
+    int64_t m, k, j0, j1;
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t ldb;
+    int b_by_rows;
+    float *c;
+    int64_t ldc;
+    float alpha, beta;
+} GemmFewRows;
+
+typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
+
+/* One finished element of C: alpha * sum + beta * c, reading c only when beta != 0. */
+static inline float gemm_scaled(float sum, float alpha, float beta, const float *c)
+{
+    return beta == 0.0f ? alpha * sum : alpha * sum + beta * *c;
+}
+
 typedef struct {
     const char *name;   /* "avx512", "avx2" or "generic", as AC_SIMD spells it */
     int mr, nr;         /* the register tile */
     GemmPackFn pack;
     GemmKernelFn kernel;
+    GemmFewRowsFn few_rows;
 } GemmKernels;
 
 extern const GemmKernels gemm_generic_kernels;

@@ -219,8 +219,97 @@ static void avx2_kernel(const GemmTile *t)
     tile_variants[t->a_depth == 1][b][t->m > 4 ? 0 : t->m > 2 ? 1 : 2](t);
 }
 
+/* ---- a few rows, nothing packed (gemm.h: GemmFewRows) ------------------- */
+
+/* The sum of v's lanes, always added in the same order. */
+AVX2_TARGET static float sum_lanes(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+/*
+ * C(i, j..j+1) for `rows` rows of A and two rows of B (the last one repeated
+ * when one is left): dot products along the depth, 8 lanes at a time. Two
+ * rows of B, not four as with AVX-512: AVX2 has 16 registers, not 32.
+ */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+dots_2(const GemmFewRows *f, int64_t j, const int rows)
+{
+    const float *b0 = f->b + j * f->ldb, *b1 = f->j1 - j > 1 ? b0 + f->ldb : b0;
+    __m256 acc[4][2];
+    int64_t p;
+    int r;
+    for (r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (p = 0; p < f->k; p += 8) {
+        int lanes = (int)(f->k - p < 8 ? f->k - p : 8);
+        __m256 x0 = load_lanes(b0 + p, lanes), x1 = load_lanes(b1 + p, lanes);
+        for (r = 0; r < rows; r++) {
+            __m256 x = load_lanes(f->a + r * f->lda + p, lanes);
+            acc[r][0] = _mm256_fmadd_ps(x, x0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x, x1, acc[r][1]);
+        }
+    }
+    for (r = 0; r < rows; r++) {
+        float *c = f->c + r * f->ldc + j;
+        c[0] = gemm_scaled(sum_lanes(acc[r][0]), f->alpha, f->beta, c);
+        if (f->j1 - j > 1) c[1] = gemm_scaled(sum_lanes(acc[r][1]), f->alpha, f->beta, c + 1);
+    }
+}
+
+/* C(i, j..j+15) for `rows` rows of A: rows of B scaled by A(i, p) and summed. */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+axpys_16(const GemmFewRows *f, int64_t j, const int rows)
+{
+    __m256 acc[4][2], va = _mm256_set1_ps(f->alpha), vb = _mm256_set1_ps(f->beta);
+    int64_t p;
+    int r, v, width = f->j1 - j < 16 ? (int)(f->j1 - j) : 16;
+    for (r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (p = 0; p < f->k; p++) {
+        const float *row = f->b + p * f->ldb + j;
+        __m256 x0 = load_lanes(row, width), x1 = load_lanes(row + 8, width - 8);
+        for (r = 0; r < rows; r++) {
+            __m256 x = _mm256_set1_ps(f->a[r * f->lda + p]);
+            acc[r][0] = _mm256_fmadd_ps(x, x0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x, x1, acc[r][1]);
+        }
+    }
+    for (r = 0; r < rows; r++) {
+        float *c = f->c + r * f->ldc + j;
+        for (v = 0; v < 2; v++) {
+            __m256 out = _mm256_mul_ps(va, acc[r][v]);
+            if (f->beta != 0.0f)
+                out = _mm256_fmadd_ps(vb, load_lanes(c + 8 * v, width - 8 * v), out);
+            if (width > 8 * v) store_lanes(c + 8 * v, out, width - 8 * v);
+        }
+    }
+}
+
+AVX2_TARGET static inline __attribute__((always_inline)) void
+few_rows(const GemmFewRows *f, const int rows)
+{
+    int64_t j;
+    if (f->b_by_rows)
+        for (j = f->j0; j < f->j1; j += 2) dots_2(f, j, rows);
+    else
+        for (j = f->j0; j < f->j1; j += 16) axpys_16(f, j, rows);
+}
+
+AVX2_TARGET static void few_rows_1(const GemmFewRows *f) { few_rows(f, 1); }
+AVX2_TARGET static void few_rows_2(const GemmFewRows *f) { few_rows(f, 2); }
+AVX2_TARGET static void few_rows_3(const GemmFewRows *f) { few_rows(f, 3); }
+AVX2_TARGET static void few_rows_4(const GemmFewRows *f) { few_rows(f, 4); }
+
+static void avx2_few_rows(const GemmFewRows *f)
+{
+    static const GemmFewRowsFn by_rows[GEMM_FEW_ROWS] = {few_rows_1, few_rows_2, few_rows_3,
+                                                          few_rows_4};
+    by_rows[f->m - 1](f);
+}
+
 const GemmKernels gemm_avx2_kernels = {
-    "avx2", AVX2_MR, AVX2_NR, avx2_pack, avx2_kernel
+    "avx2", AVX2_MR, AVX2_NR, avx2_pack, avx2_kernel, avx2_few_rows
 };
 
 #endif /* x86 */

@@ -186,8 +186,119 @@ static void avx512_kernel(const GemmTile *t)
     tile_variants[t->a_depth == 1][b][t->m > 8 ? 0 : t->m > 4 ? 1 : 2](t);
 }
 
+/* ---- a few rows, nothing packed (gemm.h: GemmFewRows) ------------------- */
+
+/* Named accumulators, as in avx512_tile: arrays of vectors end up on the stack. */
+#define FOUR_ACCUMULATORS(r) \
+    __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0, c##r##2 = c##r##0, c##r##3 = c##r##0;
+#define FMA_FOUR(r, x)                                                         \
+    c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                                 \
+    c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);                                 \
+    c##r##2 = _mm512_fmadd_ps(x, b2, c##r##2);                                 \
+    c##r##3 = _mm512_fmadd_ps(x, b3, c##r##3);
+
+/* Row r of A along the depth times the four rows of B. */
+#define DOT_ROW(r)                                                             \
+    if (rows > r) {                                                            \
+        __m512 x = _mm512_maskz_loadu_ps(mask, f->a + r * f->lda + p);         \
+        FMA_FOUR(r, x)                                                         \
+    }
+
+#define DOT_STORE(r)                                                           \
+    if (rows > r) {                                                            \
+        float *c = f->c + r * f->ldc + j;                                      \
+        float sum[4];                                                          \
+        sum[0] = _mm512_reduce_add_ps(c##r##0);                                \
+        sum[1] = _mm512_reduce_add_ps(c##r##1);                                \
+        sum[2] = _mm512_reduce_add_ps(c##r##2);                                \
+        sum[3] = _mm512_reduce_add_ps(c##r##3);                                \
+        for (q = 0; q < cols; q++) c[q] = gemm_scaled(sum[q], f->alpha, f->beta, c + q); \
+    }
+
+/*
+ * C(i, j..j+3) for `rows` rows of A and four rows of B (the last one repeated
+ * where fewer are left): dot products along the depth, 16 lanes at a time.
+ */
+AVX512_TARGET static inline __attribute__((always_inline)) void
+dots_4(const GemmFewRows *f, int64_t j, const int rows)
+{
+    const float *b[4];
+    int64_t p;
+    int q, cols = f->j1 - j < 4 ? (int)(f->j1 - j) : 4;
+    FOUR_ACCUMULATORS(0) FOUR_ACCUMULATORS(1) FOUR_ACCUMULATORS(2) FOUR_ACCUMULATORS(3)
+    for (q = 0; q < 4; q++) b[q] = f->b + (j + (q < cols ? q : cols - 1)) * f->ldb;
+    for (p = 0; p < f->k; p += 16) {
+        __mmask16 mask = first_lanes((int)(f->k - p < 16 ? f->k - p : 16));
+        __m512 b0 = _mm512_maskz_loadu_ps(mask, b[0] + p), b1 = _mm512_maskz_loadu_ps(mask, b[1] + p);
+        __m512 b2 = _mm512_maskz_loadu_ps(mask, b[2] + p), b3 = _mm512_maskz_loadu_ps(mask, b[3] + p);
+        DOT_ROW(0) DOT_ROW(1) DOT_ROW(2) DOT_ROW(3)
+    }
+    DOT_STORE(0) DOT_STORE(1) DOT_STORE(2) DOT_STORE(3)
+}
+
+/* Row r of A, one value per depth step, times a row of B. */
+#define AXPY_ROW(r)                                                            \
+    if (rows > r) {                                                            \
+        __m512 x = _mm512_set1_ps(f->a[r * f->lda + p]);                       \
+        FMA_FOUR(r, x)                                                         \
+    }
+
+#define AXPY_STORE_ONE(r, v)                                                   \
+    out = _mm512_mul_ps(va, c##r##v);                                          \
+    if (f->beta != 0.0f)                                                       \
+        out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out); \
+    _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
+
+#define AXPY_STORE(r)                                                          \
+    if (rows > r) {                                                            \
+        float *c = f->c + r * f->ldc + j;                                      \
+        __m512 out;                                                            \
+        AXPY_STORE_ONE(r, 0) AXPY_STORE_ONE(r, 1) AXPY_STORE_ONE(r, 2) AXPY_STORE_ONE(r, 3) \
+    }
+
+/* C(i, j..j+63) for `rows` rows of A: rows of B scaled by A(i, p) and summed. */
+AVX512_TARGET static inline __attribute__((always_inline)) void
+axpys_64(const GemmFewRows *f, int64_t j, const int rows)
+{
+    __m512 va = _mm512_set1_ps(f->alpha), vb = _mm512_set1_ps(f->beta);
+    __mmask16 mask[4];
+    int64_t p;
+    int v, width = f->j1 - j < 64 ? (int)(f->j1 - j) : 64;
+    FOUR_ACCUMULATORS(0) FOUR_ACCUMULATORS(1) FOUR_ACCUMULATORS(2) FOUR_ACCUMULATORS(3)
+    for (v = 0; v < 4; v++) mask[v] = first_lanes(width - 16 * v);
+    for (p = 0; p < f->k; p++) {
+        const float *row = f->b + p * f->ldb + j;
+        __m512 b0 = _mm512_maskz_loadu_ps(mask[0], row), b1 = _mm512_maskz_loadu_ps(mask[1], row + 16);
+        __m512 b2 = _mm512_maskz_loadu_ps(mask[2], row + 32), b3 = _mm512_maskz_loadu_ps(mask[3], row + 48);
+        AXPY_ROW(0) AXPY_ROW(1) AXPY_ROW(2) AXPY_ROW(3)
+    }
+    AXPY_STORE(0) AXPY_STORE(1) AXPY_STORE(2) AXPY_STORE(3)
+}
+
+AVX512_TARGET static inline __attribute__((always_inline)) void
+few_rows(const GemmFewRows *f, const int rows)
+{
+    int64_t j;
+    if (f->b_by_rows)
+        for (j = f->j0; j < f->j1; j += 4) dots_4(f, j, rows);
+    else
+        for (j = f->j0; j < f->j1; j += 64) axpys_64(f, j, rows);
+}
+
+AVX512_TARGET static void few_rows_1(const GemmFewRows *f) { few_rows(f, 1); }
+AVX512_TARGET static void few_rows_2(const GemmFewRows *f) { few_rows(f, 2); }
+AVX512_TARGET static void few_rows_3(const GemmFewRows *f) { few_rows(f, 3); }
+AVX512_TARGET static void few_rows_4(const GemmFewRows *f) { few_rows(f, 4); }
+
+static void avx512_few_rows(const GemmFewRows *f)
+{
+    static const GemmFewRowsFn by_rows[GEMM_FEW_ROWS] = {few_rows_1, few_rows_2, few_rows_3,
+                                                          few_rows_4};
+    by_rows[f->m - 1](f);
+}
+
 const GemmKernels gemm_avx512_kernels = {
-    "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel
+    "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel, avx512_few_rows
 };
 
 #endif /* x86 */

@@ -65,6 +65,27 @@ static void generic_kernel(const GemmTile *t)
     }
 }
 
+/* A few rows, nothing packed (gemm.h: GemmFewRows), in blocks of GENERIC_NR columns. */
+static void generic_few_rows(const GemmFewRows *f)
+{
+    int64_t i, j, p;
+    int q, width;
+    for (i = 0; i < f->m; i++) {
+        const float *a = f->a + i * f->lda;
+        float *c = f->c + i * f->ldc;
+        for (j = f->j0; j < f->j1; j += GENERIC_NR) {
+            float acc[GENERIC_NR] = {0.0f};
+            width = f->j1 - j < GENERIC_NR ? (int)(f->j1 - j) : GENERIC_NR;
+            for (p = 0; p < f->k; p++)
+                for (q = 0; q < width; q++)
+                    acc[q] += a[p] * (f->b_by_rows ? f->b[(j + q) * f->ldb + p]
+                                                   : f->b[p * f->ldb + j + q]);
+            for (q = 0; q < width; q++)
+                c[j + q] = gemm_scaled(acc[q], f->alpha, f->beta, c + j + q);
+        }
+    }
+}
+
 const GemmKernels gemm_generic_kernels = {
-    "generic", GENERIC_MR, GENERIC_NR, generic_pack, generic_kernel
+    "generic", GENERIC_MR, GENERIC_NR, generic_pack, generic_kernel, generic_few_rows
 };
