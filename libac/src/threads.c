@@ -29,7 +29,8 @@
 /* Chunks per thread: a few, so a thread that is slowed down holds back little. */
 #define CHUNKS_PER_THREAD 4
 /* After a job that threads made slower, run serially for this long, doubled
-   while it keeps happening, up to 2^RETREAT_MAX_DOUBLINGS times. */
+   for each such job not yet outweighed by a good one, up to
+   2^RETREAT_MAX_DOUBLINGS times. */
 #define RETREAT_NANOSECONDS 500000
 #define RETREAT_MAX_DOUBLINGS 8
 
@@ -65,7 +66,7 @@ static int64_t job_next_chunk;  /* atomic */
 
 /* The retreat (changed only by the pool's owner): see RETREAT_NANOSECONDS. */
 static int64_t serial_until;
-static int late_jobs_in_a_row;
+static int late_jobs;  /* slow jobs not yet outweighed by good ones */
 
 static int thread_count;  /* atomic: 0 until first asked */
 static AC_THREAD_LOCAL int in_parallel_region;
@@ -239,7 +240,7 @@ static void fork_child(void)
     job_word = 0;
     pool_owned = 0;
     serial_until = 0;
-    late_jobs_in_a_row = 0;
+    late_jobs = 0;
 }
 
 static void register_fork_handlers(void)
@@ -299,6 +300,10 @@ static int64_t thread_cpu_nanoseconds(void)
  * one. Waiting for workers that had to be woken from sleep does not count:
  * that is the price of the pool having been idle, and it is paid again after
  * every retreat, so counting it would make retreats feed themselves.
+ * One slow job costs the wait for a descheduled thread, a scheduler time
+ * slice, while a good one saves a fraction of a short job; so a good job
+ * undoes only one slow job, and a core that is busy now and then keeps the
+ * pool serial most of the time.
  */
 static void note_job_timing(int64_t posted, int64_t caller_done, int64_t all_done,
                             int64_t caller_cpu, int threads, int woke_workers)
@@ -307,10 +312,10 @@ static void note_job_timing(int64_t posted, int64_t caller_done, int64_t all_don
     int late = !woke_workers && all_done - caller_done > caller_wall * (threads - 1);
     int starved = caller_cpu > 0 && caller_cpu * 4 < caller_wall * 3;
     if (late || starved) {
-        if (late_jobs_in_a_row < RETREAT_MAX_DOUBLINGS) late_jobs_in_a_row++;
-        serial_until = all_done + ((int64_t)RETREAT_NANOSECONDS << (late_jobs_in_a_row - 1));
-    } else {
-        late_jobs_in_a_row = 0;
+        if (late_jobs < RETREAT_MAX_DOUBLINGS) late_jobs++;
+        serial_until = all_done + ((int64_t)RETREAT_NANOSECONDS << (late_jobs - 1));
+    } else if (late_jobs > 0) {
+        late_jobs--;
     }
 }
 
