@@ -5,10 +5,14 @@ the _Scope of the ac.checkpoint() it was made in).
 
 * Root tensors are reference counted in C; the wrapper owns one reference and
   drops it in __del__.
-* Scoped tensors die with their scope. The scope keeps a list of its wrappers
-  and, when it ends, sets their `_ptr` to NULL: C then sees NULL and fails, and
-  the error path reports ScopeError. So the fast path pays nothing for the
-  check, and no freed pointer is ever handed to C.
+* Scoped tensors die with their scope. The scope keeps weak references to its
+  wrappers and, when it ends, sets the `_ptr` of those still alive to NULL: C
+  then sees NULL and fails, and the error path reports ScopeError. So the fast
+  path pays nothing for the check, and no freed pointer is ever handed to C.
+  A wrapper that dies inside its scope frees its tensor there too: if nothing
+  else refers to it (a graph node, a view, another wrapper), C reuses its
+  memory for the scope's next tensors, so a forward pass under no_grad holds
+  about two layers' outputs at a time rather than all of them.
 
 Per-op cost matters (a 16-element add is a few hundred nanoseconds): C entry
 points are bound once (module globals or closures), hot ops build their wrapper
@@ -16,6 +20,7 @@ inline with Tensor() and two slot stores, and the common operand types are
 tested with `type(x) is ...` before anything slower.
 """
 import threading
+import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -25,6 +30,7 @@ from aicraft._ffi import ffi, lib
 from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
 
 _NULL = ffi.NULL
+_ref = weakref.ref
 float32 = np.dtype(np.float32)
 
 # ---- scopes ------------------------------------------------------------------
@@ -37,19 +43,26 @@ _open_lock = threading.Lock()
 class _Scope:
     """One open ac.checkpoint() (or a scope C opened around a Python callback)."""
 
-    __slots__ = ("depth", "tensors", "alive")
+    __slots__ = ("depth", "tensors", "borrowed", "alive", "thread")
 
     def __init__(self, depth):
         self.depth = depth
-        self.tensors = []
+        self.thread = threading.get_ident()   # C scopes belong to one thread
+        self.tensors = []     # weak references to the wrappers made in it
+        self.borrowed = []    # the wrappers _wrap_borrowed made in it
         self.alive = True
 
     def end(self):
         """Mark the scope dead: every wrapper made in it now reads as ended."""
         self.alive = False
-        for t in self.tensors:
+        for ref in self.tensors:
+            t = ref()
+            if t is not None:
+                t._ptr = _NULL
+        for t in self.borrowed:
             t._ptr = _NULL
         self.tensors = []
+        self.borrowed = []
 
 
 def scope_stack():
@@ -107,21 +120,25 @@ def _wrap_scoped(p):
     if depth:
         scope = _scope_at(depth)
         t._scope = scope
-        scope.tensors.append(t)
+        scope.tensors.append(_ref(t))
     else:
         t._scope = None
     return t
 
 
 def _wrap_borrowed(p, owner):
-    """A Tensor for p, a pointer owned by `owner` (a grad): it shares owner's lifetime
-    when owner is scoped, else it takes a root reference of its own."""
+    """A Tensor for p, a pointer owned by `owner` (its grad, or its own tensor): with
+    a scoped owner it lives until owner's scope ends, kept by the scope so that it
+    never frees what it borrowed (and a scoped p, now referenced twice, is never
+    reused early); else it takes a root reference of its own."""
     t = Tensor()
     t._ptr = p
     scope = owner._scope
     if scope is not None:
         t._scope = scope
-        scope.tensors.append(t)
+        scope.borrowed.append(t)
+        if p.scope_depth:
+            lib.ac_tensor_retain(p)
     else:
         lib.ac_tensor_retain(p)
         t._scope = None
@@ -333,15 +350,21 @@ class Tensor:
     ac.from_numpy(array), ... or an op; Tensor() itself makes an empty, unusable shell
     (there is no __init__: wrapping must stay cheap)."""
 
-    __slots__ = ("_ptr", "_scope")
+    __slots__ = ("_ptr", "_scope", "__weakref__")
     __array_ufunc__ = None     # NumPy defers to our reflected operators
 
-    def __del__(self, _free=lib.ac_tensor_free):
+    def __del__(self, _free=lib.ac_tensor_free, _thread=threading.get_ident):
         try:
-            if self._scope is None:
-                _free(self._ptr)
+            p = self._ptr
         except AttributeError:   # an empty shell from Tensor() owns nothing
-            pass
+            return
+        # p is NULL once its scope ended. A scoped tensor is freed only on its
+        # scope's thread: on another (a garbage collection run there), the
+        # scope could end between reading p and the call, and C would read
+        # freed memory; there the tensor simply lives to its scope's end.
+        scope = self._scope
+        if p and (scope is None or scope.thread == _thread()):
+            _free(p)
 
     # ---- properties --------------------------------------------------------
 

@@ -1,10 +1,16 @@
 """Memory: ac.checkpoint() scopes, root reference counting, use after scope,
-memory limits, nested scopes, threads, and long graphs (no recursion).
+scoped tensors freed early, memory limits, nested scopes, threads, and long
+graphs (no recursion).
 
 The counters are process-wide, so every test compares them with the values it
 saw at its own start, after a gc.collect() that clears Python cycles.
 """
+import copy
 import gc
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -335,6 +341,81 @@ def test_scopes_are_per_thread():
     thread.join()
     assert results.get("dead")
     np.testing.assert_array_equal(root.numpy(), [5.0, 5.0])
+
+
+# ---- scoped tensors freed before their scope ends -------------------------------
+
+def test_a_dead_wrappers_memory_is_reused_in_its_scope():
+    start = in_use()
+    with ac.checkpoint():
+        a = ac.full((256, 256), 1.0)
+        b = a * 2.0                              # no graph: b does not refer to a
+        both = ac.memory_stats()["bytes_in_use"]
+        del a
+        assert ac.memory_stats()["bytes_in_use"] < both
+        c = b * 2.0                              # takes the place a left
+        assert ac.memory_stats()["bytes_in_use"] == both
+        np.testing.assert_array_equal(c.numpy(), np.full((256, 256), 4.0))
+    assert in_use() == start
+
+
+def test_views_copies_and_graphs_keep_a_dead_wrappers_tensor():
+    w = ac.tensor(3.0, requires_grad=True)
+    with ac.checkpoint():
+        a, b, h = ac.full((256, 256), 1.0), ac.full((256, 256), 2.0), ac.full((256, 256), 5.0)
+        view, duplicate, loss = a.reshape(-1), copy.copy(b), (h * w).sum()
+        del a, b, h
+        fillers = [ac.full((256, 256), 9.0) for _ in range(3)]   # would land on freed memory
+        np.testing.assert_array_equal(view.numpy(), np.ones(256 * 256))
+        np.testing.assert_array_equal(duplicate.numpy(), np.full((256, 256), 2.0))
+        loss.backward()
+        assert w.grad.item() == 5.0 * 256 * 256
+        assert len(fillers) == 3
+
+
+FORWARD_PEAK = """
+import json
+import aicraft as ac
+from aicraft import nn
+ac.manual_seed(0)
+model = nn.Sequential(
+    nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    nn.Linear(1568, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10)).eval()
+x = ac.randn(64, 1, 28, 28)
+with ac.no_grad():
+    expected = model(x).numpy()
+start = ac.memory_stats()["bytes_in_use"]
+sizes = []
+with ac.checkpoint(), ac.no_grad():
+    y = x
+    for layer in model:                  # as Sequential does: each output replaces the last
+        y = layer(y)
+        sizes.append(y.numel() * 4)
+    same = bool((y.numpy() == expected).all())
+stats = ac.memory_stats()
+print(json.dumps({"start": start, "peak": stats["peak_bytes"], "end": stats["bytes_in_use"],
+                  "sizes": sizes, "same": same}))
+"""
+
+
+def test_a_no_grad_forward_in_a_scope_holds_two_layer_outputs_at_a_time():
+    """The CNN of issue 5 at batch 64: each layer's output is freed once the next
+    layer has read it, so the peak is the largest pair of consecutive outputs
+    (plus headers and op scratch), not the sum of all of them. peak_bytes is
+    process-wide, so a fresh process measures it."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(ac.__file__)),
+                                         env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", FORWARD_PEAK], env=env, capture_output=True,
+                         text=True, check=True)
+    result = json.loads(out.stdout)
+    sizes = result["sizes"]
+    bound = max(a + b for a, b in zip(sizes, sizes[1:])) + (256 << 10)
+    assert sum(sizes) > bound + (1 << 20)        # keeping every output would break the bound
+    assert result["peak"] - result["start"] <= bound
+    assert result["same"]                        # the same outputs as at root
+    assert result["end"] == result["start"]
 
 
 # ---- memory limit ------------------------------------------------------------------

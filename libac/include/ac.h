@@ -9,9 +9,12 @@
  *  - Tensors are float32, contiguous, row-major, ndim <= AC_MAX_DIMS, with data
  *    aligned to 64 bytes.
  *  - Ownership: a tensor made while a scope (ac_mem_checkpoint) is open lives in
- *    that scope and dies when it is restored; ac_tensor_free on it is a no-op.
- *    A tensor made at root (no scope open) is reference counted: the caller owns
- *    one reference and drops it with ac_tensor_free.
+ *    that scope and dies when it is restored at the latest. ac_tensor_free on it
+ *    says the caller is done with it: if nothing else refers to it (a graph
+ *    node, a view, ac_tensor_retain) and its scope is the thread's innermost,
+ *    its memory is reused by the scope's later allocations; otherwise nothing
+ *    happens. A tensor made at root (no scope open) is reference counted: the
+ *    caller owns one reference and drops it with ac_tensor_free.
  *  - Binary ops broadcast their operands by NumPy's rules.
  *  - Ops record a graph node when grad mode is on and an input requires grad.
  *
@@ -115,8 +118,8 @@ AcTensor *ac_eye(int64_t n, int64_t m);
 AcTensor *ac_rand(const int64_t *shape, int ndim);                 /* uniform [0, 1) */
 AcTensor *ac_randn(const int64_t *shape, int ndim);                /* standard normal */
 int ac_manual_seed(uint64_t seed);                                 /* this thread's generator */
-int ac_tensor_free(AcTensor *t);         /* drop a root reference; no-op for scoped tensors */
-int ac_tensor_retain(AcTensor *t);       /* add a root reference; no-op for scoped tensors */
+int ac_tensor_free(AcTensor *t);         /* drop a reference; a scoped tensor may be reused (above) */
+int ac_tensor_retain(AcTensor *t);       /* add a reference; a scoped tensor then lives to its scope's end */
 AcTensor *ac_tensor_clone(const AcTensor *t);   /* a differentiable copy */
 AcTensor *ac_tensor_detach(const AcTensor *t);  /* shares data, no graph */
 AcTensor *ac_tensor_keep(const AcTensor *t);    /* a detached copy made at root, whatever scope is open */

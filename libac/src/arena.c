@@ -11,6 +11,13 @@
  * hold (scope_hold): restoring drops those references, so a root parameter
  * cannot be freed under a graph that still points to it.
  *
+ * A scoped tensor that is freed before its scope ends, with nothing else
+ * referring to it, gives its bytes back (arena_release): popped off the top
+ * when it is the newest allocation, else kept in the scope's free list, which
+ * later allocations of the scope take from first (best fit). An inference
+ * chain under no_grad then holds about two layers' outputs at a time instead
+ * of all of them.
+ *
  * Not here: tensor layout (tensor.c) and graph nodes (autograd.c).
  */
 #define _POSIX_C_SOURCE 200112L
@@ -26,6 +33,10 @@
 #define ARENA_CACHE_BYTES ((size_t)64 << 20)
 #define ARENA_MAX_DEPTH 65536
 #define BLOCK_HEADER_BYTES AC_ALIGN
+/* Freed allocations smaller than this (and not on top) stay until their scope
+   ends: the free list holds only chunks worth reusing, so searching it stays
+   short. */
+#define FREE_MIN_BYTES ((size_t)4096)
 
 typedef struct ArenaBlock {
     struct ArenaBlock *prev;   /* the older block in the chain, or the next cached one */
@@ -39,11 +50,18 @@ typedef struct HoldEntry {
     int on_heap;               /* malloc'd (scope_hold_at) rather than in the arena */
 } HoldEntry;
 
+/* A released range of a scope's arena, the header written over its start. */
+typedef struct FreeChunk {
+    size_t size;
+    struct FreeChunk *next;    /* the nearest free chunk below it in memory */
+} FreeChunk;
+
 typedef struct {
     ArenaBlock *block;         /* arena position when the scope opened */
     size_t used;
     uint32_t serial;
     HoldEntry *holds;
+    FreeChunk *free;           /* released chunks, highest address first, none adjacent */
     int64_t bytes, tensors, nodes;   /* this thread's scoped counts when it opened */
 } Scope;
 
@@ -53,12 +71,12 @@ typedef struct {
     size_t cached_bytes;
     Scope *scopes;
     int depth, capacity;
-    uint32_t next_serial;
     int64_t bytes, tensors, nodes;   /* scoped allocations made by this thread so far */
 } ThreadArena;
 
 static int64_t g_bytes_in_use, g_peak_bytes, g_live_tensors, g_live_nodes;
 static int64_t g_arena_reserved, g_memory_limit;
+static uint32_t g_next_serial;   /* process-wide: a serial names one scope of one thread */
 
 static pthread_key_t arena_key;
 static pthread_once_t arena_key_once = PTHREAD_ONCE_INIT;
@@ -231,6 +249,11 @@ int current_depth(void) { return tls_arena ? tls_arena->depth : 0; }
 
 int ac_mem_depth(void) { return current_depth(); }
 
+uint32_t current_serial(void)
+{
+    return tls_arena && tls_arena->depth > 0 ? tls_arena->scopes[tls_arena->depth - 1].serial : 0;
+}
+
 static ArenaBlock *block_take(ThreadArena *ta, size_t bytes)
 {
     ArenaBlock **link = &ta->cache;
@@ -255,16 +278,103 @@ static ArenaBlock *block_take(ThreadArena *ta, size_t bytes)
     return b;
 }
 
+/* ---- released chunks ----------------------------------------------------- */
+
+/* Best fit among the scope's free chunks: the top end of the smallest one that
+   holds bytes, or NULL when none does. */
+static void *free_take(Scope *s, size_t bytes)
+{
+    FreeChunk **link, **best = NULL, *c;
+    for (link = &s->free; *link; link = &(*link)->next)
+        if ((*link)->size >= bytes && (!best || (*link)->size < (*best)->size)) best = link;
+    if (!best) return NULL;
+    c = *best;
+    if (c->size - bytes >= FREE_MIN_BYTES) {
+        c->size -= bytes;
+        return (char *)c + c->size;
+    }
+    *best = c->next;   /* all of it: a smaller rest would only lengthen the list */
+    return c;
+}
+
+/* Add [p, p + bytes) to the scope's free list, joined with free neighbours. */
+static void free_insert(Scope *s, char *p, size_t bytes)
+{
+    FreeChunk **link = &s->free, **above = NULL, *c;
+    while (*link && (uintptr_t)*link > (uintptr_t)p) {
+        above = link;
+        link = &(*link)->next;
+    }
+    if (*link && (uintptr_t)*link + (*link)->size == (uintptr_t)p) {
+        c = *link;
+        c->size += bytes;
+    } else {
+        c = (FreeChunk *)p;
+        c->size = bytes;
+        c->next = *link;
+        *link = c;
+    }
+    if (above && (uintptr_t)c + c->size == (uintptr_t)*above) {
+        c->size += (*above)->size;
+        *above = c;
+    }
+}
+
+/* After the top moved down: a free chunk that now ends at the top goes too.
+   At most one can, since neighbours are always joined. */
+static void free_trim_top(Scope *s, ArenaBlock *top)
+{
+    FreeChunk **link;
+    char *end = (char *)top + BLOCK_HEADER_BYTES + top->used;
+    for (link = &s->free; *link; link = &(*link)->next) {
+        if ((char *)*link + (*link)->size == end) {
+            top->used -= (*link)->size;
+            *link = (*link)->next;
+            return;
+        }
+    }
+}
+
+int arena_release(void *p, size_t bytes, uint32_t serial)
+{
+    ThreadArena *ta = tls_arena;
+    Scope *s;
+    ArenaBlock *top;
+    int on_top;
+    if (!ta || ta->depth == 0 || !ta->top) return 0;
+    s = &ta->scopes[ta->depth - 1];
+    if (s->serial != serial) return 0;
+    top = ta->top;
+    on_top = (char *)p + bytes == (char *)top + BLOCK_HEADER_BYTES + top->used;
+    if (!on_top && bytes < FREE_MIN_BYTES) return 0;
+    ta->bytes -= (int64_t)bytes;
+    add_bytes(-(int64_t)bytes);
+    if (on_top) {
+        top->used -= bytes;
+        free_trim_top(s, top);
+    } else {
+        free_insert(s, p, bytes);
+    }
+    return 1;
+}
+
 void *arena_alloc(size_t bytes)
 {
     ThreadArena *ta = tls_arena;
     ArenaBlock *b;
+    void *p;
     if (!ta || ta->depth == 0)
         return error_null(AC_ERR_SCOPE, "alloc: no scope is open on this thread");
     if (bytes > SIZE_MAX - AC_ALIGN)
         return error_null(AC_ERR_MEMORY, "alloc: %zu bytes is more than can be allocated", bytes);
     bytes = (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1);
     if (over_limit("alloc", bytes)) return NULL;
+    p = ta->scopes[ta->depth - 1].free ? free_take(&ta->scopes[ta->depth - 1], bytes) : NULL;
+    if (p) {
+        ta->bytes += (int64_t)bytes;
+        add_bytes((int64_t)bytes);
+        return p;
+    }
     b = ta->top;
     if (!b || b->size - b->used < bytes) {
         b = block_take(ta, bytes);
@@ -305,8 +415,9 @@ AcCheckpoint ac_mem_checkpoint(void)
     s = &ta->scopes[ta->depth++];
     s->block = ta->top;
     s->used = ta->top ? ta->top->used : 0;
-    s->serial = ++ta->next_serial;
+    s->serial = __atomic_add_fetch(&g_next_serial, 1, __ATOMIC_RELAXED);
     s->holds = NULL;
+    s->free = NULL;
     s->bytes = ta->bytes;
     s->tensors = ta->tensors;
     s->nodes = ta->nodes;
@@ -340,8 +451,8 @@ static int hold_push(Scope *s, AcTensor *t, int on_heap)
 int scope_hold(AcTensor *t)
 {
     ThreadArena *ta = tls_arena;
-    if (t->scope_depth != 0) return AC_OK;   /* scoped: lives at least as long */
     ac_tensor_retain(t);
+    if (t->scope_depth != 0) return AC_OK;   /* scoped: kept until its own scope ends */
     if (!ta || ta->depth == 0) return AC_OK;
     if (hold_push(&ta->scopes[ta->depth - 1], t, 0)) {
         ac_tensor_free(t);

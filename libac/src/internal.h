@@ -34,7 +34,13 @@ void *arena_alloc(size_t bytes);
 /* Root allocations, counted against the memory limit. */
 void *root_alloc(size_t bytes);
 void root_free(void *p, size_t bytes);
-/* Keep root tensor t alive until the current scope ends (t gets one reference). */
+/* Give back [p, p + bytes), an arena_alloc of the scope with this serial, before
+   the scope ends. Only the calling thread's innermost scope takes it back, and
+   only when it is the newest allocation or at least a page; returns 1 if it
+   did (the bytes are then reused by the scope's later allocations). */
+int arena_release(void *p, size_t bytes, uint32_t serial);
+/* Keep t alive until the current scope ends: a root t gets one reference and a
+   hold; a scoped one is marked referenced, so freeing it early does nothing. */
 int scope_hold(AcTensor *t);
 /* Hand the caller's reference of root tensor t to the scope at depth: it is
    dropped when that scope ends. */
@@ -44,6 +50,8 @@ int scope_hold_at(AcTensor *t, int depth);
 void counters_tensor(int delta, int scoped);
 void counters_node(int delta, int scoped);
 int current_depth(void);
+/* The serial of the calling thread's innermost scope; 0 at root. */
+uint32_t current_serial(void);
 
 /* ---- tensor.c ------------------------------------------------------------ */
 

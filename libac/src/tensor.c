@@ -4,10 +4,11 @@
  *
  * A tensor is one allocation: a box holding the AcTensor, its graph node and
  * the node's context when an op records one, then the data (64-byte aligned).
- * Scoped tensors live in the arena and are never freed one by one. Root
- * tensors are reference counted; the last ac_tensor_free frees the box and
+ * Root tensors are reference counted; the last ac_tensor_free frees the box and
  * drops what it held (node inputs, view base, grad) without recursion, so a
- * chain of 100,000 ops is freed in constant stack.
+ * chain of 100,000 ops is freed in constant stack. Scoped tensors live in the
+ * arena until their scope ends; one that nothing else refers to (no node
+ * input, view or retain) gives its box back to the scope when freed earlier.
  *
  * Not here: the ops (ops/), the graph walk (autograd.c).
  */
@@ -18,8 +19,10 @@
 #include <string.h>
 
 typedef struct {
-    AcTensor tensor;      /* first: an AcTensor* is a TensorBox* */
-    size_t alloc_bytes;   /* what root_free must give back */
+    AcTensor tensor;       /* first: an AcTensor* is a TensorBox* */
+    size_t alloc_bytes;    /* what root_free or arena_release must give back */
+    uint32_t scope_serial; /* scoped: the scope it was made in */
+    int32_t referenced;    /* scoped: a node, a view or a retain refers to it */
 } TensorBox;
 
 static size_t round_up(size_t n) { return (n + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
@@ -101,6 +104,7 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const Ac
     t->size = size;
     t->scope_depth = scoped ? current_depth() : 0;
     t->refcount = scoped ? 0 : 1;
+    if (scoped) box->scope_serial = current_serial();
     if (node_bytes) t->node = (AcGradNode *)((char *)box + head);
     if (share) {
         AcTensor *owner = share->base ? share->base : (AcTensor *)share;
@@ -131,8 +135,25 @@ AcTensor *tensor_alloc_like(const char *op, const AcTensor *t)
 int ac_tensor_retain(AcTensor *t)
 {
     if (!t) return error_set(AC_ERR_ARG, "tensor_retain: tensor is NULL");
-    if (t->scope_depth == 0) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+    if (t->scope_depth == 0)
+        __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_store_n(&((TensorBox *)t)->referenced, 1, __ATOMIC_RELAXED);
     return AC_OK;
+}
+
+/* A scoped tensor's box goes back to its scope when nothing else refers to it
+   and the scope is the calling thread's innermost; else it stays until the
+   scope ends. */
+static void scoped_free(AcTensor *t)
+{
+    TensorBox *box = (TensorBox *)t;
+    int had_node = t->node != NULL;
+    if (__atomic_load_n(&box->referenced, __ATOMIC_RELAXED) ||
+        !arena_release(box, box->alloc_bytes, box->scope_serial))
+        return;
+    counters_tensor(-1, 1);
+    if (had_node) counters_node(-1, 1);
 }
 
 /* Drop one reference; report whether it was the last. */
@@ -166,6 +187,10 @@ static int free_stack_push(FreeStack *s, AcTensor *t)
 int ac_tensor_free(AcTensor *t)
 {
     FreeStack s;
+    if (t && t->scope_depth != 0) {
+        scoped_free(t);
+        return AC_OK;
+    }
     if (!drop_reference(t)) return AC_OK;
     s.items = s.local;
     s.n = 0;

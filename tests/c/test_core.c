@@ -1,6 +1,7 @@
 /*
- * test_core.c - scopes, root reference counting, the backward walk, grad
- * mode, graph dumps, the gradient check and error reporting of libac's core.
+ * test_core.c - scopes (and scoped tensors freed early), root reference
+ * counting, the backward walk, grad mode, graph dumps, the gradient check and
+ * error reporting of libac's core.
  */
 #include "ac.h"
 #include "test.h"
@@ -347,6 +348,116 @@ static void test_scopes_are_per_thread(void)
     CHECK(ac_mem_restore(mine) == AC_OK);
 }
 
+/* A tensor whose own block is full, so the next allocations start a fresh block. */
+static void fill_block(void)
+{
+    int64_t n = 1 << 18;   /* 1 MB of data: more than a block, so a block of its own */
+    ac_tensor_new(&n, 1);
+}
+
+static void test_a_freed_scoped_tensor_is_reused_by_its_scope(void)
+{
+    AcMemStats before = stats();
+    int64_t n = 1 << 16;   /* 256 KB */
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *a, *b, *c;
+    float *a_data;
+    int64_t both;
+    fill_block();
+    a = ac_full(&n, 1, -1.0f);
+    b = ac_abs(a);                /* no graph: b does not refer to a */
+    a_data = a->data;
+    both = stats().bytes_in_use;
+    CHECK(ac_tensor_free(a) == AC_OK);
+    CHECK(stats().bytes_in_use < both);
+    c = ac_mul_scalar(b, 2.0f);   /* takes the place a left */
+    CHECK(c && c->data == a_data);
+    CHECK(c->data[0] == 2.0f && c->data[n - 1] == 2.0f && b->data[n - 1] == 1.0f);
+    CHECK(stats().bytes_in_use == both);
+    ac_mem_restore(cp);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+static void test_freeing_the_newest_tensors_moves_the_top_back(void)
+{
+    int64_t n = 1 << 14, twice = 1 << 15;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *a, *b, *c;
+    float *a_data;
+    int64_t start;
+    fill_block();
+    start = stats().bytes_in_use;
+    a = ac_full(&n, 1, 1.0f);
+    b = ac_full(&n, 1, 2.0f);
+    a_data = a->data;
+    ac_tensor_free(a);            /* below b: kept for reuse */
+    ac_tensor_free(b);            /* the newest: popped, and a's space with it */
+    CHECK(stats().bytes_in_use == start);
+    c = ac_full(&twice, 1, 3.0f); /* too big for a's space alone: fits where a began */
+    CHECK(c && c->data == a_data);
+    ac_mem_restore(cp);
+}
+
+static void test_scoped_tensors_something_refers_to_are_not_reused(void)
+{
+    int64_t n = 1 << 16;
+    float one = 1.0f;
+    AcMemStats before = stats();
+    AcTensor *w = ac_tensor_from_data(&one, NULL, 0), *a, *view, *product, *kept;
+    AcCheckpoint outer, inner;
+    int64_t in_use;
+    ac_tensor_set_requires_grad(w, 1);
+    outer = ac_mem_checkpoint();
+    a = ac_full(&n, 1, 5.0f);
+    view = ac_reshape(a, &n, 1);          /* a view holds a */
+    product = ac_mul(a, w);               /* so does a graph node */
+    kept = ac_full(&n, 1, 6.0f);
+    ac_tensor_retain(kept);               /* and a retain */
+    in_use = stats().bytes_in_use;
+    ac_tensor_free(a);
+    ac_tensor_free(kept);
+    CHECK(stats().bytes_in_use == in_use);
+    ac_full(&n, 1, 0.0f);
+    CHECK(view->data[n - 1] == 5.0f && kept->data[n - 1] == 6.0f);
+    CHECK(ac_backward(ac_sum(product, NULL, 0, 0)) == AC_OK);
+    CHECK(w->grad && w->grad->data[0] == 5.0f * (float)n);
+    a = ac_full(&n, 1, 7.0f);
+    inner = ac_mem_checkpoint();
+    in_use = stats().bytes_in_use;
+    ac_tensor_free(a);                    /* not the innermost scope: stays */
+    CHECK(stats().bytes_in_use == in_use);
+    ac_mem_restore(inner);
+    ac_tensor_free(a);                    /* now it goes */
+    CHECK(stats().bytes_in_use < in_use);
+    ac_mem_restore(outer);
+    ac_tensor_free(w);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+/* In a scope at the same depth as the caller's, which is not the tensor's. */
+static void *free_on_another_thread(void *t)
+{
+    AcCheckpoint cp = ac_mem_checkpoint();
+    ac_tensor_free(t);
+    ac_mem_restore(cp);
+    return NULL;
+}
+
+static void test_another_thread_cannot_free_a_scoped_tensor(void)
+{
+    int64_t n = 1 << 16;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *a = ac_full(&n, 1, 1.0f);
+    int64_t in_use = stats().bytes_in_use;
+    pthread_t thread;
+    pthread_create(&thread, NULL, free_on_another_thread, a);
+    pthread_join(thread, NULL);
+    CHECK(stats().bytes_in_use == in_use);
+    ac_mem_restore(cp);
+}
+
 int main(void)
 {
     RUN(test_restore_frees_everything_made_in_scope);
@@ -365,5 +476,9 @@ int main(void)
     RUN(test_graph_dumps_name_ops_and_shapes);
     RUN(test_gradient_check_passes_and_catches);
     RUN(test_scopes_are_per_thread);
+    RUN(test_a_freed_scoped_tensor_is_reused_by_its_scope);
+    RUN(test_freeing_the_newest_tensors_moves_the_top_back);
+    RUN(test_scoped_tensors_something_refers_to_are_not_reused);
+    RUN(test_another_thread_cannot_free_a_scoped_tensor);
     return TEST_REPORT();
 }
