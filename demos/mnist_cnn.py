@@ -1,16 +1,18 @@
 """mnist_cnn.py - a small convolutional net learns MNIST, written as one would in PyTorch.
 
     python demos/mnist_cnn.py                 # 3 epochs, Adam 1e-3, batch 64: >= 99% test accuracy
-    python demos/mnist_cnn.py --epochs 1 --threads 2 --schedule constant
+    python demos/mnist_cnn.py --epochs 1 --threads 2 --schedule cosine
 
 Conv(1,16,3,p=1)-ReLU-MaxPool(2)-Conv(16,32,3,p=1)-ReLU-MaxPool(2)-Flatten-
-Linear(1568,128)-ReLU-Dropout(0.25)-Linear(128,10), trained with Adam from 1e-3, the
-rate falling to 0 along a cosine over the run (--schedule), on cross entropy with
-label smoothing 0.1: with a constant rate and no smoothing this net ends 3 epochs
-near 98.9% (PyTorch's too), short of 99%. Fetches MNIST into --data on first use,
-prints each epoch's mean training loss and test accuracy, and saves the weights as
-safetensors. Each training step runs inside `with ac.checkpoint():`, so its memory
-is handed back in one move when it ends.
+Linear(1568,128)-ReLU-Dropout(0.25)-Linear(128,10), PyTorch's default init, trained
+with Adam at a constant 1e-3 (--schedule cosine: falling to 0 along a cosine) on
+cross entropy with label smoothing 0.1. After 3 epochs, seeds 0, 1, 2: 99.18%,
+99.09%, 99.14% (about a minute a run on 2 threads). Without smoothing
+(--label-smoothing 0) the net ends near 98.9%, short of 99%: 98.99%, 98.77%, 98.80%
+here, and 98.77%, 98.87%, 98.98% in PyTorch with the same recipe. Fetches MNIST into
+--data on first use, prints each epoch's mean training loss and test accuracy, and
+saves the weights as safetensors. Each training step runs inside
+`with ac.checkpoint():`, so its memory is handed back in one move when it ends.
 """
 import os
 import sys
@@ -24,8 +26,8 @@ from mnist_common import argument_parser, fit, mnist_loaders, parse_args, save_w
 
 def arguments():
     parser = argument_parser(__doc__, epochs=3, out="mnist_cnn.safetensors")
-    parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
-                        help="learning rate: cosine from --lr down to 0 over the run, or constant")
+    parser.add_argument("--schedule", choices=("constant", "cosine"), default="constant",
+                        help="learning rate: constant, or cosine from --lr down to 0 over the run")
     parser.add_argument("--label-smoothing", type=float, default=0.1)
     return parse_args(parser)
 
