@@ -3,8 +3,11 @@
 Several steps of each optimizer are compared with NumPy float64 versions of
 PyTorch's algorithms written below (and with torch.optim itself when torch is
 installed); then param groups, skipped parameters, state_dict round trips,
-state that outlives `with ac.checkpoint()`, and bad arguments.
+state that outlives `with ac.checkpoint()`, a warm training loop that makes no
+malloc (zero_grad's dropped grads reused), and bad arguments.
 """
+import gc
+
 import numpy as np
 import pytest
 
@@ -455,3 +458,107 @@ def test_param_from_an_ended_scope_raises_scope_error():
         opt = optim.SGD([p], lr=0.1)
     with pytest.raises(ac.ScopeError):
         opt.step()
+
+
+# ---- memory: a warm PyTorch-style loop makes no malloc ---------------------------
+
+def make_mlp_and_batches(seed=21):
+    ac.manual_seed(seed)
+    model = ac.nn.Sequential(ac.nn.Linear(8, 16), ac.nn.ReLU(), ac.nn.Linear(16, 4))
+    rng = np.random.default_rng(seed)
+    batches = [(ac.tensor(rng.standard_normal((32, 8)).astype(np.float32)),
+                ac.tensor(rng.standard_normal((32, 4)).astype(np.float32))) for _ in range(4)]
+    return model, batches
+
+
+def train_step(model, opt, loss_fn, x, y, set_to_none):
+    with ac.checkpoint():
+        loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=set_to_none)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+@pytest.mark.parametrize("make", [
+    lambda params: optim.SGD(params, lr=0.05, momentum=0.9),
+    lambda params: optim.Adam(params, lr=0.01),
+], ids=["sgd", "adam"])
+def test_a_warm_training_loop_makes_no_malloc(make, set_to_none):
+    model, batches = make_mlp_and_batches()
+    opt, loss_fn = make(model.parameters()), ac.nn.MSELoss()
+    first = [train_step(model, opt, loss_fn, x, y, set_to_none) for x, y in batches]
+    start = ac.memory_stats()
+    in_use = set()
+    for step in range(200):
+        x, y = batches[step % len(batches)]
+        last = train_step(model, opt, loss_fn, x, y, set_to_none)
+        in_use.add(ac.memory_stats()["bytes_in_use"])
+    end = ac.memory_stats()
+    assert in_use == {start["bytes_in_use"]}
+    assert end["heap_allocations"] == start["heap_allocations"]
+    assert end["live_tensors"] == start["live_tensors"]
+    assert last < 0.8 * first[-1]          # and it learned
+
+
+def mlp_grads_float64(model, x, y):
+    """d mean((relu(x W1^T + b1) W2^T + b2 - y)^2) / d(W1, b1, W2, b2), in float64."""
+    w1, b1, w2, b2 = (p.numpy().astype(np.float64) for p in model.parameters())
+    x, y = x.numpy().astype(np.float64), y.numpy().astype(np.float64)
+    pre = x @ w1.T + b1
+    h = np.maximum(pre, 0.0)
+    d_out = 2.0 * (h @ w2.T + b2 - y) / y.size
+    d_pre = (d_out @ w2) * (pre > 0)
+    return [d_pre.T @ x, d_pre.sum(0), d_out.T @ h, d_out.sum(0)]
+
+
+def test_a_reused_grad_holds_the_new_gradient():
+    model, batches = make_mlp_and_batches(seed=5)
+    opt, loss_fn = optim.SGD(model.parameters(), lr=0.05), ac.nn.MSELoss()
+    for x, y in batches:
+        train_step(model, opt, loss_fn, x, y, True)
+    x, y = batches[1]
+    expected = mlp_grads_float64(model, x, y)
+    opt.zero_grad()
+    spare = ac.memory_stats()
+    assert spare["spare_grad_bytes"] > 0
+    with ac.checkpoint():
+        loss_fn(model(x), y).backward()
+    assert ac.memory_stats()["heap_allocations"] == spare["heap_allocations"]   # the spares were used
+    for p, g in zip(model.parameters(), expected):
+        np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-4, atol=1e-6)
+
+
+def test_a_grad_someone_holds_is_not_reused():
+    model, batches = make_mlp_and_batches(seed=6)
+    opt, loss_fn = optim.Adam(model.parameters(), lr=0.01), ac.nn.MSELoss()
+    for x, y in batches:
+        train_step(model, opt, loss_fn, x, y, True)
+    weight = model[0].weight
+    held = weight.grad
+    kept = held.numpy()
+    opt.zero_grad()
+    x, y = batches[2]
+    expected = mlp_grads_float64(model, x, y)[0]
+    with ac.checkpoint():
+        loss_fn(model(x), y).backward()
+    np.testing.assert_array_equal(held.numpy(), kept)
+    np.testing.assert_allclose(weight.grad.numpy(), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_spare_grads_are_freed_with_their_parameters():
+    gc.collect()
+    start = ac.memory_stats()
+    model, batches = make_mlp_and_batches(seed=7)
+    opt, loss_fn = optim.SGD(model.parameters(), lr=0.05), ac.nn.MSELoss()
+    for x, y in batches:
+        train_step(model, opt, loss_fn, x, y, True)
+    opt.zero_grad()
+    assert ac.memory_stats()["spare_grad_bytes"] > start["spare_grad_bytes"]
+    del model, opt, batches, x, y
+    gc.collect()
+    end = ac.memory_stats()
+    assert end["spare_grad_bytes"] == start["spare_grad_bytes"]
+    assert end["bytes_in_use"] == start["bytes_in_use"]
+    assert end["live_tensors"] == start["live_tensors"]

@@ -70,6 +70,9 @@ typedef struct {
     int64_t live_nodes;      /* graph nodes not yet freed                        */
     int64_t arena_reserved;  /* bytes held by arena blocks, in use or cached     */
     int64_t memory_limit;    /* 0 when there is none                             */
+    int64_t heap_allocations;  /* mallocs libac has made since the process began */
+    int64_t spare_grad_bytes;  /* dropped grads kept for their parameter's next
+                                  backward; not in bytes_in_use, like cached blocks */
 } AcMemStats;
 
 AcCheckpoint ac_mem_checkpoint(void);    /* open a scope on this thread */
@@ -124,7 +127,7 @@ AcTensor *ac_tensor_clone(const AcTensor *t);   /* a differentiable copy */
 AcTensor *ac_tensor_detach(const AcTensor *t);  /* shares data, no graph */
 AcTensor *ac_tensor_keep(const AcTensor *t);    /* a detached copy made at root, whatever scope is open */
 int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad); /* leaves only */
-int ac_tensor_zero_grad(AcTensor *t);    /* drops t->grad */
+int ac_tensor_zero_grad(AcTensor *t);    /* drops t->grad; kept for t's next grad if unshared */
 int ac_tensor_copy_(AcTensor *dst, const AcTensor *src); /* dst.data = src.data, same size, no graph */
 int ac_tensor_fill_(AcTensor *t, float value);            /* in place, no graph */
 int ac_tensor_uniform_(AcTensor *t, float lo, float hi);  /* in place from this thread's generator */

@@ -76,6 +76,7 @@ typedef struct {
 
 static int64_t g_bytes_in_use, g_peak_bytes, g_live_tensors, g_live_nodes;
 static int64_t g_arena_reserved, g_memory_limit;
+static int64_t g_heap_allocations, g_spare_grad_bytes;
 static uint32_t g_next_serial;   /* process-wide: a serial names one scope of one thread */
 
 static pthread_key_t arena_key;
@@ -109,6 +110,8 @@ static int over_limit(const char *what, size_t bytes)
     return AC_OK;
 }
 
+void count_heap_allocation(void) { __atomic_add_fetch(&g_heap_allocations, 1, __ATOMIC_RELAXED); }
+
 void counters_tensor(int delta, int scoped)
 {
     __atomic_add_fetch(&g_live_tensors, delta, __ATOMIC_RELAXED);
@@ -138,6 +141,8 @@ int ac_memory_stats(AcMemStats *out)
     out->live_nodes = __atomic_load_n(&g_live_nodes, __ATOMIC_RELAXED);
     out->arena_reserved = __atomic_load_n(&g_arena_reserved, __ATOMIC_RELAXED);
     out->memory_limit = __atomic_load_n(&g_memory_limit, __ATOMIC_RELAXED);
+    out->heap_allocations = __atomic_load_n(&g_heap_allocations, __ATOMIC_RELAXED);
+    out->spare_grad_bytes = __atomic_load_n(&g_spare_grad_bytes, __ATOMIC_RELAXED);
     return AC_OK;
 }
 
@@ -152,6 +157,7 @@ void *root_alloc(size_t bytes)
     if (over_limit("alloc", bytes)) return NULL;
     raw = malloc(bytes + AC_ALIGN);
     if (!raw) return error_null(AC_ERR_MEMORY, "alloc: out of memory allocating %zu bytes", bytes);
+    count_heap_allocation();
     aligned = (char *)(((uintptr_t)raw + AC_ALIGN) & ~(uintptr_t)(AC_ALIGN - 1));
     ((void **)aligned)[-1] = raw;
     add_bytes((int64_t)bytes);
@@ -163,6 +169,26 @@ void root_free(void *p, size_t bytes)
     if (!p) return;
     free(((void **)p)[-1]);
     add_bytes(-(int64_t)bytes);
+}
+
+void root_set_aside(size_t bytes)
+{
+    add_bytes(-(int64_t)bytes);
+    __atomic_add_fetch(&g_spare_grad_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+}
+
+int root_take_back(size_t bytes)
+{
+    if (over_limit("alloc", bytes)) return AC_ERR_MEMORY;
+    __atomic_add_fetch(&g_spare_grad_bytes, -(int64_t)bytes, __ATOMIC_RELAXED);
+    add_bytes((int64_t)bytes);
+    return AC_OK;
+}
+
+void root_free_set_aside(void *p, size_t bytes)
+{
+    free(((void **)p)[-1]);
+    __atomic_add_fetch(&g_spare_grad_bytes, -(int64_t)bytes, __ATOMIC_RELAXED);
 }
 
 /* ---- per-thread arena ---------------------------------------------------- */
@@ -241,6 +267,7 @@ static ThreadArena *thread_arena(void)
     pthread_once(&arena_key_once, arena_key_create);
     tls_arena = calloc(1, sizeof *tls_arena);
     if (!tls_arena) return error_null(AC_ERR_MEMORY, "mem_checkpoint: out of memory");
+    count_heap_allocation();
     pthread_setspecific(arena_key, tls_arena);
     return tls_arena;
 }
@@ -272,6 +299,7 @@ static ArenaBlock *block_take(ThreadArena *ta, size_t bytes)
     size = bytes > ARENA_BLOCK_BYTES ? bytes : ARENA_BLOCK_BYTES;
     if (posix_memalign(&p, AC_ALIGN, size + BLOCK_HEADER_BYTES) != 0)
         return error_null(AC_ERR_MEMORY, "alloc: out of memory for an arena block of %zu bytes", size);
+    count_heap_allocation();
     b = p;
     b->size = size;
     __atomic_add_fetch(&g_arena_reserved, (int64_t)(size + BLOCK_HEADER_BYTES), __ATOMIC_RELAXED);
@@ -409,6 +437,7 @@ AcCheckpoint ac_mem_checkpoint(void)
             error_set(AC_ERR_MEMORY, "mem_checkpoint: out of memory");
             return cp;
         }
+        count_heap_allocation();
         ta->scopes = grown;
         ta->capacity = capacity;
     }
@@ -441,6 +470,7 @@ static int hold_push(Scope *s, AcTensor *t, int on_heap)
 {
     HoldEntry *h = on_heap ? malloc(sizeof *h) : arena_alloc(sizeof *h);
     if (!h) return error_set(AC_ERR_MEMORY, "alloc: out of memory");
+    if (on_heap) count_heap_allocation();
     h->tensor = t;
     h->on_heap = on_heap;
     h->next = s->holds;

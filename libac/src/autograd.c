@@ -157,7 +157,7 @@ static int leaf_accumulate(AcTensor *leaf, const AcTensor *g)
         return AC_OK;
     }
     /* A leaf's grad lives in the leaf's home, never in backward's scope. */
-    leaf->grad = tensor_create("backward", leaf->shape, leaf->ndim, NULL, 0, 1);
+    leaf->grad = grad_new(leaf);
     if (!leaf->grad) return AC_ERR_MEMORY;
     memcpy(leaf->grad->data, g->data, (size_t)g->size * sizeof(float));
     if (leaf->scope_depth > 0 && scope_hold_at(leaf->grad, leaf->scope_depth)) {
@@ -360,6 +360,7 @@ int ac_print_graph(const AcTensor *t, FILE *out)
     if (len < 0) return (int)len;
     text = malloc((size_t)len + 1);
     if (!text) return error_set(AC_ERR_MEMORY, "print_graph: out of memory");
+    count_heap_allocation();
     ac_graph_text(t, text, len + 1);
     if (fputs(text, out) < 0) {
         free(text);

@@ -34,6 +34,13 @@ void *arena_alloc(size_t bytes);
 /* Root allocations, counted against the memory limit. */
 void *root_alloc(size_t bytes);
 void root_free(void *p, size_t bytes);
+/* A root allocation kept for reuse (a parameter's spare grad): its bytes move
+   from bytes_in_use to spare_grad_bytes (set_aside) and back (take_back, which
+   fails like an allocation past the memory limit). root_free_set_aside frees
+   one that is still set aside. */
+void root_set_aside(size_t bytes);
+int root_take_back(size_t bytes);
+void root_free_set_aside(void *p, size_t bytes);
 /* Give back [p, p + bytes), an arena_alloc of the scope with this serial, before
    the scope ends. Only the calling thread's innermost scope takes it back, and
    only when it is the newest allocation or at least a page; returns 1 if it
@@ -66,6 +73,9 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const Ac
                         size_t node_bytes, int at_root);
 /* The same shape as t; uninitialised. */
 AcTensor *tensor_alloc_like(const char *op, const AcTensor *t);
+/* A new grad for leaf, uninitialised, at root: the leaf's spare (a grad that
+   zero_grad dropped) when it has one, else a fresh tensor of its shape. */
+AcTensor *grad_new(AcTensor *leaf);
 /* NULL or an error if t is NULL (names op and which argument). */
 int tensor_check(const char *op, const AcTensor *t, const char *what);
 /* Normalise dim against ndim (negative counts from the end); -1 and an error if out of range. */
@@ -109,6 +119,11 @@ int state_dict_append(AcStateDict *dict, const char *name, AcTensor *tensor);
 int utf8_valid(const char *s, size_t n);
 
 /* ---- Kernels and threads ------------------------------------------------- */
+
+/* Count one malloc, calloc, realloc or posix_memalign that succeeded, for
+   AcMemStats.heap_allocations (arena.c). Every heap allocation libac makes
+   calls it, kernels included. */
+void count_heap_allocation(void);
 
 /* fn(ctx, begin, end) over [0, n) in chunks of at least grain; serial when small
    or when called from inside a parallel region. */

@@ -10,6 +10,11 @@
  * arena until their scope ends; one that nothing else refers to (no node
  * input, view or retain) gives its box back to the scope when freed earlier.
  *
+ * A root parameter whose grad is dropped (zero_grad) while nothing else refers
+ * to the grad keeps it as a spare, counted in spare_grad_bytes instead of
+ * bytes_in_use; its next backward fills the spare instead of allocating, so
+ * a training loop that drops grads each step makes no malloc once warm.
+ *
  * Not here: the ops (ops/), the graph walk (autograd.c).
  */
 #include "internal.h"
@@ -23,6 +28,7 @@ typedef struct {
     size_t alloc_bytes;    /* what root_free or arena_release must give back */
     uint32_t scope_serial; /* scoped: the scope it was made in */
     int32_t referenced;    /* scoped: a node, a view or a retain refers to it */
+    AcTensor *spare_grad;  /* root: a dropped grad kept for the next backward, or NULL */
 } TensorBox;
 
 static size_t round_up(size_t n) { return (n + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
@@ -176,6 +182,7 @@ static int free_stack_push(FreeStack *s, AcTensor *t)
         AcTensor **grown = s->items == s->local ? malloc(cap * sizeof *grown)
                                                 : realloc(s->items, cap * sizeof *grown);
         if (!grown) return AC_ERR_MEMORY;   /* the tensor leaks; nothing is corrupted */
+        count_heap_allocation();
         if (s->items == s->local) memcpy(grown, s->local, sizeof s->local);
         s->items = grown;
         s->cap = cap;
@@ -208,6 +215,8 @@ int ac_tensor_free(AcTensor *t)
         held[n_held++] = dead->base;
         held[n_held++] = dead->grad;
         counters_tensor(-1, 0);
+        if (box->spare_grad)
+            root_free_set_aside(box->spare_grad, ((TensorBox *)box->spare_grad)->alloc_bytes);
         root_free(box, box->alloc_bytes);
         for (i = 0; i < n_held; i++)
             if (drop_reference(held[i])) free_stack_push(&s, held[i]);
@@ -386,6 +395,32 @@ int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad)
     return AC_OK;
 }
 
+/* Keep root leaf t's dropped grad g as its spare when only t referred to g
+   (no wrapper, view or node: refcount 1) and g is a plain tensor; report
+   whether it did. */
+static int spare_grad_keep(AcTensor *t, AcTensor *g)
+{
+    TensorBox *box = (TensorBox *)t;
+    if (box->spare_grad || g->node || g->base || g->grad || g->requires_grad ||
+        __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) != 1)
+        return 0;
+    root_set_aside(((TensorBox *)g)->alloc_bytes);
+    counters_tensor(-1, 0);
+    box->spare_grad = g;
+    return 1;
+}
+
+AcTensor *grad_new(AcTensor *leaf)
+{
+    TensorBox *box = (TensorBox *)leaf;
+    AcTensor *g = box->spare_grad;
+    if (!g) return tensor_create("backward", leaf->shape, leaf->ndim, NULL, 0, 1);
+    if (root_take_back(((TensorBox *)g)->alloc_bytes)) return NULL;
+    box->spare_grad = NULL;
+    counters_tensor(1, 0);
+    return g;
+}
+
 int ac_tensor_zero_grad(AcTensor *t)
 {
     AcTensor *g;
@@ -393,7 +428,7 @@ int ac_tensor_zero_grad(AcTensor *t)
     g = t->grad;
     t->grad = NULL;
     /* A scoped leaf's grad belongs to its scope, which frees it. */
-    if (g && t->scope_depth == 0) ac_tensor_free(g);
+    if (g && t->scope_depth == 0 && !spare_grad_keep(t, g)) ac_tensor_free(g);
     return AC_OK;
 }
 

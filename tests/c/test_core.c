@@ -458,6 +458,112 @@ static void test_another_thread_cannot_free_a_scoped_tensor(void)
     ac_mem_restore(cp);
 }
 
+/* ---- spare grads: zero_grad keeps a dropped grad for the next backward ---- */
+
+/* Backward of sum(p * g), in a scope of its own: p->grad becomes g (plus any grad p had). */
+static void backward_weighted(AcTensor *p, const float *g)
+{
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *weights = vec(g, p->size);
+    CHECK(ac_backward(ac_sum(ac_mul(p, weights), NULL, 0, 0)) == AC_OK);
+    ac_mem_restore(cp);
+}
+
+static void test_a_dropped_grad_is_reused_by_the_next_backward(void)
+{
+    const float d[3] = {1, 2, 3}, g1[3] = {1, 2, 3}, g2[3] = {-1, 0.5f, 4};
+    AcMemStats before = stats(), with_grad, spared;
+    AcTensor *p = vec(d, 3), *first;
+    int i;
+    ac_tensor_set_requires_grad(p, 1);
+    backward_weighted(p, g1);
+    first = p->grad;
+    with_grad = stats();
+    CHECK(ac_tensor_zero_grad(p) == AC_OK);
+    spared = stats();
+    CHECK(p->grad == NULL);
+    CHECK(spared.spare_grad_bytes > before.spare_grad_bytes);
+    /* the grad's bytes moved out of bytes_in_use, as if it had been freed */
+    CHECK(spared.bytes_in_use == with_grad.bytes_in_use - (spared.spare_grad_bytes - before.spare_grad_bytes));
+    CHECK(spared.live_tensors == before.live_tensors + 1);   /* p only: a spare is no tensor */
+    backward_weighted(p, g2);
+    CHECK(p->grad == first);                                 /* no new allocation */
+    CHECK(stats().heap_allocations == spared.heap_allocations);
+    CHECK(stats().spare_grad_bytes == before.spare_grad_bytes);
+    CHECK(stats().live_tensors == before.live_tensors + 2);
+    for (i = 0; i < 3; i++) CHECK(p->grad->data[i] == g2[i]);
+    backward_weighted(p, g1);                                /* accumulates into it */
+    for (i = 0; i < 3; i++) CHECK(p->grad->data[i] == g1[i] + g2[i]);
+    ac_tensor_free(p);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+static void test_a_spare_grad_is_freed_with_its_parameter(void)
+{
+    const float d[4] = {1, 2, 3, 4};
+    AcMemStats before = stats();
+    AcTensor *p = vec(d, 4);
+    ac_tensor_set_requires_grad(p, 1);
+    backward_weighted(p, d);
+    ac_tensor_zero_grad(p);
+    CHECK(stats().spare_grad_bytes > before.spare_grad_bytes);
+    ac_tensor_free(p);                  /* under ASan, a spare left behind is a leak */
+    CHECK(stats().spare_grad_bytes == before.spare_grad_bytes);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+static void test_a_dropped_grad_someone_holds_is_not_reused(void)
+{
+    const float d[3] = {1, 2, 3}, g1[3] = {1, 2, 3}, g2[3] = {-1, 0.5f, 4};
+    AcMemStats before = stats();
+    AcTensor *p = vec(d, 3), *held;
+    int i;
+    ac_tensor_set_requires_grad(p, 1);
+    backward_weighted(p, g1);
+    held = p->grad;
+    ac_tensor_retain(held);
+    ac_tensor_zero_grad(p);
+    CHECK(stats().spare_grad_bytes == before.spare_grad_bytes);
+    backward_weighted(p, g2);
+    CHECK(p->grad != held);
+    for (i = 0; i < 3; i++) CHECK(held->data[i] == g1[i] && p->grad->data[i] == g2[i]);
+    ac_tensor_free(held);
+    ac_tensor_free(p);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+static void test_taking_a_spare_back_respects_the_memory_limit(void)
+{
+    int64_t n = 1 << 16;
+    AcTensor *p = ac_full(&n, 1, 1.0f), *spare;
+    AcMemStats before;
+    AcCheckpoint cp;
+    size_t grad_bytes = (size_t)n * sizeof(float);
+    ac_tensor_set_requires_grad(p, 1);
+    cp = ac_mem_checkpoint();
+    CHECK(ac_backward(ac_sum(p, NULL, 0, 0)) == AC_OK);
+    ac_mem_restore(cp);
+    spare = p->grad;
+    ac_tensor_zero_grad(p);
+    cp = ac_mem_checkpoint();
+    before = stats();
+    /* room for backward's scratch (sum's gradient, as big as p, and a few small
+       lists) but not for the grad on top of it */
+    ac_set_memory_limit(before.bytes_in_use + (int64_t)grad_bytes + 16384);
+    CHECK(ac_backward(ac_sum(p, NULL, 0, 0)) == AC_ERR_MEMORY);
+    CHECK(p->grad == NULL);
+    CHECK(stats().spare_grad_bytes == before.spare_grad_bytes);
+    ac_set_memory_limit(before.bytes_in_use + 2 * (int64_t)grad_bytes + 16384);   /* room for both */
+    CHECK(ac_backward(ac_sum(p, NULL, 0, 0)) == AC_OK);
+    CHECK(p->grad == spare && p->grad->data[n - 1] == 1.0f);   /* the spare, still there */
+    ac_set_memory_limit(0);
+    ac_mem_restore(cp);
+    ac_tensor_free(p);
+}
+
 int main(void)
 {
     RUN(test_restore_frees_everything_made_in_scope);
@@ -480,5 +586,9 @@ int main(void)
     RUN(test_freeing_the_newest_tensors_moves_the_top_back);
     RUN(test_scoped_tensors_something_refers_to_are_not_reused);
     RUN(test_another_thread_cannot_free_a_scoped_tensor);
+    RUN(test_a_dropped_grad_is_reused_by_the_next_backward);
+    RUN(test_a_spare_grad_is_freed_with_its_parameter);
+    RUN(test_a_dropped_grad_someone_holds_is_not_reused);
+    RUN(test_taking_a_spare_back_respects_the_memory_limit);
     return TEST_REPORT();
 }

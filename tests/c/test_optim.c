@@ -328,6 +328,94 @@ static void test_adam_refuses_bad_arguments(void)
     ac_tensor_free(wrong);
 }
 
+/* ---- a warm training loop makes no malloc -------------------------------- */
+
+/* y = relu(x @ w1^T + b1) @ w2^T + b2, with each parameter's optimizer state. */
+typedef struct {
+    AcTensor *param[4];       /* w1 (16, 8), b1 (16), w2 (4, 16), b2 (4) */
+    AcTensor *state[4][2];    /* SGD's momentum in [i][0]; Adam's moments in [i][0] and [i][1] */
+} Mlp;
+
+static void mlp_init(Mlp *net)
+{
+    static const int64_t shapes[4][2] = {{16, 8}, {16, 1}, {4, 16}, {4, 1}};
+    int i, j;
+    for (i = 0; i < 4; i++) {
+        int ndim = shapes[i][1] == 1 ? 1 : 2;
+        net->param[i] = ac_randn(shapes[i], ndim);
+        ac_tensor_set_requires_grad(net->param[i], 1);
+        for (j = 0; j < 2; j++) net->state[i][j] = ac_tensor_new(shapes[i], ndim);
+    }
+}
+
+static void mlp_free(Mlp *net)
+{
+    int i, j;
+    for (i = 0; i < 4; i++) {
+        ac_tensor_free(net->param[i]);
+        for (j = 0; j < 2; j++) ac_tensor_free(net->state[i][j]);
+    }
+}
+
+/* One step of the loop a PyTorch user writes, inside a scope: forward, drop
+   (or zero) the grads, backward, update. Returns the loss. */
+static double train_step(Mlp *net, const AcTensor *x, const AcTensor *y, int adam, int set_to_none,
+                         int64_t step)
+{
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *h = ac_relu(ac_linear(x, net->param[0], net->param[1]));
+    AcTensor *loss = ac_mse_loss(ac_linear(h, net->param[2], net->param[3]), y, AC_REDUCTION_MEAN);
+    double value = loss ? loss->data[0] : NAN;
+    int i;
+    for (i = 0; i < 4; i++) {
+        if (set_to_none) CHECK(ac_tensor_zero_grad(net->param[i]) == AC_OK);
+        else if (net->param[i]->grad) CHECK(ac_tensor_fill_(net->param[i]->grad, 0.0f) == AC_OK);
+    }
+    CHECK(ac_backward(loss) == AC_OK);
+    for (i = 0; i < 4; i++) {
+        if (adam)
+            CHECK(ac_adam_step(net->param[i], net->state[i][0], net->state[i][1], step, 0.01f, 0.9f,
+                               0.999f, 1e-8f, 0, 0) == AC_OK);
+        else
+            CHECK(ac_sgd_step(net->param[i], net->state[i][0], step, 0.02f, 0.9f, 0, 0, 0) == AC_OK);
+    }
+    ac_mem_restore(cp);
+    return value;
+}
+
+static void test_a_warm_training_loop_makes_no_malloc(void)
+{
+    int64_t x_shape[2] = {32, 8}, y_shape[2] = {32, 4}, step;
+    int adam, set_to_none;
+    for (adam = 0; adam < 2; adam++) {
+        for (set_to_none = 0; set_to_none < 2; set_to_none++) {
+            AcTensor *x, *y;
+            AcMemStats start;
+            Mlp net;
+            double first_loss, last_loss = 0;
+            int flat = 1;
+            ac_manual_seed(3);
+            mlp_init(&net);
+            x = ac_randn(x_shape, 2);
+            y = ac_randn(y_shape, 2);
+            first_loss = train_step(&net, x, y, adam, set_to_none, 1);
+            for (step = 2; step <= 5; step++) train_step(&net, x, y, adam, set_to_none, step);
+            start = stats();
+            for (step = 6; step < 206; step++) {
+                last_loss = train_step(&net, x, y, adam, set_to_none, step);
+                if (stats().bytes_in_use != start.bytes_in_use) flat = 0;
+            }
+            CHECK(flat);
+            CHECK(stats().heap_allocations == start.heap_allocations);
+            CHECK(stats().live_tensors == start.live_tensors);
+            CHECK(last_loss < 0.8 * first_loss);   /* and it learned */
+            mlp_free(&net);
+            ac_tensor_free(x);
+            ac_tensor_free(y);
+        }
+    }
+}
+
 int main(void)
 {
     AcMemStats start = stats();
@@ -340,6 +428,7 @@ int main(void)
     RUN(test_adamw_decoupled_weight_decay);
     RUN(test_steps_allocate_nothing);
     RUN(test_results_do_not_depend_on_thread_count);
+    RUN(test_a_warm_training_loop_makes_no_malloc);
     RUN(test_no_grad_is_a_no_op);
     RUN(test_sgd_refuses_bad_arguments);
     RUN(test_adam_refuses_bad_arguments);

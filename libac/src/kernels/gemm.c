@@ -114,6 +114,7 @@ static float *pack_buffer(size_t floats)
     if (thread_buffer_floats >= floats) return thread_buffer;
     pthread_once(&buffer_key_once, buffer_key_create);
     if (posix_memalign(&mem, AC_ALIGN, floats * sizeof(float)) != 0) return NULL;
+    count_heap_allocation();
     free(thread_buffer);
     thread_buffer = mem;
     thread_buffer_floats = floats;
