@@ -24,7 +24,7 @@
 # data/MNIST/raw has them, else random pixels; normalised as in training and
 # written with 4 decimals, as a client would send them.
 #
-# Needs wrk (Debian: apt-get install wrk), curl, and gunicorn and
+# Needs wrk (Debian: apt-get install wrk), curl, and gunicorn, orjson and
 # torch==2.13.0 in the venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +42,7 @@ missing() { echo "serve_load: $1 is missing; $2" >&2; exit 1; }
 command -v wrk >/dev/null || missing wrk "apt-get install -y wrk"
 command -v curl >/dev/null || missing curl "apt-get install -y curl"
 "$PY" -c "import gunicorn" 2>/dev/null || missing gunicorn "$PY -m pip install gunicorn"
+"$PY" -c "import orjson" 2>/dev/null || missing orjson "$PY -m pip install orjson"
 "$PY" -c "import torch" 2>/dev/null || missing torch "$PY -m pip install torch==2.13.0"
 
 WORK=$(mktemp -d)

@@ -354,6 +354,20 @@ def test_concurrent_learning_equals_sequential_steps(serve, tmp_path):
     np.testing.assert_allclose(result["probs"], expected, rtol=1e-3, atol=1e-5)
 
 
+def test_a_diverged_model_answers_500_not_null(serve):
+    # One step at this rate makes the weights NaN. JSON has no NaN, and the
+    # service's JSON writer would put null in its place: it must refuse instead.
+    server = serve(1, AICRAFT_LR="1e38")
+    x = rows(4, seed=30)
+    payload = {"inputs": x.tolist(), "labels": [0, 1, 2, 3]}
+    status, answer = server.post("/learn", payload)
+    assert status == 200 and np.isfinite(answer["loss"])
+    for path, body in (("/predict", {"inputs": x.tolist()}), ("/learn", payload)):
+        status, answer = server.post(path, body)
+        assert status == 500 and answer["error"], (path, status, answer)
+    assert server.request("GET", "/healthz") == (200, {"status": "ok"})
+
+
 def test_memory_in_use_is_flat_over_2000_requests(serve):
     server = serve(1)
     # Short numbers keep the 2,000 requests quick to parse.
