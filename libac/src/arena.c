@@ -417,6 +417,20 @@ void *arena_alloc(size_t bytes)
     return (char *)b + BLOCK_HEADER_BYTES + b->used - bytes;
 }
 
+void *scratch_alloc(size_t bytes)
+{
+    return current_depth() > 0 ? arena_alloc(bytes) : root_alloc(bytes);
+}
+
+void scratch_free(void *p, size_t bytes)
+{
+    if (!p) return;
+    if (current_depth() == 0)
+        root_free(p, bytes);
+    else   /* arena_alloc rounded the size up */
+        arena_release(p, (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1), current_serial());
+}
+
 /* ---- scopes -------------------------------------------------------------- */
 
 AcCheckpoint ac_mem_checkpoint(void)

@@ -41,6 +41,11 @@ void root_free(void *p, size_t bytes);
 void root_set_aside(size_t bytes);
 int root_take_back(size_t bytes);
 void root_free_set_aside(void *p, size_t bytes);
+/* Scratch an op uses and gives back before it returns: from the innermost
+   scope's arena when a scope is open (so a step inside a checkpoint makes no
+   malloc; scratch_free pops it off again), else from the heap. */
+void *scratch_alloc(size_t bytes);
+void scratch_free(void *p, size_t bytes);
 /* Give back [p, p + bytes), an arena_alloc of the scope with this serial, before
    the scope ends. Only the calling thread's innermost scope takes it back, and
    only when it is the newest allocation or at least a page; returns 1 if it

@@ -363,14 +363,14 @@ static int project_inputs(const AcTensor *x, const AcTensor *W, const RnnCtx *c,
     int64_t t, b;
     if (s->batch_first && I > 0) {
         copy_bytes = (size_t)(TB * I) * sizeof(float);
-        if (!(copy = root_alloc(copy_bytes))) return AC_ERR_MEMORY;
+        if (!(copy = scratch_alloc(copy_bytes))) return AC_ERR_MEMORY;
         for (t = 0; t < T; t++)
             for (b = 0; b < B; b++)
                 memcpy(copy + (t * B + b) * I, x->data + (b * T + t) * I, (size_t)I * sizeof(float));
         rows = copy;
     }
     gemm(0, 1, TB, GH, I, 1.0f, rows, I, W->data, ldw, 0.0f, xp, GH);
-    if (copy) root_free(copy, copy_bytes);
+    if (copy) scratch_free(copy, copy_bytes);
     return AC_OK;
 }
 
@@ -381,7 +381,7 @@ static int lstm_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c,
     const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
     const int64_t I = c->features, ldw = W->shape[1];
     const size_t scratch_bytes = (size_t)(12 * HB) * sizeof(float);
-    float *scratch = root_alloc(scratch_bytes), *pre, *cells[2];
+    float *scratch = scratch_alloc(scratch_bytes), *pre, *cells[2];
     float *gates = saved, *c_prev = saved ? saved + 4 * HB * T : NULL;
     float *tanh_c = saved ? c_prev + HB * T : NULL;
     const float *h0 = state ? state->data : NULL, *c0 = state ? state->data + HB : NULL;
@@ -410,7 +410,7 @@ static int lstm_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c,
         matrix_transpose(P + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
     }
     matrix_transpose(P + T * HB, H, job.c_next, B, H, B, 0);   /* c_T, after the T*B output rows */
-    root_free(scratch, scratch_bytes);
+    scratch_free(scratch, scratch_bytes);
     return AC_OK;
 }
 
@@ -421,7 +421,7 @@ static int gru_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, 
     const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
     const int64_t I = c->features, ldw = W->shape[1];
     const size_t scratch_bytes = (size_t)(12 * HB) * sizeof(float);
-    float *scratch = root_alloc(scratch_bytes), *xs, *hs, *states[2];
+    float *scratch = scratch_alloc(scratch_bytes), *xs, *hs, *states[2];
     float *gates = saved, *hn = saved ? saved + 3 * HB * T : NULL;
     GateJob job;
     int64_t k, j;
@@ -454,7 +454,7 @@ static int gru_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, 
         parallel_for(HB, GATE_GRAIN, gru_task, &job);
         matrix_transpose(out + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
     }
-    root_free(scratch, scratch_bytes);
+    scratch_free(scratch, scratch_bytes);
     return AC_OK;
 }
 
@@ -492,12 +492,12 @@ static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTen
     c->bias_cols = bias_cols;
     c->state_index = recorded_index(inputs, 2);
     c->saved_index = recorded_index(inputs, 3);
-    xp = c != &local ? saved->data : root_alloc((size_t)xp_size * sizeof(float));
+    xp = c != &local ? saved->data : scratch_alloc((size_t)xp_size * sizeof(float));
     rc = xp ? project_inputs(x, W, c, xp) : AC_ERR_MEMORY;
     if (rc == AC_OK)
         rc = lstm ? lstm_steps(W, state, c, c != &local ? xp : NULL, xp, out->data)
                   : gru_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
-    if (c == &local && xp) root_free(xp, (size_t)xp_size * sizeof(float));
+    if (c == &local && xp) scratch_free(xp, (size_t)xp_size * sizeof(float));
     if (rc) {
         ac_tensor_free(out);
         return NULL;
