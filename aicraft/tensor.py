@@ -5,14 +5,15 @@ the _Scope of the ac.checkpoint() it was made in).
 
 * Root tensors are reference counted in C; the wrapper owns one reference and
   drops it in __del__.
-* Scoped tensors die with their scope. The scope keeps weak references to its
-  wrappers and, when it ends, sets the `_ptr` of those still alive to NULL: C
-  then sees NULL and fails, and the error path reports ScopeError. So the fast
-  path pays nothing for the check, and no freed pointer is ever handed to C.
-  A wrapper that dies inside its scope frees its tensor there too: if nothing
-  else refers to it (a graph node, a view, another wrapper), C reuses its
-  memory for the scope's next tensors, so a forward pass under no_grad holds
-  about two layers' outputs at a time rather than all of them.
+* Scoped tensors die with their scope. The scope keeps its wrappers (weak
+  references to those of _FREE_EARLY_SIZE floats or more) and, when it ends,
+  sets the `_ptr` of those still alive to NULL: C then sees NULL and fails, and
+  the error path reports ScopeError. So the fast path pays nothing for the
+  check, and no freed pointer is ever handed to C. A large tensor's wrapper
+  that dies inside its scope frees its tensor there too: if nothing else
+  refers to it (a graph node, a view, another wrapper), C reuses its memory
+  for the scope's next tensors, so a forward pass under no_grad holds about
+  two layers' outputs at a time rather than all of them.
 
 Per-op cost matters (a 16-element add is a few hundred nanoseconds): C entry
 points are bound once (module globals or closures), hot ops build their wrapper
@@ -31,6 +32,10 @@ from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
 
 _NULL = ffi.NULL
 _ref = weakref.ref
+# Scoped tensors of fewer floats live to their scope's end: freeing them early
+# would save little memory (C reuses only chunks of 4 KB or more, unless on
+# the arena's top) and cost a weak reference and a call per op.
+_FREE_EARLY_SIZE = 1024
 float32 = np.dtype(np.float32)
 
 # ---- scopes ------------------------------------------------------------------
@@ -43,13 +48,13 @@ _open_lock = threading.Lock()
 class _Scope:
     """One open ac.checkpoint() (or a scope C opened around a Python callback)."""
 
-    __slots__ = ("depth", "tensors", "borrowed", "alive", "thread")
+    __slots__ = ("depth", "tensors", "kept", "alive", "thread")
 
     def __init__(self, depth):
         self.depth = depth
         self.thread = threading.get_ident()   # C scopes belong to one thread
-        self.tensors = []     # weak references to the wrappers made in it
-        self.borrowed = []    # the wrappers _wrap_borrowed made in it
+        self.tensors = []     # weak references to the wrappers that may free early
+        self.kept = []        # wrappers that live to its end: small or borrowed ones
         self.alive = True
 
     def end(self):
@@ -59,10 +64,10 @@ class _Scope:
             t = ref()
             if t is not None:
                 t._ptr = _NULL
-        for t in self.borrowed:
+        for t in self.kept:
             t._ptr = _NULL
         self.tensors = []
-        self.borrowed = []
+        self.kept = []
 
 
 def scope_stack():
@@ -120,7 +125,10 @@ def _wrap_scoped(p):
     if depth:
         scope = _scope_at(depth)
         t._scope = scope
-        scope.tensors.append(_ref(t))
+        if p.size < _FREE_EARLY_SIZE:
+            scope.kept.append(t)
+        else:
+            scope.tensors.append(_ref(t))
     else:
         t._scope = None
     return t
@@ -136,7 +144,7 @@ def _wrap_borrowed(p, owner):
     scope = owner._scope
     if scope is not None:
         t._scope = scope
-        scope.borrowed.append(t)
+        scope.kept.append(t)
         if p.scope_depth:
             lib.ac_tensor_retain(p)
     else:
