@@ -49,14 +49,16 @@ class checkpoint:
 def memory_stats():
     """Process-wide counters: bytes_in_use, peak_bytes, live_tensors, live_nodes,
     arena_reserved, memory_limit (0 when none), heap_allocations (mallocs libac
-    has made so far: flat across warm training steps) and spare_grad_bytes
-    (dropped grads kept for their parameter's next backward, not in bytes_in_use)."""
+    has made so far: flat across warm training steps), spare_grad_bytes
+    (dropped grads kept for their parameter's next backward, not in bytes_in_use)
+    and root_cached_bytes (freed root tensors each thread keeps for the next of
+    the same size, such as the next batch; not in bytes_in_use)."""
     stats = ffi.new("AcMemStats *")
     if lib.ac_memory_stats(stats) < 0:
         raise_error()
     return {name: getattr(stats, name) for name in
             ("bytes_in_use", "peak_bytes", "live_tensors", "live_nodes", "arena_reserved", "memory_limit",
-             "heap_allocations", "spare_grad_bytes")}
+             "heap_allocations", "spare_grad_bytes", "root_cached_bytes")}
 
 
 def set_memory_limit(limit):

@@ -288,3 +288,41 @@ def test_compose_batch_equals_stacked_per_sample_results_even_with_a_lambda():
     assert batch.shape == (4, 9) and batch.dtype == np.float32
     np.testing.assert_allclose(batch, np.stack([pipeline(im) for im in images]), rtol=1e-6)
     np.testing.assert_allclose(batch, ((images.reshape(4, 9) / 255.0 - 0.5) / 0.25) * 2, rtol=1e-5, atol=1e-5)
+
+
+def train_on(batches, epochs):
+    """Linear/ReLU/Linear trained with SGD, a step per batch in its own scope; for each step,
+    bytes_in_use before and after it, heap_allocations after it, and the loss."""
+    ac.manual_seed(3)
+    model = ac.nn.Sequential(ac.nn.Linear(6, 16), ac.nn.ReLU(), ac.nn.Linear(16, 1))
+    opt, loss_fn = ac.optim.SGD(model.parameters(), lr=0.05), ac.nn.MSELoss()
+    steps = []
+    for epoch in range(epochs):
+        for x, y in batches(epoch):
+            in_use = ac.memory_stats()["bytes_in_use"]
+            with ac.checkpoint():
+                opt.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                value = loss.item()
+            stats = ac.memory_stats()
+            steps.append((in_use, stats["bytes_in_use"], stats["heap_allocations"], value))
+    return steps
+
+
+def test_a_training_loop_over_a_loader_makes_no_malloc_once_warm():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((100, 6)).astype(np.float32)
+    y = (x @ rng.standard_normal((6, 1)) + 0.5).astype(np.float32)
+    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, seed=1)   # 6 batches of 16, one of 4
+    steps = train_on(lambda epoch: loader, epochs=4)
+    # each batch is made at root while the last one is still alive, then the last one is
+    # freed: from the second epoch on, every size has been seen and is taken from the cache
+    assert len({heap for _, _, heap, _ in steps[len(loader):]}) == 1
+    assert all(after == before for before, after, _, _ in steps[1:])   # the first makes the grads
+    assert steps[-1][3] < 0.5 * steps[0][3]
+    # the same batches, all made up front (nothing reused): the same losses, bit for bit
+    replay = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, seed=1)
+    epochs = [[(ac.from_numpy(bx.numpy()), ac.from_numpy(by.numpy())) for bx, by in replay] for _ in range(4)]
+    assert [loss for *_, loss in train_on(lambda epoch: epochs[epoch], epochs=4)] == [loss for *_, loss in steps]

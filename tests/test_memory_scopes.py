@@ -458,6 +458,6 @@ def test_memory_limit_at_root():
 def test_memory_stats_fields():
     s = ac.memory_stats()
     assert set(s) == {"bytes_in_use", "peak_bytes", "live_tensors", "live_nodes", "arena_reserved",
-                      "memory_limit", "heap_allocations", "spare_grad_bytes"}
+                      "memory_limit", "heap_allocations", "spare_grad_bytes", "root_cached_bytes"}
     assert all(isinstance(v, int) for v in s.values())
     assert s["peak_bytes"] >= s["bytes_in_use"] >= 0

@@ -73,6 +73,8 @@ typedef struct {
     int64_t heap_allocations;  /* mallocs libac has made since the process began */
     int64_t spare_grad_bytes;  /* dropped grads kept for their parameter's next
                                   backward; not in bytes_in_use, like cached blocks */
+    int64_t root_cached_bytes; /* freed root allocations each thread keeps for the next
+                                  of the same size; not in bytes_in_use */
 } AcMemStats;
 
 AcCheckpoint ac_mem_checkpoint(void);    /* open a scope on this thread */

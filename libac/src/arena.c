@@ -18,6 +18,11 @@
  * chain under no_grad then holds about two layers' outputs at a time instead
  * of all of them.
  *
+ * A root allocation freed on a thread that has opened a scope is kept in that
+ * thread's small root cache, and a later root allocation of exactly its size
+ * takes it back: a DataLoader makes each batch at root and frees the previous
+ * one just after, so a loop over it would otherwise malloc every batch.
+ *
  * Not here: tensor layout (tensor.c) and graph nodes (autograd.c).
  */
 #define _POSIX_C_SOURCE 200112L
@@ -37,6 +42,11 @@
    ends: the free list holds only chunks worth reusing, so searching it stays
    short. */
 #define FREE_MIN_BYTES ((size_t)4096)
+/* Freed root allocations a thread keeps, oldest dropped first: a batch is a few
+   tensors (inputs, targets, maybe a mask), and 16 MB covers them at the batch
+   sizes a CPU trains with while holding back a quarter of the block cache. */
+#define ROOT_CACHE_ENTRIES 8
+#define ROOT_CACHE_BYTES ((size_t)16 << 20)
 
 typedef struct ArenaBlock {
     struct ArenaBlock *prev;   /* the older block in the chain, or the next cached one */
@@ -69,6 +79,10 @@ typedef struct {
     ArenaBlock *top;
     ArenaBlock *cache;
     size_t cached_bytes;
+    void *root_cache[ROOT_CACHE_ENTRIES];          /* oldest first, as root_alloc returned them */
+    size_t root_cache_sizes[ROOT_CACHE_ENTRIES];
+    int root_cache_count;
+    size_t root_cache_bytes;
     Scope *scopes;
     int depth, capacity;
     int64_t bytes, tensors, nodes;   /* scoped allocations made by this thread so far */
@@ -76,7 +90,7 @@ typedef struct {
 
 static int64_t g_bytes_in_use, g_peak_bytes, g_live_tensors, g_live_nodes;
 static int64_t g_arena_reserved, g_memory_limit;
-static int64_t g_heap_allocations, g_spare_grad_bytes;
+static int64_t g_heap_allocations, g_spare_grad_bytes, g_root_cached_bytes;
 static uint32_t g_next_serial;   /* process-wide: a serial names one scope of one thread */
 
 static pthread_key_t arena_key;
@@ -143,10 +157,55 @@ int ac_memory_stats(AcMemStats *out)
     out->memory_limit = __atomic_load_n(&g_memory_limit, __ATOMIC_RELAXED);
     out->heap_allocations = __atomic_load_n(&g_heap_allocations, __ATOMIC_RELAXED);
     out->spare_grad_bytes = __atomic_load_n(&g_spare_grad_bytes, __ATOMIC_RELAXED);
+    out->root_cached_bytes = __atomic_load_n(&g_root_cached_bytes, __ATOMIC_RELAXED);
     return AC_OK;
 }
 
 /* ---- root allocations ---------------------------------------------------- */
+
+/* Take entry i out of ta's root cache. */
+static void *root_cache_remove(ThreadArena *ta, int i)
+{
+    void *p = ta->root_cache[i];
+    size_t bytes = ta->root_cache_sizes[i];
+    ta->root_cache_count--;
+    memmove(&ta->root_cache[i], &ta->root_cache[i + 1],
+            (size_t)(ta->root_cache_count - i) * sizeof ta->root_cache[0]);
+    memmove(&ta->root_cache_sizes[i], &ta->root_cache_sizes[i + 1],
+            (size_t)(ta->root_cache_count - i) * sizeof ta->root_cache_sizes[0]);
+    ta->root_cache_bytes -= bytes;
+    __atomic_add_fetch(&g_root_cached_bytes, -(int64_t)bytes, __ATOMIC_RELAXED);
+    return p;
+}
+
+/* The newest cached root allocation of exactly bytes on this thread, or NULL. */
+static void *root_cache_take(size_t bytes)
+{
+    ThreadArena *ta = tls_arena;
+    int i;
+    if (!ta) return NULL;
+    for (i = ta->root_cache_count - 1; i >= 0; i--)
+        if (ta->root_cache_sizes[i] == bytes) return root_cache_remove(ta, i);
+    return NULL;
+}
+
+/* Only a thread that already has its arena keeps a cache: making one here could
+   happen while the thread exits, after its arena was destroyed. */
+static void root_cache_put(void *p, size_t bytes)
+{
+    ThreadArena *ta = tls_arena;
+    if (!ta || bytes > ROOT_CACHE_BYTES) {
+        free(((void **)p)[-1]);
+        return;
+    }
+    while (ta->root_cache_count == ROOT_CACHE_ENTRIES || ta->root_cache_bytes + bytes > ROOT_CACHE_BYTES)
+        free(((void **)root_cache_remove(ta, 0))[-1]);
+    ta->root_cache[ta->root_cache_count] = p;
+    ta->root_cache_sizes[ta->root_cache_count] = bytes;
+    ta->root_cache_count++;
+    ta->root_cache_bytes += bytes;
+    __atomic_add_fetch(&g_root_cached_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+}
 
 /* malloc is several times cheaper than posix_memalign for the small tensors
    of a training step, so align by hand: the raw pointer sits just before the
@@ -155,11 +214,14 @@ void *root_alloc(size_t bytes)
 {
     char *raw, *aligned;
     if (over_limit("alloc", bytes)) return NULL;
-    raw = malloc(bytes + AC_ALIGN);
-    if (!raw) return error_null(AC_ERR_MEMORY, "alloc: out of memory allocating %zu bytes", bytes);
-    count_heap_allocation();
-    aligned = (char *)(((uintptr_t)raw + AC_ALIGN) & ~(uintptr_t)(AC_ALIGN - 1));
-    ((void **)aligned)[-1] = raw;
+    aligned = root_cache_take(bytes);
+    if (!aligned) {
+        raw = malloc(bytes + AC_ALIGN);
+        if (!raw) return error_null(AC_ERR_MEMORY, "alloc: out of memory allocating %zu bytes", bytes);
+        count_heap_allocation();
+        aligned = (char *)(((uintptr_t)raw + AC_ALIGN) & ~(uintptr_t)(AC_ALIGN - 1));
+        ((void **)aligned)[-1] = raw;
+    }
     add_bytes((int64_t)bytes);
     return aligned;
 }
@@ -167,7 +229,7 @@ void *root_alloc(size_t bytes)
 void root_free(void *p, size_t bytes)
 {
     if (!p) return;
-    free(((void **)p)[-1]);
+    root_cache_put(p, bytes);
     add_bytes(-(int64_t)bytes);
 }
 
@@ -254,6 +316,8 @@ static void thread_arena_destroy(void *p)
         ta->cache = b->prev;
         block_release(b);
     }
+    while (ta->root_cache_count > 0)
+        free(((void **)root_cache_remove(ta, ta->root_cache_count - 1))[-1]);
     free(ta->scopes);
     free(ta);
     tls_arena = NULL;

@@ -564,6 +564,134 @@ static void test_taking_a_spare_back_respects_the_memory_limit(void)
     ac_tensor_free(p);
 }
 
+/* ---- root cache: a freed root tensor is kept for the next of its size ---- */
+
+/* A root tensor of n ones; *bytes gets what it adds to bytes_in_use. */
+static AcTensor *root_ones(int64_t n, int64_t *bytes)
+{
+    int64_t in_use = stats().bytes_in_use;
+    AcTensor *t = ac_full(&n, 1, 1.0f);
+    if (bytes) *bytes = stats().bytes_in_use - in_use;
+    return t;
+}
+
+/* Leave this thread's root cache empty: fill it with 8 sizes no other test
+   uses (pushing out what earlier tests left there), then take them all back
+   into held, which the caller frees. */
+static void empty_root_cache(AcTensor *held[8])
+{
+    AcCheckpoint cp = ac_mem_checkpoint();   /* the cache belongs to the thread's scope state */
+    int i;
+    ac_mem_restore(cp);
+    for (i = 0; i < 8; i++) held[i] = root_ones(7001 + 32 * i, NULL);
+    for (i = 0; i < 8; i++) ac_tensor_free(held[i]);
+    for (i = 0; i < 8; i++) held[i] = root_ones(7001 + 32 * i, NULL);
+}
+
+static void free_all(AcTensor *held[8])
+{
+    int i;
+    for (i = 0; i < 8; i++) ac_tensor_free(held[i]);
+}
+
+static void test_a_freed_root_tensor_is_reused_by_the_next_of_its_size(void)
+{
+    AcTensor *held[8], *a, *b, *c;
+    AcMemStats before, cached;
+    int64_t bytes;
+    float *data;
+    empty_root_cache(held);
+    before = stats();
+    CHECK(before.root_cached_bytes == 0);
+    a = root_ones(1000, &bytes);
+    data = a->data;
+    ac_tensor_free(a);
+    cached = stats();
+    CHECK(cached.bytes_in_use == before.bytes_in_use);   /* cached bytes are not in use */
+    CHECK(cached.root_cached_bytes == bytes);
+    /* the limit applies to bytes in use only: a cached block is no exception */
+    ac_set_memory_limit(before.bytes_in_use + bytes - 1);
+    CHECK(root_ones(1000, NULL) == NULL);
+    ac_set_memory_limit(before.bytes_in_use + bytes);
+    b = root_ones(1000, NULL);
+    ac_set_memory_limit(0);
+    CHECK(b != NULL && b->data == data);
+    CHECK(b->data[0] == 1.0f && b->data[999] == 1.0f);
+    CHECK(stats().heap_allocations == cached.heap_allocations);
+    CHECK(stats().root_cached_bytes == 0);
+    CHECK(stats().bytes_in_use == before.bytes_in_use + bytes);
+    c = root_ones(1001, NULL);                                /* another size: a malloc */
+    CHECK(stats().heap_allocations == cached.heap_allocations + 1);
+    ac_tensor_free(c);
+    ac_tensor_free(b);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+    free_all(held);
+}
+
+static void test_the_root_cache_keeps_its_bounds(void)
+{
+    AcTensor *held[8], *t[9], *big;
+    int64_t bytes[9], newest_eight = 0, big_bytes, heap;
+    int i;
+    empty_root_cache(held);
+    for (i = 0; i < 9; i++) t[i] = root_ones(2000 + 64 * i, &bytes[i]);
+    for (i = 0; i < 9; i++) ac_tensor_free(t[i]);
+    for (i = 1; i < 9; i++) newest_eight += bytes[i];
+    CHECK(stats().root_cached_bytes == newest_eight);        /* 8 entries: the oldest went */
+    heap = stats().heap_allocations;
+    t[0] = root_ones(2000, NULL);
+    CHECK(stats().heap_allocations == heap + 1);
+    t[8] = root_ones(2000 + 64 * 8, NULL);
+    CHECK(stats().heap_allocations == heap + 1);
+    ac_tensor_free(t[8]);
+    ac_tensor_free(t[0]);
+    /* 16 MB in all: three 6 MB tensors leave the newest two */
+    for (i = 0; i < 3; i++) t[i] = root_ones((6 << 20) / 4 + 16 * i, &bytes[i]);
+    for (i = 0; i < 3; i++) ac_tensor_free(t[i]);
+    CHECK(stats().root_cached_bytes == bytes[1] + bytes[2]);
+    /* one bigger than the whole cache is freed at once, leaving the cache as it was */
+    big = root_ones((20 << 20) / 4, &big_bytes);
+    ac_tensor_free(big);
+    CHECK(stats().root_cached_bytes == bytes[1] + bytes[2]);
+    heap = stats().heap_allocations;
+    big = root_ones((20 << 20) / 4, NULL);
+    CHECK(stats().heap_allocations == heap + 1);
+    ac_tensor_free(big);
+    free_all(held);
+}
+
+typedef struct {
+    AcTensor *from_main;     /* made by the main thread, freed by this one */
+    int64_t cached_here;     /* root_cached_bytes once this thread freed its tensors */
+} RootCacheThread;
+
+static void *free_roots_then_exit(void *arg)
+{
+    RootCacheThread *r = arg;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    ac_mem_restore(cp);
+    ac_tensor_free(r->from_main);               /* goes to this thread's cache */
+    ac_tensor_free(root_ones(3000, NULL));
+    r->cached_here = stats().root_cached_bytes;
+    return NULL;   /* exiting frees the cache; under ASan, one left behind is a leak */
+}
+
+static void test_a_thread_frees_its_root_cache_when_it_exits(void)
+{
+    RootCacheThread r;
+    AcMemStats before;
+    int64_t main_bytes;
+    pthread_t thread;
+    r.from_main = root_ones(4000, &main_bytes);
+    before = stats();
+    pthread_create(&thread, NULL, free_roots_then_exit, &r);
+    pthread_join(thread, NULL);
+    CHECK(r.cached_here > before.root_cached_bytes + main_bytes);
+    CHECK(stats().root_cached_bytes == before.root_cached_bytes);
+    CHECK(stats().bytes_in_use == before.bytes_in_use - main_bytes);
+}
+
 int main(void)
 {
     RUN(test_restore_frees_everything_made_in_scope);
@@ -590,5 +718,8 @@ int main(void)
     RUN(test_a_spare_grad_is_freed_with_its_parameter);
     RUN(test_a_dropped_grad_someone_holds_is_not_reused);
     RUN(test_taking_a_spare_back_respects_the_memory_limit);
+    RUN(test_a_freed_root_tensor_is_reused_by_the_next_of_its_size);
+    RUN(test_the_root_cache_keeps_its_bounds);
+    RUN(test_a_thread_frees_its_root_cache_when_it_exits);
     return TEST_REPORT();
 }
