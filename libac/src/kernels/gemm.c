@@ -70,32 +70,48 @@ typedef struct {
     int mc;   /* rows of a packed A block (mc x kc): a share of L3 */
 } GemmBlocking;
 
-static long cache_l1 = 32L << 10, cache_l2 = 256L << 10, cache_l3 = 8L << 20;
-static pthread_once_t cache_sizes_once = PTHREAD_ONCE_INIT;
-
-/* Data cache sizes from the C library where it knows them; else the defaults above. */
-static void read_cache_sizes(void)
-{
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
-    defined(_SC_LEVEL3_CACHE_SIZE)
-    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (l1 > 0) cache_l1 = l1;
-    if (l2 > 0) cache_l2 = l2;
-    if (l3 > 0) cache_l3 = l3;
+static const GemmKernels *const kernel_sets[] = {
+    &gemm_generic_kernels,
+#if defined(__x86_64__) || defined(__i386__)
+    &gemm_avx2_kernels, &gemm_avx512_kernels,
 #endif
-}
+};
+#define KERNEL_SETS (sizeof kernel_sets / sizeof kernel_sets[0])
+static GemmBlocking kernel_set_blocking[KERNEL_SETS];
+static pthread_once_t blocking_once = PTHREAD_ONCE_INIT;
 
 static int clamp_int(long v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
 
+/* Each kernel set's blocking, from the data cache sizes the C library knows
+   (else typical ones). Worked out once: the divisions cost as much as an 8x8
+   product. */
+static void set_up_blocking(void)
+{
+    long l1 = 32L << 10, l2 = 256L << 10, l3 = 8L << 20;
+    size_t i;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
+    defined(_SC_LEVEL3_CACHE_SIZE)
+    long known_l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), known_l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long known_l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (known_l1 > 0) l1 = known_l1;
+    if (known_l2 > 0) l2 = known_l2;
+    if (known_l3 > 0) l3 = known_l3;
+#endif
+    for (i = 0; i < KERNEL_SETS; i++) {
+        const GemmKernels *kern = kernel_sets[i];
+        GemmBlocking *blk = &kernel_set_blocking[i];
+        blk->kc = clamp_int(l1 * 3 / 4 / (4L * kern->mr), 64, 512) / 8 * 8;
+        blk->nc = clamp_int(l2 * 3 / 4 / (4L * blk->kc), kern->nr, 4096) / kern->nr * kern->nr;
+        blk->mc = clamp_int(l3 / 4 / (4L * blk->kc), kern->mr, 3072) / kern->mr * kern->mr;
+    }
+}
+
 static GemmBlocking blocking_for(const GemmKernels *kern)
 {
-    GemmBlocking blk;
-    pthread_once(&cache_sizes_once, read_cache_sizes);
-    blk.kc = clamp_int(cache_l1 * 3 / 4 / (4L * kern->mr), 64, 512) / 8 * 8;
-    blk.nc = clamp_int(cache_l2 * 3 / 4 / (4L * blk.kc), kern->nr, 4096) / kern->nr * kern->nr;
-    blk.mc = clamp_int(cache_l3 / 4 / (4L * blk.kc), kern->mr, 3072) / kern->mr * kern->mr;
-    return blk;
+    size_t i;
+    pthread_once(&blocking_once, set_up_blocking);
+    for (i = 1; i < KERNEL_SETS && kernel_sets[i] != kern; i++) {}
+    return kernel_set_blocking[i < KERNEL_SETS ? i : 0];
 }
 
 /* ---- pack buffers: one per thread, grown on demand, freed at thread exit -- */
@@ -170,10 +186,12 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
 {
     const GemmKernels *kern = job->kern;
     int mr = kern->mr, nr = kern->nr;
-    int64_t slices = (job->k + job->blk.kc - 1) / job->blk.kc;
-    int64_t slice = (job->k + slices - 1) / slices;
-    int64_t a_rows = min64(job->blk.mc, (i1 - i0 + mr - 1) / mr * mr);
-    int64_t b_cols = min64(job->blk.nc, (j1 - j0 + nr - 1) / nr * nr);
+    /* Small products are common and 64-bit divisions slow: skip or narrow them. */
+    int64_t slices = job->k <= job->blk.kc ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
+    int64_t slice = slices == 1 ? job->k : (job->k + slices - 1) / slices;
+    int rows = (int)min64(job->blk.mc, i1 - i0), cols = (int)min64(job->blk.nc, j1 - j0);
+    int64_t a_rows = (rows + mr - 1) / mr * mr;   /* mc and nc are multiples of mr and nr */
+    int64_t b_cols = (cols + nr - 1) / nr * nr;
     size_t a_floats = (size_t)(a_rows * slice);
     float *abuf = pack_buffer(a_floats + (size_t)(b_cols * slice)), *bbuf;
     int64_t ic, pc, jc;
@@ -309,7 +327,7 @@ void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 {
     GemmJob job;
     int threads = ac_get_num_threads();
-    int64_t tasks = 1, tiles;
+    int64_t tasks, tiles;
     if (m == 0 || n == 0) return;
     if (k == 0 || alpha == 0.0f) {
         scale_c(m, n, beta, c, ldc);
@@ -339,10 +357,14 @@ void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     /* Split the longer side: each task packs all of the other operand, and that
        operand is then the smaller one to pack twice. */
     job.split_rows = m >= n;
+    if (threads == 1 || (double)m * n * k < GEMM_PARALLEL_WORK) {
+        job.task_span = job.split_rows ? m : n;   /* one task: all of C */
+        gemm_tasks(&job, 0, 1);
+        return;
+    }
     tiles = job.split_rows ? (m + job.kern->mr - 1) / job.kern->mr
                            : (n + job.kern->nr - 1) / job.kern->nr;
-    if (threads > 1 && (double)m * n * k >= GEMM_PARALLEL_WORK)
-        tasks = min64(threads, tiles);
+    tasks = min64(threads, tiles);
     job.task_span = (tiles + tasks - 1) / tasks * (job.split_rows ? job.kern->mr : job.kern->nr);
     tasks = ((job.split_rows ? m : n) + job.task_span - 1) / job.task_span;
     parallel_for(tasks, 1, gemm_tasks, &job);
@@ -360,7 +382,8 @@ static int check_operand(const char *name, const float *x, int64_t rows, int64_t
     if (ld < (cols > 1 ? cols : 1))
         return error_set(AC_ERR_ARG, "sgemm: %s (%lld) is smaller than a row of %s (%lld)",
                          ld_name, (long long)ld, name, (long long)cols);
-    if (rows > 0 && (rows - 1) > (INT64_MAX / 8 - cols) / ld)
+    if (rows > 0 && (rows > ((int64_t)1 << 29) || ld > ((int64_t)1 << 29)) &&   /* else it fits */
+        (rows - 1) > (INT64_MAX / 8 - cols) / ld)
         return error_set(AC_ERR_ARG, "sgemm: %s of %lld rows with %s %lld is too large",
                          name, (long long)rows, ld_name, (long long)ld);
     return AC_OK;
