@@ -71,6 +71,23 @@ typedef struct {
 
 typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
 
+/*
+ * Defines `name`, a kernel set's few_rows entry, from the set's inline
+ * few_rows(f, rows): one copy per row count, so that rows is a constant in
+ * its loops, picked by f->m. TARGET is the set's target attribute.
+ */
+#define GEMM_FEW_ROWS_ENTRY(name, TARGET)                                       \
+    TARGET static void name##_1(const GemmFewRows *f) { few_rows(f, 1); }      \
+    TARGET static void name##_2(const GemmFewRows *f) { few_rows(f, 2); }      \
+    TARGET static void name##_3(const GemmFewRows *f) { few_rows(f, 3); }      \
+    TARGET static void name##_4(const GemmFewRows *f) { few_rows(f, 4); }      \
+    static void name(const GemmFewRows *f)                                      \
+    {                                                                           \
+        static const GemmFewRowsFn by_rows[GEMM_FEW_ROWS] = {name##_1, name##_2, \
+                                                             name##_3, name##_4}; \
+        by_rows[f->m - 1](f);                                                   \
+    }
+
 /* One finished element of C: alpha * sum + beta * c, reading c only when beta != 0. */
 static inline float gemm_scaled(float sum, float alpha, float beta, const float *c)
 {

@@ -296,17 +296,7 @@ few_rows(const GemmFewRows *f, const int rows)
         for (j = f->j0; j < f->j1; j += 16) axpys_16(f, j, rows);
 }
 
-AVX2_TARGET static void few_rows_1(const GemmFewRows *f) { few_rows(f, 1); }
-AVX2_TARGET static void few_rows_2(const GemmFewRows *f) { few_rows(f, 2); }
-AVX2_TARGET static void few_rows_3(const GemmFewRows *f) { few_rows(f, 3); }
-AVX2_TARGET static void few_rows_4(const GemmFewRows *f) { few_rows(f, 4); }
-
-static void avx2_few_rows(const GemmFewRows *f)
-{
-    static const GemmFewRowsFn by_rows[GEMM_FEW_ROWS] = {few_rows_1, few_rows_2, few_rows_3,
-                                                          few_rows_4};
-    by_rows[f->m - 1](f);
-}
+GEMM_FEW_ROWS_ENTRY(avx2_few_rows, AVX2_TARGET)
 
 const GemmKernels gemm_avx2_kernels = {
     "avx2", AVX2_MR, AVX2_NR, avx2_pack, avx2_kernel, avx2_few_rows

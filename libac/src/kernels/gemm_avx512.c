@@ -285,17 +285,7 @@ few_rows(const GemmFewRows *f, const int rows)
         for (j = f->j0; j < f->j1; j += 64) axpys_64(f, j, rows);
 }
 
-AVX512_TARGET static void few_rows_1(const GemmFewRows *f) { few_rows(f, 1); }
-AVX512_TARGET static void few_rows_2(const GemmFewRows *f) { few_rows(f, 2); }
-AVX512_TARGET static void few_rows_3(const GemmFewRows *f) { few_rows(f, 3); }
-AVX512_TARGET static void few_rows_4(const GemmFewRows *f) { few_rows(f, 4); }
-
-static void avx512_few_rows(const GemmFewRows *f)
-{
-    static const GemmFewRowsFn by_rows[GEMM_FEW_ROWS] = {few_rows_1, few_rows_2, few_rows_3,
-                                                          few_rows_4};
-    by_rows[f->m - 1](f);
-}
+GEMM_FEW_ROWS_ENTRY(avx512_few_rows, AVX512_TARGET)
 
 const GemmKernels gemm_avx512_kernels = {
     "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel, avx512_few_rows
