@@ -297,9 +297,11 @@ static int64_t thread_cpu_nanoseconds(void)
  * where either happened (the caller waited longer than the job was worth, or
  * ran for less than 3/4 of the time it took), the pool retreats: jobs run
  * serially for a while, so a busy machine makes many threads no slower than
- * one. Waiting for workers that had to be woken from sleep does not count:
- * that is the price of the pool having been idle, and it is paid again after
- * every retreat, so counting it would make retreats feed themselves.
+ * one. A job that had to wake sleeping workers counts as neither: the
+ * wake-up is the price of the pool having been idle (and the scheduler often
+ * runs the woken worker on the caller's core for a while, which starves the
+ * caller), and it is paid again after every retreat, so counting it would
+ * make retreats feed themselves.
  * One slow job costs the wait for a descheduled thread, a scheduler time
  * slice, while a good one saves a fraction of a short job; so a good job
  * undoes only one slow job, and a core that is busy now and then keeps the
@@ -309,8 +311,9 @@ static void note_job_timing(int64_t posted, int64_t caller_done, int64_t all_don
                             int64_t caller_cpu, int threads, int woke_workers)
 {
     int64_t caller_wall = caller_done - posted;
-    int late = !woke_workers && all_done - caller_done > caller_wall * (threads - 1);
+    int late = all_done - caller_done > caller_wall * (threads - 1);
     int starved = caller_cpu > 0 && caller_cpu * 4 < caller_wall * 3;
+    if (woke_workers) return;  /* neither slow nor good: see above */
     if (late || starved) {
         if (late_jobs < RETREAT_MAX_DOUBLINGS) late_jobs++;
         serial_until = all_done + ((int64_t)RETREAT_NANOSECONDS << (late_jobs - 1));
