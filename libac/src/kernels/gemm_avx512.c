@@ -18,6 +18,8 @@
 #define AVX512_TARGET __attribute__((target("avx512f")))
 /* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
 #define PREFETCH_ROWS 8
+/* How far ahead the kernel fetches a packed B-panel streamed from L2. */
+#define PREFETCH_STEPS 8
 
 static __mmask16 first_lanes(int count)
 {
@@ -150,6 +152,9 @@ avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
             _mm512_storeu_ps(bp + 16, b1);
             src += ldb;
         } else {
+            _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX512_NR), _MM_HINT_T0);
+            if (wide)
+                _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX512_NR + 16), _MM_HINT_T0);
             b0 = _mm512_loadu_ps(bp);
             b1 = wide ? _mm512_loadu_ps(bp + 16) : b0;
         }
