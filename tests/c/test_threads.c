@@ -131,7 +131,7 @@ static void test_sgemm_same_bits_for_any_thread_count(void)
         {0, 0, 64, 128, 784}, {1, 0, 784, 128, 64}, {0, 1, 64, 784, 128},
         {0, 0, 256, 256, 256}, {1, 1, 301, 299, 703}, {0, 0, 1000, 37, 515},
         {0, 1, 37, 1000, 515}, {0, 0, 130, 130, 1500}, {0, 1, 3, 4099, 700},
-        {0, 0, 2, 4099, 700},
+        {0, 0, 2, 4099, 700}, {1, 1, 509, 61, 1030}, {0, 1, 777, 250, 97},
     };
     size_t s;
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -149,6 +149,36 @@ static void test_sgemm_same_bits_for_any_thread_count(void)
         }
         free(one);
     }
+}
+
+/*
+ * Threads that split the rows of C keep op(B) packed for the whole job; the
+ * next job, with other values in the same arrays, must pack its own. Each
+ * product on 2 threads is checked against the same one on 1 thread.
+ */
+static void test_sgemm_next_job_packs_its_own_b(void)
+{
+    const int64_t m = 300, n = 200, k = 700;   /* rows split, B kept, two depth slices */
+    float *a = filled(m * k, 7), *b = malloc((size_t)(k * n) * sizeof(float));
+    float *one = malloc((size_t)(m * n) * sizeof(float));
+    float *two = malloc((size_t)(m * n) * sizeof(float));
+    unsigned round;
+    for (round = 0; round < 3; round++) {
+        float *values = filled(k * n, 100 + round);
+        memcpy(b, values, (size_t)(k * n) * sizeof(float));
+        free(values);
+        ac_set_num_threads(1);
+        CHECK(ac_sgemm(0, round == 2, m, n, k, 1.0f, a, k, b, round == 2 ? k : n, 0.0f, one,
+                       n) == AC_OK);
+        ac_set_num_threads(2);
+        CHECK(ac_sgemm(0, round == 2, m, n, k, 1.0f, a, k, b, round == 2 ? k : n, 0.0f, two,
+                       n) == AC_OK);
+        CHECK(same_bits(one, two, m * n));
+    }
+    free(a);
+    free(b);
+    free(one);
+    free(two);
 }
 
 /* ---- several caller threads at once --------------------------------------- */
@@ -295,6 +325,7 @@ int main(int argc, char **argv)
     RUN(test_parallel_for_covers_range);
     RUN(test_nested_parallel_for);
     RUN(test_sgemm_same_bits_for_any_thread_count);
+    RUN(test_sgemm_next_job_packs_its_own_b);
     make_caller_references();
     RUN(test_many_callers_at_once);
     RUN(test_resize_while_in_use);

@@ -6,9 +6,11 @@
  * sizes read at run time, and a register-tiled micro-kernel multiplies one
  * A-panel (which stays in L1) with each B-panel (streamed from L2). The kernel
  * set (AVX-512F, AVX2+FMA or portable C) is chosen once from the CPU, or from
- * AC_SIMD. Threads split C into stripes with one writer each; the depth is
- * always walked in the same blocks, so results do not depend on the thread
- * count. A product of a few rows (m <= GEMM_FEW_ROWS, such as a Linear
+ * AC_SIMD. Threads split C into stripes with one writer each; when op(B)
+ * packed fits in L2, the rows are cut into more groups than threads, each
+ * thread keeps its packed op(B) for all the groups it takes, and a thread on
+ * a slower core simply takes fewer. The depth is always walked in the same
+ * blocks, so results do not depend on the thread count. A product of a few rows (m <= GEMM_FEW_ROWS, such as a Linear
  * layer's forward on one sample) packs nothing: packing B would cost more
  * than the product, so the kernel set's few_rows routine reads A and B where
  * they lie. This file also holds ac_sgemm, the checked public entry.
@@ -26,6 +28,10 @@
 
 /* Below this many multiply-adds one thread is faster than waking another. */
 #define GEMM_PARALLEL_WORK 1048576.0
+/* Threads that split the rows of C take them in this many groups each, when
+   all of op(B) packed fits in L2 (GemmBlocking.kept_b), so that a thread on a
+   slower core takes fewer groups. */
+#define ROW_GROUPS_PER_THREAD 4
 
 /* ---- kernel choice ------------------------------------------------------- */
 
@@ -68,6 +74,7 @@ typedef struct {
     int kc;   /* depth of a packed slice: an A-panel (mr x kc) fills 3/4 of L1 */
     int nc;   /* columns of a packed B block (kc x nc): 3/4 of L2 */
     int mc;   /* rows of a packed A block (mc x kc): a share of L3 */
+    int64_t kept_b;  /* floats of op(B) a thread may keep packed for a whole job: L2 */
 } GemmBlocking;
 
 static const GemmKernels *const kernel_sets[] = {
@@ -103,6 +110,7 @@ static void set_up_blocking(void)
         blk->kc = clamp_int(l1 * 3 / 4 / (4L * kern->mr), 64, 512) / 8 * 8;
         blk->nc = clamp_int(l2 * 3 / 4 / (4L * blk->kc), kern->nr, 4096) / kern->nr * kern->nr;
         blk->mc = clamp_int(l3 / 4 / (4L * blk->kc), kern->mr, 3072) / kern->mr * kern->mr;
+        blk->kept_b = l2 / 4;
     }
 }
 
@@ -120,6 +128,8 @@ static pthread_key_t buffer_key;
 static pthread_once_t buffer_key_once = PTHREAD_ONCE_INIT;
 static AC_THREAD_LOCAL float *thread_buffer;
 static AC_THREAD_LOCAL size_t thread_buffer_floats;
+/* The keep_b of the job whose packed op(B) this thread's buffer holds (GemmJob). */
+static AC_THREAD_LOCAL int64_t thread_kept_b;
 
 static void buffer_key_create(void) { pthread_key_create(&buffer_key, free); }
 
@@ -134,6 +144,7 @@ static float *pack_buffer(size_t floats)
     free(thread_buffer);
     thread_buffer = mem;
     thread_buffer_floats = floats;
+    thread_kept_b = 0;
     pthread_setspecific(buffer_key, mem);
     return thread_buffer;
 }
@@ -152,7 +163,12 @@ typedef struct {
     int64_t lda, ldb, ldc;
     int split_rows;     /* tasks own stripes of rows of C, else of columns */
     int64_t task_span;  /* rows or columns per task: a multiple of mr or nr */
+    int64_t keep_b;     /* nonzero: a number no other job has; each thread packs all
+                           of op(B) once and keeps it for the other row groups it takes */
 } GemmJob;
+
+/* Numbers the jobs that keep B: a thread's kept B is never taken for another job's. */
+static int64_t kept_b_jobs;
 
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 
@@ -180,7 +196,9 @@ static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0
  * when a_in_place (rows of op(A) are contiguous, as the kernel reads them);
  * a short last panel, and all panels otherwise, are packed. When op(B)'s rows
  * are contiguous, the kernels for the first A-panel pack the full B-panels
- * as they use them, which saves a pass over B.
+ * as they use them, which saves a pass over B. With keep_b the buffer holds
+ * all of op(B) packed, slice after slice, and once a thread has packed it for
+ * this job, its later row groups only read it.
  */
 static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
 {
@@ -189,25 +207,28 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
     /* Small products are common and 64-bit divisions slow: skip or narrow them. */
     int64_t slices = job->k <= job->blk.kc ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
     int64_t slice = slices == 1 ? job->k : (job->k + slices - 1) / slices;
-    int rows = (int)min64(job->blk.mc, i1 - i0), cols = (int)min64(job->blk.nc, j1 - j0);
+    /* Every row group asks for the same size, so a kept B is never reallocated. */
+    int rows = (int)min64(job->blk.mc, job->keep_b ? job->task_span : i1 - i0);
+    int cols = (int)(job->keep_b ? j1 - j0 : min64(job->blk.nc, j1 - j0));
     int64_t a_rows = (rows + mr - 1) / mr * mr;   /* mc and nc are multiples of mr and nr */
     int64_t b_cols = (cols + nr - 1) / nr * nr;
     size_t a_floats = (size_t)(a_rows * slice);
-    float *abuf = pack_buffer(a_floats + (size_t)(b_cols * slice)), *bbuf;
-    int64_t ic, pc, jc;
+    size_t b_floats = (size_t)(b_cols * slice * (job->keep_b ? slices : 1));
+    float *abuf = pack_buffer(a_floats + b_floats), *bbuf;
+    int b_packed = job->keep_b && thread_kept_b == job->keep_b;
+    int64_t ic, pc, jc, s;
     GemmTile tile;
     if (!abuf) {
         gemm_unpacked(job, i0, i1, j0, j1);
         return;
     }
-    bbuf = abuf + a_floats;
     tile.ldb = job->ldb;
     tile.ldc = job->ldc;
     tile.alpha = job->alpha;
     for (ic = i0; ic < i1; ic += job->blk.mc) {
         int mc = (int)min64(job->blk.mc, i1 - ic);
         int in_place = job->a_in_place ? mc / mr * mr : 0;  /* rows read in place */
-        for (pc = 0; pc < job->k; pc += slice) {
+        for (pc = 0, s = 0; pc < job->k; pc += slice, s++) {
             const float *a = job->trans_a ? job->a + pc * job->lda + ic
                                           : job->a + ic * job->lda + pc;
             tile.kc = (int)min64(slice, job->k - pc);
@@ -219,9 +240,12 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                 int nc = (int)min64(job->blk.nc, j1 - jc);
                 const float *b = job->trans_b ? job->b + jc * job->ldb + pc
                                               : job->b + pc * job->ldb + jc;
-                int packed_later = job->trans_b ? 0 : nc / nr * nr;  /* by the kernels */
+                /* full panels the kernels pack as they go */
+                int packed_later = job->trans_b || b_packed ? 0 : nc / nr * nr;
                 int ir, jr;
-                if (packed_later < nc)
+                bbuf = abuf + a_floats;
+                if (job->keep_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
+                if (!b_packed && packed_later < nc)
                     kern->pack(job->trans_b ? b + packed_later * job->ldb : b + packed_later,
                                job->ldb, job->trans_b, nc - packed_later, tile.kc, nr,
                                bbuf + (int64_t)packed_later * tile.kc);
@@ -246,7 +270,9 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                 }
             }
         }
+        b_packed = job->keep_b != 0;
     }
+    if (job->keep_b) thread_kept_b = job->keep_b;
 }
 
 static void gemm_tasks(void *ctx, int64_t begin, int64_t end)
@@ -357,6 +383,7 @@ void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     /* Split the longer side: each task packs all of the other operand, and that
        operand is then the smaller one to pack twice. */
     job.split_rows = m >= n;
+    job.keep_b = 0;
     if (threads == 1 || (double)m * n * k < GEMM_PARALLEL_WORK) {
         job.task_span = job.split_rows ? m : n;   /* one task: all of C */
         gemm_tasks(&job, 0, 1);
@@ -365,6 +392,10 @@ void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     tiles = job.split_rows ? (m + job.kern->mr - 1) / job.kern->mr
                            : (n + job.kern->nr - 1) / job.kern->nr;
     tasks = min64(threads, tiles);
+    if (job.split_rows && k * n <= job.blk.kept_b) {
+        job.keep_b = __atomic_add_fetch(&kept_b_jobs, 1, __ATOMIC_RELAXED);
+        tasks = min64((int64_t)threads * ROW_GROUPS_PER_THREAD, tiles);
+    }
     job.task_span = (tiles + tasks - 1) / tasks * (job.split_rows ? job.kern->mr : job.kern->nr);
     tasks = ((job.split_rows ? m : n) + job.task_span - 1) / job.task_span;
     parallel_for(tasks, 1, gemm_tasks, &job);
