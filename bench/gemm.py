@@ -159,9 +159,11 @@ def measure_case(case, threads, rounds):
     reps = max(1, min(500, int(BATCH_SECONDS / max(clock() - start, 1e-7))))
     times = {"aicraft": [], "numpy": []}
     round_ratios = []
+    order = [("aicraft", call_aicraft), ("numpy", call_numpy)]
     for _ in range(rounds):
         batch = {}
-        for label, fn in (("aicraft", call_aicraft), ("numpy", call_numpy)):
+        order.reverse()   # neither library always runs first
+        for label, fn in order:
             if threads > 1:
                 time.sleep(SETTLE_SECONDS)
             fn()   # the first call of a batch may wake sleeping threads
