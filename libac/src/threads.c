@@ -67,6 +67,7 @@ static int64_t job_next_chunk;  /* atomic */
 /* The retreat (changed only by the pool's owner): see RETREAT_NANOSECONDS. */
 static int64_t serial_until;
 static int late_jobs;  /* slow jobs not yet outweighed by good ones */
+static int last_job_woke;  /* the last parallel job had to wake sleeping workers */
 
 static int thread_count;  /* atomic: 0 until first asked */
 static AC_THREAD_LOCAL int in_parallel_region;
@@ -241,6 +242,7 @@ static void fork_child(void)
     pool_owned = 0;
     serial_until = 0;
     late_jobs = 0;
+    last_job_woke = 0;
 }
 
 static void register_fork_handlers(void)
@@ -297,11 +299,13 @@ static int64_t thread_cpu_nanoseconds(void)
  * where either happened (the caller waited longer than the job was worth, or
  * ran for less than 3/4 of the time it took), the pool retreats: jobs run
  * serially for a while, so a busy machine makes many threads no slower than
- * one. A job that had to wake sleeping workers counts as neither: the
- * wake-up is the price of the pool having been idle (and the scheduler often
- * runs the woken worker on the caller's core for a while, which starves the
- * caller), and it is paid again after every retreat, so counting it would
- * make retreats feed themselves.
+ * one. The first job that has to wake sleeping workers counts as neither
+ * slow nor good: the wake-up is the price of the pool having been idle (and
+ * the scheduler often runs the woken worker on the caller's core for a
+ * while, which starves the caller), and it is paid again after every
+ * retreat, so counting it would make retreats feed themselves. A second such
+ * job in a row counts: workers that fall asleep between jobs either share
+ * their core with another process or get jobs too far apart to pay.
  * One slow job costs the wait for a descheduled thread, a scheduler time
  * slice, while a good one saves a fraction of a short job; so a good job
  * undoes only one slow job, and a core that is busy now and then keeps the
@@ -313,7 +317,9 @@ static void note_job_timing(int64_t posted, int64_t caller_done, int64_t all_don
     int64_t caller_wall = caller_done - posted;
     int late = all_done - caller_done > caller_wall * (threads - 1);
     int starved = caller_cpu > 0 && caller_cpu * 4 < caller_wall * 3;
-    if (woke_workers) return;  /* neither slow nor good: see above */
+    int first_wake = woke_workers && !last_job_woke;
+    last_job_woke = woke_workers;
+    if (first_wake) return;  /* neither slow nor good: see above */
     if (late || starved) {
         if (late_jobs < RETREAT_MAX_DOUBLINGS) late_jobs++;
         serial_until = all_done + ((int64_t)RETREAT_NANOSECONDS << (late_jobs - 1));
