@@ -26,6 +26,9 @@
 #define MAX_THREADS 256
 /* How long an idle thread polls for work before it sleeps. */
 #define SPIN_NANOSECONDS 200000
+/* How long a worker out of chunks polls for the caller to finish the job's
+   last ones (a chunk of a mid-sized job takes longer than SPIN_NANOSECONDS). */
+#define CLOSE_SPIN_NANOSECONDS 2000000
 /* Chunks per thread: a few, so a thread that is slowed down holds back little. */
 #define CHUNKS_PER_THREAD 4
 /* After a job that threads made slower, run serially for this long, doubled
@@ -125,8 +128,8 @@ static int64_t now_nanoseconds(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Poll done(arg) for a short while; 1 if it came true. */
-static int spin_until(int (*done)(void *), void *arg)
+/* Poll done(arg) for about `nanoseconds`; 1 if it came true. */
+static int spin_until(int (*done)(void *), void *arg, int64_t nanoseconds)
 {
     int64_t deadline = 0;
     int polls;
@@ -135,10 +138,19 @@ static int spin_until(int (*done)(void *), void *arg)
         cpu_relax();
         if (polls % 64 == 0) {
             int64_t t = now_nanoseconds();
-            if (deadline == 0) deadline = t + SPIN_NANOSECONDS;
+            if (deadline == 0) deadline = t + nanoseconds;
             else if (t > deadline) return 0;
         }
     }
+}
+
+/* The job a worker took part in is closed (or a newer one is posted): the
+   caller has claimed the last chunk, and the next job comes soon. */
+static int job_closed(void *seen_generation)
+{
+    uint64_t word = __atomic_load_n(&job_word, __ATOMIC_ACQUIRE);
+    return JOB_GENERATION(word) != *(uint32_t *)seen_generation || (word & JOB_CLOSED) ||
+           __atomic_load_n(&stopping, __ATOMIC_ACQUIRE);
 }
 
 static int new_job_posted(void *seen_generation)
@@ -195,8 +207,11 @@ static void *worker_main(void *arg)
     int eligible = 1;  /* this worker may take part in the jobs now posted */
     in_parallel_region = 1;
     for (;;) {
-        /* Only a worker the jobs use polls; the others sleep straight away. */
-        if (!eligible || !spin_until(new_job_posted, &seen)) {
+        /* Only a worker the jobs use polls; the others sleep straight away.
+           The poll for the next job starts when the caller is done with this
+           one, not when this worker ran out of chunks. */
+        if (!eligible || !spin_until(job_closed, &seen, CLOSE_SPIN_NANOSECONDS) ||
+            !spin_until(new_job_posted, &seen, SPIN_NANOSECONDS)) {
             pthread_mutex_lock(&pool_lock);
             sleeping_workers++;
             while (!new_job_posted(&seen)) pthread_cond_wait(&work_posted, &pool_lock);
@@ -374,7 +389,7 @@ void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx)
 
     /* Every chunk is claimed; wait for the workers still running theirs. */
     __atomic_fetch_or(&job_word, JOB_CLOSED, __ATOMIC_ACQ_REL);
-    if (!spin_until(job_empty, NULL)) {
+    if (!spin_until(job_empty, NULL, SPIN_NANOSECONDS)) {
         pthread_mutex_lock(&pool_lock);
         while (!job_empty(NULL)) pthread_cond_wait(&job_left, &pool_lock);
         pthread_mutex_unlock(&pool_lock);
