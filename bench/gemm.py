@@ -10,7 +10,7 @@ median call of aicraft's batch against that of NumPy's, run back to back): on
 a host whose cores change speed from second to second, pairing batches that
 ran moments apart keeps those swings out of the ratio.
 
-    python bench/gemm.py [--rounds 9] [--quick]
+    python bench/gemm.py [--rounds 15] [--quick]
 
 Prints a table, then one JSON line. NumPy's thread count is set with
 threadpoolctl when it is installed, else by running one subprocess per
@@ -243,7 +243,7 @@ def report(rows, peaks):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9, help="batches per library and case")
+    parser.add_argument("--rounds", type=int, default=15, help="batches per library and case")
     parser.add_argument("--quick", action="store_true", help="square sizes up to 512 only")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
