@@ -23,6 +23,10 @@
  * takes it back: a DataLoader makes each batch at root and frees the previous
  * one just after, so a loop over it would otherwise malloc every batch.
  *
+ * Memory kept for reuse (ended scopes, released chunks, cached root
+ * allocations) is marked unusable under AddressSanitizer until handed out
+ * again, so the C tests still catch a use after free of any of it.
+ *
  * Not here: tensor layout (tensor.c) and graph nodes (autograd.c).
  */
 #define _POSIX_C_SOURCE 200112L
@@ -31,6 +35,22 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__SANITIZE_ADDRESS__)   /* gcc */
+#define AC_ASAN 1
+#elif defined(__has_feature)        /* clang */
+#if __has_feature(address_sanitizer)
+#define AC_ASAN 1
+#endif
+#endif
+#ifdef AC_ASAN
+#include <sanitizer/asan_interface.h>
+#define MARK_UNUSED(p, bytes) ASAN_POISON_MEMORY_REGION((p), (bytes))
+#define MARK_IN_USE(p, bytes) ASAN_UNPOISON_MEMORY_REGION((p), (bytes))
+#else
+#define MARK_UNUSED(p, bytes) ((void)(p), (void)(bytes))
+#define MARK_IN_USE(p, bytes) ((void)(p), (void)(bytes))
+#endif
 
 #define ARENA_BLOCK_BYTES ((size_t)1 << 20)
 /* Blocks kept for reuse after a scope ends: a CNN step at batch 64 spans tens of
@@ -184,8 +204,13 @@ static void *root_cache_take(size_t bytes)
     ThreadArena *ta = tls_arena;
     int i;
     if (!ta) return NULL;
-    for (i = ta->root_cache_count - 1; i >= 0; i--)
-        if (ta->root_cache_sizes[i] == bytes) return root_cache_remove(ta, i);
+    for (i = ta->root_cache_count - 1; i >= 0; i--) {
+        if (ta->root_cache_sizes[i] == bytes) {
+            void *p = root_cache_remove(ta, i);
+            MARK_IN_USE(p, bytes);
+            return p;
+        }
+    }
     return NULL;
 }
 
@@ -200,6 +225,7 @@ static void root_cache_put(void *p, size_t bytes)
     }
     while (ta->root_cache_count == ROOT_CACHE_ENTRIES || ta->root_cache_bytes + bytes > ROOT_CACHE_BYTES)
         free(((void **)root_cache_remove(ta, 0))[-1]);
+    MARK_UNUSED(p, bytes);
     ta->root_cache[ta->root_cache_count] = p;
     ta->root_cache_sizes[ta->root_cache_count] = bytes;
     ta->root_cache_count++;
@@ -292,11 +318,15 @@ static void arena_pop_to(ThreadArena *ta, int new_depth)
                 b->prev = ta->cache;
                 ta->cache = b;
                 ta->cached_bytes += b->size;
+                MARK_UNUSED((char *)b + BLOCK_HEADER_BYTES, b->size);
             } else {
                 block_release(b);
             }
         }
-        if (ta->top) ta->top->used = s->used;
+        if (ta->top) {
+            ta->top->used = s->used;
+            MARK_UNUSED((char *)ta->top + BLOCK_HEADER_BYTES + s->used, ta->top->size - s->used);
+        }
         ta->depth--;
     }
 }
@@ -397,18 +427,22 @@ static void free_insert(Scope *s, char *p, size_t bytes)
         above = link;
         link = &(*link)->next;
     }
+    MARK_UNUSED(p, bytes);
     if (*link && (uintptr_t)*link + (*link)->size == (uintptr_t)p) {
         c = *link;
         c->size += bytes;
     } else {
         c = (FreeChunk *)p;
+        MARK_IN_USE(c, sizeof *c);   /* the header, read while the chunk is listed */
         c->size = bytes;
         c->next = *link;
         *link = c;
     }
     if (above && (uintptr_t)c + c->size == (uintptr_t)*above) {
-        c->size += (*above)->size;
+        FreeChunk *joined = *above;
+        c->size += joined->size;
         *above = c;
+        MARK_UNUSED(joined, sizeof *joined);
     }
 }
 
@@ -420,8 +454,10 @@ static void free_trim_top(Scope *s, ArenaBlock *top)
     char *end = (char *)top + BLOCK_HEADER_BYTES + top->used;
     for (link = &s->free; *link; link = &(*link)->next) {
         if ((char *)*link + (*link)->size == end) {
-            top->used -= (*link)->size;
-            *link = (*link)->next;
+            FreeChunk *c = *link;
+            top->used -= c->size;
+            *link = c->next;
+            MARK_UNUSED(c, sizeof *c);
             return;
         }
     }
@@ -443,6 +479,7 @@ int arena_release(void *p, size_t bytes, uint32_t serial)
     add_bytes(-(int64_t)bytes);
     if (on_top) {
         top->used -= bytes;
+        MARK_UNUSED(p, bytes);
         free_trim_top(s, top);
     } else {
         free_insert(s, p, bytes);
@@ -465,6 +502,7 @@ void *arena_alloc(size_t bytes)
     if (p) {
         ta->bytes += (int64_t)bytes;
         add_bytes((int64_t)bytes);
+        MARK_IN_USE(p, bytes);
         return p;
     }
     b = ta->top;
@@ -478,7 +516,9 @@ void *arena_alloc(size_t bytes)
     b->used += bytes;
     ta->bytes += (int64_t)bytes;
     add_bytes((int64_t)bytes);
-    return (char *)b + BLOCK_HEADER_BYTES + b->used - bytes;
+    p = (char *)b + BLOCK_HEADER_BYTES + b->used - bytes;
+    MARK_IN_USE(p, bytes);
+    return p;
 }
 
 void *scratch_alloc(size_t bytes)

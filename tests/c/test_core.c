@@ -3,11 +3,23 @@
  * counting, the backward walk, grad mode, graph dumps, the gradient check and
  * error reporting of libac's core.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include "ac.h"
 #include "test.h"
 
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)   /* gcc */
+#define UNDER_ASAN 1
+#elif defined(__has_feature)        /* clang */
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
 
 static AcMemStats stats(void)
 {
@@ -692,6 +704,76 @@ static void test_a_thread_frees_its_root_cache_when_it_exits(void)
     CHECK(stats().bytes_in_use == before.bytes_in_use - main_bytes);
 }
 
+#ifdef UNDER_ASAN
+/* ---- under AddressSanitizer: memory kept for reuse stays off limits ------ */
+
+static volatile float sink;
+
+/* 1 when a child process running bad() was stopped by AddressSanitizer. */
+static int sanitizer_stops(void (*bad)(void))
+{
+    int status;
+    pid_t child = fork();
+    if (child == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(2);   /* the report is expected */
+        bad();
+        _exit(0);
+    }
+    if (child < 0 || waitpid(child, &status, 0) != child) return 0;
+    return WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 1);
+}
+
+static void read_live_scoped_tensor(void)
+{
+    int64_t n = 4096;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *t = ac_tensor_new(&n, 1);
+    sink = t->data[100];
+    ac_mem_restore(cp);
+}
+
+static void read_after_scope_end(void)
+{
+    int64_t n = 4096;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    float *data = ac_tensor_new(&n, 1)->data;
+    ac_mem_restore(cp);
+    sink = data[100];
+}
+
+static void read_released_chunk(void)
+{
+    int64_t n = 4096;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    AcTensor *low = ac_tensor_new(&n, 1), *high = ac_tensor_new(&n, 1);
+    float *data = low->data;
+    ac_tensor_free(low);          /* below high: kept in the scope's free list */
+    sink = data[100] + high->data[0];
+    ac_mem_restore(cp);
+}
+
+static void read_cached_root_tensor(void)
+{
+    int64_t n = 1000;
+    AcCheckpoint cp = ac_mem_checkpoint();   /* gives the thread its root cache */
+    AcTensor *t;
+    float *data;
+    ac_mem_restore(cp);
+    t = ac_tensor_new(&n, 1);
+    data = t->data;
+    ac_tensor_free(t);            /* kept in the thread's root cache */
+    sink = data[10];
+}
+
+static void test_memory_kept_for_reuse_stays_off_limits(void)
+{
+    CHECK(!sanitizer_stops(read_live_scoped_tensor));
+    CHECK(sanitizer_stops(read_after_scope_end));
+    CHECK(sanitizer_stops(read_released_chunk));
+    CHECK(sanitizer_stops(read_cached_root_tensor));
+}
+#endif
+
 int main(void)
 {
     RUN(test_restore_frees_everything_made_in_scope);
@@ -721,5 +803,8 @@ int main(void)
     RUN(test_a_freed_root_tensor_is_reused_by_the_next_of_its_size);
     RUN(test_the_root_cache_keeps_its_bounds);
     RUN(test_a_thread_frees_its_root_cache_when_it_exits);
+#ifdef UNDER_ASAN
+    RUN(test_memory_kept_for_reuse_stays_off_limits);
+#endif
     return TEST_REPORT();
 }
