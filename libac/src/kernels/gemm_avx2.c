@@ -16,6 +16,8 @@
 #define AVX2_TARGET __attribute__((target("avx2,fma")))
 /* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
 #define PREFETCH_ROWS 8
+/* How far ahead the kernel fetches a packed B-panel streamed from L2. */
+#define PREFETCH_STEPS 8
 
 /* Lanes [0, count) set, for maskload/maskstore; count may be <= 0 or >= 8. */
 AVX2_TARGET static __m256i lane_mask(int count)
@@ -185,6 +187,7 @@ avx2_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
             _mm256_storeu_ps(bp + 8, b1);
             src += ldb;
         } else {
+            _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX2_NR), _MM_HINT_T0);
             b0 = _mm256_loadu_ps(bp);
             b1 = wide ? _mm256_loadu_ps(bp + 8) : b0;
         }
