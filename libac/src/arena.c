@@ -36,22 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)   /* gcc */
-#define AC_ASAN 1
-#elif defined(__has_feature)        /* clang */
-#if __has_feature(address_sanitizer)
-#define AC_ASAN 1
-#endif
-#endif
-#ifdef AC_ASAN
-#include <sanitizer/asan_interface.h>
-#define MARK_UNUSED(p, bytes) ASAN_POISON_MEMORY_REGION((p), (bytes))
-#define MARK_IN_USE(p, bytes) ASAN_UNPOISON_MEMORY_REGION((p), (bytes))
-#else
-#define MARK_UNUSED(p, bytes) ((void)(p), (void)(bytes))
-#define MARK_IN_USE(p, bytes) ((void)(p), (void)(bytes))
-#endif
-
 #define ARENA_BLOCK_BYTES ((size_t)1 << 20)
 /* Blocks kept for reuse after a scope ends: a CNN step at batch 64 spans tens of
    blocks, and freeing them each step made every step fault its pages back in. */

@@ -17,6 +17,25 @@
 #define AC_THREAD_LOCAL __thread
 #define AC_ALIGN 64
 
+/* Memory libac keeps for reuse is marked unusable under AddressSanitizer
+   (MARK_UNUSED) until it is handed out again (MARK_IN_USE), so the sanitizer
+   still reports a use after free of it. No-ops in other builds. */
+#if defined(__SANITIZE_ADDRESS__)   /* gcc */
+#define AC_ASAN 1
+#elif defined(__has_feature)        /* clang */
+#if __has_feature(address_sanitizer)
+#define AC_ASAN 1
+#endif
+#endif
+#ifdef AC_ASAN
+#include <sanitizer/asan_interface.h>
+#define MARK_UNUSED(p, bytes) ASAN_POISON_MEMORY_REGION((p), (bytes))
+#define MARK_IN_USE(p, bytes) ASAN_UNPOISON_MEMORY_REGION((p), (bytes))
+#else
+#define MARK_UNUSED(p, bytes) ((void)(p), (void)(bytes))
+#define MARK_IN_USE(p, bytes) ((void)(p), (void)(bytes))
+#endif
+
 /* ---- error.c ------------------------------------------------------------- */
 
 /* Set the calling thread's error; return code (error_set) or NULL (error_null). */

@@ -395,6 +395,12 @@ int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad)
     return AC_OK;
 }
 
+/* The bytes of a spare grad's allocation from its data to its end. */
+static size_t spare_data_bytes(const AcTensor *g)
+{
+    return ((TensorBox *)g)->alloc_bytes - (size_t)((const char *)g->data - (const char *)g);
+}
+
 /* Keep root leaf t's dropped grad g as its spare when only t referred to g
    (no wrapper, view or node: refcount 1) and g is a plain tensor; report
    whether it did. */
@@ -407,6 +413,7 @@ static int spare_grad_keep(AcTensor *t, AcTensor *g)
     root_set_aside(((TensorBox *)g)->alloc_bytes);
     counters_tensor(-1, 0);
     box->spare_grad = g;
+    MARK_UNUSED(g->data, spare_data_bytes(g));   /* its header stays readable */
     return 1;
 }
 
@@ -416,6 +423,7 @@ AcTensor *grad_new(AcTensor *leaf)
     AcTensor *g = box->spare_grad;
     if (!g) return tensor_create("backward", leaf->shape, leaf->ndim, NULL, 0, 1);
     if (root_take_back(((TensorBox *)g)->alloc_bytes)) return NULL;
+    MARK_IN_USE(g->data, spare_data_bytes(g));
     box->spare_grad = NULL;
     counters_tensor(1, 0);
     return g;

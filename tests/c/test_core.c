@@ -765,12 +765,25 @@ static void read_cached_root_tensor(void)
     sink = data[10];
 }
 
+static void read_spare_grad(void)
+{
+    const float d[3] = {1, 2, 3};
+    AcTensor *p = vec(d, 3);
+    float *grad;
+    ac_tensor_set_requires_grad(p, 1);
+    backward_weighted(p, d);
+    grad = p->grad->data;
+    ac_tensor_zero_grad(p);       /* the grad becomes p's spare */
+    sink = grad[1];
+}
+
 static void test_memory_kept_for_reuse_stays_off_limits(void)
 {
     CHECK(!sanitizer_stops(read_live_scoped_tensor));
     CHECK(sanitizer_stops(read_after_scope_end));
     CHECK(sanitizer_stops(read_released_chunk));
     CHECK(sanitizer_stops(read_cached_root_tensor));
+    CHECK(sanitizer_stops(read_spare_grad));
 }
 #endif
 
