@@ -11,10 +11,14 @@ a host whose cores change speed from second to second, pairing batches that
 ran moments apart keeps those swings out of the ratio.
 
     python bench/gemm.py [--rounds 15] [--quick]
+    python bench/gemm.py --thread-cliff [--busy-core]
 
 Prints a table, then one JSON line. NumPy's thread count is set with
 threadpoolctl when it is installed, else by running one subprocess per
-thread count with OPENBLAS_NUM_THREADS set.
+thread count with OPENBLAS_NUM_THREADS set. --thread-cliff instead compares
+aicraft on 2 threads with aicraft on 1 (paired rounds, as above);
+--busy-core keeps one core busy with a spinning process meanwhile, as
+another program would.
 """
 import argparse
 import json
@@ -134,55 +138,69 @@ def cases(quick):
     return [("square %d" % n, 0, 0, n, n, n) for n in square] + list(MLP)
 
 
-def measure_case(case, threads, rounds):
-    """Median GFLOP/s of aicraft and NumPy for one shape, and aicraft's largest error."""
+def operands(case):
+    """Random float32 A and B for one case, its C, and an ac_sgemm call that fills C."""
     name, ta, tb, m, n, k = case
     rng = np.random.default_rng(0)
     a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
     c = np.empty((m, n), np.float32)
-    op_a, op_b = (a.T if ta else a), (b.T if tb else b)
     pa, pb, pc = (ffi.from_buffer("float[]", x) for x in (a, b, c))
-    lda, ldb = a.shape[1], b.shape[1]
-    sgemm, matmul, clock = lib.ac_sgemm, np.matmul, time.perf_counter
+    lda, ldb, sgemm = a.shape[1], b.shape[1], lib.ac_sgemm
 
     def call_aicraft():
         sgemm(ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, n)
 
-    def call_numpy():
-        matmul(op_a, op_b)
+    return (a.T if ta else a), (b.T if tb else b), c, call_aicraft
 
-    call_aicraft()
-    call_numpy()
+
+def paired_rounds(first, second, rounds, settle):
+    """Batches of first() and second() back to back, `rounds` times, which one
+    runs first alternating. Returns each one's call times and the median over
+    rounds of (second's median call / first's)."""
+    clock = time.perf_counter
+    first()
+    second()
     start = clock()
-    call_numpy()
+    second()
     reps = max(1, min(500, int(BATCH_SECONDS / max(clock() - start, 1e-7))))
-    times = {"aicraft": [], "numpy": []}
-    round_ratios = []
-    order = [("aicraft", call_aicraft), ("numpy", call_numpy)]
+    times, round_ratios = ([], []), []
+    order = [(0, first), (1, second)]
     for _ in range(rounds):
-        batch = {}
-        order.reverse()   # neither library always runs first
-        for label, fn in order:
-            if threads > 1:
+        batch = ([], [])
+        order.reverse()
+        for which, fn in order:
+            if settle:
                 time.sleep(SETTLE_SECONDS)
             fn()   # the first call of a batch may wake sleeping threads
-            batch[label] = []
             for _ in range(reps):
                 start = clock()
                 fn()
-                batch[label].append(clock() - start)
-            times[label] += batch[label]
-        round_ratios.append(statistics.median(batch["numpy"]) / statistics.median(batch["aicraft"]))
+                batch[which].append(clock() - start)
+            times[which].extend(batch[which])
+        round_ratios.append(statistics.median(batch[1]) / statistics.median(batch[0]))
+    return times, statistics.median(round_ratios)
+
+
+def measure_case(case, threads, rounds):
+    """Median GFLOP/s of aicraft and NumPy for one shape, and aicraft's largest error."""
+    name, ta, tb, m, n, k = case
+    op_a, op_b, c, call_aicraft = operands(case)
+    matmul = np.matmul
+
+    def call_numpy():
+        matmul(op_a, op_b)
+
+    (aicraft, numpy), ratio = paired_rounds(call_aicraft, call_numpy, rounds, threads > 1)
     flops = 2.0 * m * n * k
     reference = op_a.astype(np.float64) @ op_b.astype(np.float64)
     scale = np.abs(op_a).astype(np.float64) @ np.abs(op_b).astype(np.float64)
     return {
         "case": name, "threads": threads, "m": m, "n": n, "k": k,
         "trans": "NT"[ta] + "NT"[tb],
-        "aicraft_gflops": flops / statistics.median(times["aicraft"]) / 1e9,
-        "numpy_gflops": flops / statistics.median(times["numpy"]) / 1e9,
-        "ratio": statistics.median(round_ratios),
+        "aicraft_gflops": flops / statistics.median(aicraft) / 1e9,
+        "numpy_gflops": flops / statistics.median(numpy) / 1e9,
+        "ratio": ratio,
         "max_rel_err": float(np.max(np.abs(c - reference) / scale)),
     }
 
@@ -241,12 +259,59 @@ def report(rows, peaks):
     }))
 
 
+def thread_cliff(rounds, quick, busy_core):
+    """aicraft's GFLOP/s on 1 and 2 threads per case, and 2 threads / 1."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy_core else None
+    rows = []
+    try:
+        for case in cases(quick):
+            name, m, n, k = case[0], case[3], case[4], case[5]
+            call = operands(case)[3]
+
+            def on(threads, call=call):
+                def run():
+                    lib.ac_set_num_threads(threads)
+                    call()
+                return run
+
+            (two, one), ratio = paired_rounds(on(2), on(1), rounds, False)
+            flops = 2.0 * m * n * k
+            rows.append({"case": name, "one_thread_gflops": flops / statistics.median(one) / 1e9,
+                         "two_threads_gflops": flops / statistics.median(two) / 1e9,
+                         "two_over_one": ratio})
+    finally:
+        if spinner:
+            spinner.kill()
+            spinner.wait()
+    print("aicraft SGEMM on 2 threads against 1, GFLOP/s (median call); ratio = median of rounds")
+    if busy_core:
+        print("one core kept busy by another process")
+    print()
+    header = "%-28s %9s %9s %7s" % ("case", "1 thread", "2 threads", "ratio")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print("%-28s %9.1f %9.1f %7.2f" % (row["case"], row["one_thread_gflops"],
+                                           row["two_threads_gflops"], row["two_over_one"]))
+    slower = [row["case"] for row in rows if row["two_over_one"] < 0.9]
+    print()
+    print("2 threads below 0.9x of 1: %s" % (", ".join(slower) if slower else "none"))
+    print(json.dumps({"bench": "gemm_thread_cliff", "busy_core": busy_core, "results": rows}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="batches per library and case")
     parser.add_argument("--quick", action="store_true", help="square sizes up to 512 only")
+    parser.add_argument("--thread-cliff", action="store_true",
+                        help="aicraft on 2 threads against 1 instead of against NumPy")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="with --thread-cliff: keep one core busy meanwhile")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.thread_cliff:
+        thread_cliff(args.rounds, args.quick, args.busy_core)
+        return
     if args.child:
         print(json.dumps(measure(args.child, args.rounds, args.quick)))
         return
