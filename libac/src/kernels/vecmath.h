@@ -1,6 +1,7 @@
 /*
  * vecmath.h - transcendental functions over float buffers: exp, sigmoid,
- * tanh, gelu and its derivative, and the exp-and-sum at the heart of softmax.
+ * tanh, gelu and its derivative, and the exp-and-sum at the heart of softmax;
+ * and a plain sum in fixed lanes.
  *
  * Pure math on buffers; they know nothing of tensors or graphs. Each runs the
  * AVX-512F, AVX2+FMA or portable C version, picked once at run time like
@@ -43,6 +44,21 @@ void vec_tanh(const float *x, float *y, int64_t n);
 void vec_gelu(const float *x, float *y, int64_t n);
 /* y[i] = g[i] * gelu'(x[i]), gelu'(x) = Phi(x) + x phi(x); y may be g or x. */
 void vec_gelu_grad(const float *g, const float *x, float *y, int64_t n);
+
+/* Sum of n floats in eight fixed lanes: plain C the compiler vectorises, and
+   the same bits whichever thread sums which buffer. */
+static inline float vec_sum(const float *x, int64_t n)
+{
+    float lanes[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, total;
+    int64_t q = 0;
+    int l;
+    for (; q + 8 <= n; q += 8)
+        for (l = 0; l < 8; l++) lanes[l] += x[q + l];
+    total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (; q < n; q++) total += x[q];
+    return total;
+}
 
 /*
  * Make every later call use the named set ("avx512", "avx2", "generic"), or,

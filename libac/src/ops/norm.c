@@ -14,6 +14,7 @@
  * Not here: BatchNorm1d/2d as modules (Python).
  */
 #include "internal.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -36,20 +37,6 @@ typedef struct {
     int training;
     float momentum, eps;
 } NormJob;
-
-/* Sum of n floats in eight fixed lanes (vectorisable, the same on any thread). */
-static float sum_floats(const float *x, int64_t n)
-{
-    float lanes[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, total;
-    int64_t q = 0;
-    int l;
-    for (; q + 8 <= n; q += 8)
-        for (l = 0; l < 8; l++) lanes[l] += x[q + l];
-    total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-    for (; q < n; q++) total += x[q];
-    return total;
-}
 
 /* Sum of (x - center)^2 over n floats, in eight fixed lanes. */
 static float sum_squared_deviations(const float *x, int64_t n, float center)
@@ -103,7 +90,7 @@ static void norm_forward_task(void *ctx, int64_t begin, int64_t end)
         if (job->training) {
             double sum = 0.0, squares = 0.0, var;
             for (n = 0; n < job->n; n++)
-                sum += sum_floats(job->x + (n * job->c + c) * job->s, job->s);
+                sum += vec_sum(job->x + (n * job->c + c) * job->s, job->s);
             mean = (float)(sum / (double)m);
             for (n = 0; n < job->n; n++)
                 squares += sum_squared_deviations(job->x + (n * job->c + c) * job->s, job->s, mean);
@@ -251,7 +238,7 @@ static void norm_backward_task(void *ctx, int64_t begin, int64_t end)
         for (n = 0; n < job->n; n++) {
             const float *x = job->x + (n * job->c + c) * job->s;
             const float *g = job->gy + (n * job->c + c) * job->s;
-            sum_g += sum_floats(g, job->s);
+            sum_g += vec_sum(g, job->s);
             sum_gx += sum_products(g, x, job->s, mean);
         }
         sum_gx *= invstd;   /* now the sum of g * xhat */
