@@ -25,6 +25,7 @@
  * (Python).
  */
 #include "internal.h"
+#include "kernels/vecmath.h"
 
 #include <string.h>
 
@@ -155,10 +156,11 @@ static void valid_columns(int64_t out_size, int64_t size, int64_t stride, int64_
  * input plane: output row r (counted from oh0) and column q read input row
  * r*sh + first_row and column q*sw + offset, which lie inside the plane for
  * r in [row_lo, row_hi) and q in [col_lo, col_hi). In the flat layout that is
- * plane[r*ow + q + shift].
+ * plane[r*ow + q + shift], and the valid rows, clipped to the plane, are the
+ * one stretch [flat_lo, flat_hi) of the col row.
  */
 typedef struct {
-    int64_t row_lo, row_hi, col_lo, col_hi, first_row, offset, shift;
+    int64_t row_lo, row_hi, col_lo, col_hi, first_row, offset, shift, flat_lo, flat_hi;
 } TapRange;
 
 static TapRange tap_range(const ConvGeom *g, int64_t i, int64_t j, int64_t oh0, int64_t oh1)
@@ -169,6 +171,10 @@ static TapRange tap_range(const ConvGeom *g, int64_t i, int64_t j, int64_t oh0, 
     valid_columns(g->ow, g->w, g->sw, t.offset, &t.col_lo, &t.col_hi);
     valid_columns(oh1 - oh0, g->h, g->sh, t.first_row, &t.row_lo, &t.row_hi);
     t.shift = t.first_row * g->w + t.offset;
+    t.flat_lo = t.row_lo * g->ow;
+    t.flat_hi = t.row_hi * g->ow;
+    if (t.flat_lo < -t.shift) t.flat_lo = -t.shift;
+    if (t.flat_hi > g->h * g->w - t.shift) t.flat_hi = g->h * g->w - t.shift;
     return t;
 }
 
@@ -196,9 +202,7 @@ static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, 
     for (i = 0; i < g->kh; i++) {
         for (j = 0; j < g->kw; j++) {
             const TapRange t = tap_range(g, i, j, oh0, oh1);
-            int64_t lo = t.row_lo * g->ow, hi = t.row_hi * g->ow;
-            if (lo < -t.shift) lo = -t.shift;
-            if (hi > plane_size - t.shift) hi = plane_size - t.shift;
+            const int64_t lo = t.flat_lo, hi = t.flat_hi;
             for (c = 0; c < g->cg; c++) {
                 const float *plane = x + c * plane_size;
                 float *row = col + ((c * g->kh + i) * g->kw + j) * cols;
@@ -244,9 +248,7 @@ static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, flo
     for (i = 0; i < g->kh; i++) {
         for (j = 0; j < g->kw; j++) {
             const TapRange t = tap_range(g, i, j, oh0, oh1);
-            int64_t lo = t.row_lo * g->ow, hi = t.row_hi * g->ow;
-            if (lo < -t.shift) lo = -t.shift;
-            if (hi > plane_size - t.shift) hi = plane_size - t.shift;
+            const int64_t lo = t.flat_lo, hi = t.flat_hi;
             for (c = 0; c < g->cg; c++) {
                 float *plane = dx + c * plane_size;
                 float *row = dcol + ((c * g->kh + i) * g->kw + j) * cols;
@@ -493,20 +495,6 @@ typedef struct {
     int64_t n, f, p;
 } BiasJob;
 
-/* Sum of n floats in eight fixed lanes (vectorisable, the same on any thread). */
-static float sum_floats(const float *x, int64_t n)
-{
-    float lanes[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, total;
-    int64_t q = 0;
-    int l;
-    for (; q + 8 <= n; q += 8)
-        for (l = 0; l < 8; l++) lanes[l] += x[q + l];
-    total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-            ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-    for (; q < n; q++) total += x[q];
-    return total;
-}
-
 static void bias_task(void *ctx, int64_t begin, int64_t end)
 {
     const BiasJob *job = ctx;
@@ -514,7 +502,7 @@ static void bias_task(void *ctx, int64_t begin, int64_t end)
     for (f = begin; f < end; f++) {
         float total = 0.0f;
         for (n = 0; n < job->n; n++)
-            total += sum_floats(job->gy + (n * job->f + f) * job->p, job->p);
+            total += vec_sum(job->gy + (n * job->f + f) * job->p, job->p);
         job->db[f] = total;
     }
 }
