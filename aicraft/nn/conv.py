@@ -16,6 +16,7 @@ from aicraft._ffi import ffi, lib
 from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
+from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
 from aicraft.tensor import Tensor, _as_int, _wrap
 
@@ -248,8 +249,7 @@ class Conv2d(Module):
                               self.stride[0], self.stride[1], self._padding[0], self._padding[1],
                               self.dilation[0], self.dilation[1], self.groups)
         except AttributeError:
-            raise TypeError("Conv2d.forward: input must be a Tensor, not %s"
-                            % type(input).__name__) from None
+            raise _not_a_tensor(self, input) from None
         if p:
             return _wrap(p)
         raise_error(input, self.weight, bias)
@@ -293,8 +293,7 @@ class MaxPool2d(Module):
         try:
             p = lib.ac_max_pool2d(input._ptr, *self._args)
         except AttributeError:
-            raise TypeError("MaxPool2d.forward: input must be a Tensor, not %s"
-                            % type(input).__name__) from None
+            raise _not_a_tensor(self, input) from None
         if p:
             return _wrap(p)
         raise_error(input)
@@ -328,8 +327,7 @@ class AvgPool2d(Module):
         try:
             p = lib.ac_avg_pool2d(input._ptr, *self._args)
         except AttributeError:
-            raise TypeError("AvgPool2d.forward: input must be a Tensor, not %s"
-                            % type(input).__name__) from None
+            raise _not_a_tensor(self, input) from None
         if p:
             return _wrap(p)
         raise_error(input)
@@ -400,8 +398,7 @@ class _BatchNorm(Module):
     def forward(self, input):
         name = type(self).__name__
         if not isinstance(input, Tensor):
-            raise TypeError("%s.forward: input must be a Tensor, not %s"
-                            % (name, type(input).__name__))
+            raise _not_a_tensor(self, input)
         ndim = input.ndim
         if ndim not in self._ranks:
             raise ValueError("%s: expected %s input (got %dD input)"
@@ -462,8 +459,7 @@ class Dropout(Module):
         try:
             p = lib.ac_dropout(input._ptr, self.p, 1)
         except AttributeError:
-            raise TypeError("Dropout.forward: input must be a Tensor, not %s"
-                            % type(input).__name__) from None
+            raise _not_a_tensor(self, input) from None
         if p:
             return _wrap(p)
         raise_error(input)
