@@ -1,9 +1,10 @@
 """creation.py - functions that make tensors: ac.tensor, ac.zeros, ac.arange, ac.cat, ...
 
-Data always comes in as a float32 copy; C validates shapes and sizes.
+Data comes in as a copy of dtype float32, int64 or bool; C validates shapes and sizes.
 """
 import numpy as np
 
+from aicraft import dtypes
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
 from aicraft.tensor import Tensor, _as_dim, _as_int, _live, _scalar, _shape_args, _wrap
@@ -25,10 +26,18 @@ def _shape_array(shape):
     return ffi.new("int64_t[]", shape) if shape else _NULL
 
 
-def _numeric_array(data, what):
-    """data as a C-contiguous float32 NumPy array; TypeError for non-numbers."""
+def _target(dtype, device, what, default=dtypes.float32):
+    """The dtype a factory makes (default when None); device must be the CPU."""
+    dtypes.checked_device(device, what)
+    dtype = dtypes.checked(dtype, what)
+    return default if dtype is None else dtype
+
+
+def _numeric_array(data, what, dtype=None):
+    """data as a C-contiguous NumPy array of dtype's type (None: inferred as PyTorch
+    does: bools bool, integers int64, floats float32); TypeError for non-numbers."""
     if isinstance(data, Tensor):
-        return data.numpy()
+        data = data.numpy()
     try:
         arr = np.asarray(data)
     except ValueError as exc:     # ragged nesting
@@ -37,54 +46,110 @@ def _numeric_array(data, what):
         raise TypeError("%s: cannot read numbers from %s (%s)" % (what, type(data).__name__, exc)) from None
     if arr.dtype.kind not in "biuf":
         raise TypeError("%s: expected numbers, got data of dtype %s" % (what, arr.dtype))
-    return np.asarray(arr, dtype=np.float32, order="C")   # (ascontiguousarray would make 0-d 1-d)
+    if dtype is None:
+        dtype = dtypes.of_numpy(arr.dtype)
+    return np.asarray(arr, dtype=dtype.numpy, order="C"), dtype   # (ascontiguousarray would make 0-d 1-d)
 
 
-def _from_array(arr, requires_grad):
+def _from_array(arr, dtype, requires_grad):
     shape = list(arr.shape)
-    p = lib.ac_tensor_from_data(ffi.from_buffer("float[]", arr), _shape_array(shape), len(shape))
+    p = lib.ac_tensor_from_typed(ffi.from_buffer(arr), _shape_array(shape), len(shape), dtype.code)
     return _finish(p, requires_grad)
 
 
-def tensor(data, requires_grad=False):
-    """A new tensor holding a float32 copy of data (numbers, nested lists, arrays, tensors)."""
-    return _from_array(_numeric_array(data, "tensor"), requires_grad)
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of data (numbers, nested lists, arrays, tensors).
+    Its dtype is dtype, or as PyTorch infers it: bool for bools, int64 for integers,
+    float32 for floats (float64 data becomes float32: aicraft computes in float32)."""
+    dtypes.checked_device(device, "tensor")
+    arr, dtype = _numeric_array(data, "tensor", dtypes.checked(dtype, "tensor"))
+    return _from_array(arr, dtype, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """ac.tensor(data) unless data is already a tensor of that dtype (then data itself)."""
+    if isinstance(data, Tensor) and (dtype is None or dtype is data.dtype):
+        return data
+    return tensor(data, dtype, device)
 
 
 def from_numpy(array):
-    """A tensor holding a float32 copy of a NumPy array of any numeric dtype."""
+    """A tensor holding a copy of a NumPy array: bool stays bool, integers become int64,
+    floats float32."""
     if not isinstance(array, np.ndarray):
         raise TypeError("from_numpy: expected a numpy.ndarray, got %s" % type(array).__name__)
-    return _from_array(_numeric_array(array, "from_numpy"), False)
+    arr, dtype = _numeric_array(array, "from_numpy")
+    return _from_array(arr, dtype, False)
 
 
-def zeros(*shape, requires_grad=False):
+def zeros(*shape, dtype=None, device=None, requires_grad=False):
     shape = _shape_args(shape)
-    return _finish(lib.ac_tensor_new(_shape_array(shape), len(shape)), requires_grad)
+    dtype = _target(dtype, device, "zeros")
+    return _finish(lib.ac_tensor_new_typed(_shape_array(shape), len(shape), dtype.code), requires_grad)
 
 
-def full(size, fill_value, requires_grad=False):
+def empty(*shape, dtype=None, device=None, requires_grad=False):
+    """Zeros: aicraft hands out no uninitialised memory."""
+    return zeros(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     shape = _shape_args((size,))
     value = _scalar(fill_value)
     if value is None:
         raise TypeError("full: fill_value must be a number, not %s" % type(fill_value).__name__)
-    return _finish(lib.ac_full(_shape_array(shape), len(shape), value), requires_grad)
+    default = dtypes.bool if isinstance(fill_value, bool) else \
+        dtypes.int64 if isinstance(fill_value, (int, np.integer)) else dtypes.float32
+    t = zeros(shape, dtype=_target(dtype, device, "full", default))
+    if lib.ac_tensor_fill_(t._ptr, value) < 0:
+        raise_error(t)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
-def ones(*shape, requires_grad=False):
-    return full(_shape_args(shape), 1.0, requires_grad)
+def ones(*shape, dtype=None, device=None, requires_grad=False):
+    return full(_shape_args(shape), 1.0, dtype=_target(dtype, device, "ones"), requires_grad=requires_grad)
 
 
-def rand(*shape, requires_grad=False):
+def rand(*shape, dtype=None, device=None, requires_grad=False):
     """Uniform in [0, 1)."""
     shape = _shape_args(shape)
+    _float_only(_target(dtype, device, "rand"), "rand")
     return _finish(lib.ac_rand(_shape_array(shape), len(shape)), requires_grad)
 
 
-def randn(*shape, requires_grad=False):
+def randn(*shape, dtype=None, device=None, requires_grad=False):
     """Standard normal."""
     shape = _shape_args(shape)
+    _float_only(_target(dtype, device, "randn"), "randn")
     return _finish(lib.ac_randn(_shape_array(shape), len(shape)), requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    """Integers uniform in [low, high) (randint(high, size) starts at 0), int64 by default,
+    from this thread's generator."""
+    if size is None:
+        if high is None or not isinstance(high, (tuple, list)):
+            raise TypeError("randint: size must be given, e.g. randint(0, 10, (3,))")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    low, high = _as_int(low, "randint: low"), _as_int(high, "randint: high")
+    if high <= low:
+        raise ValueError("randint: high %d must be greater than low %d" % (high, low))
+    if high - low > 2 ** 24:
+        raise ValueError("randint: a range of %d values is wider than aicraft's generator draws "
+                         "exactly (2**24)" % (high - low))
+    u = rand(_shape_args((size,)))
+    values = np.floor(u.numpy().astype(np.float64) * (high - low)).astype(np.int64) + low
+    return tensor(values, dtype=_target(dtype, device, "randint", dtypes.int64),
+                  requires_grad=requires_grad)
+
+
+def _float_only(dtype, what):
+    if dtype is not dtypes.float32:
+        raise TypeError("%s: makes float32 tensors, not %r" % (what, dtype))
 
 
 def _like(other, what):
@@ -93,35 +158,58 @@ def _like(other, what):
     return other.shape
 
 
-def zeros_like(input, requires_grad=False):
-    return zeros(_like(input, "zeros_like"), requires_grad=requires_grad)
+def zeros_like(input, dtype=None, device=None, requires_grad=False):
+    return zeros(_like(input, "zeros_like"), dtype=dtype or input.dtype, device=device,
+                 requires_grad=requires_grad)
 
 
-def ones_like(input, requires_grad=False):
-    return ones(_like(input, "ones_like"), requires_grad=requires_grad)
+def ones_like(input, dtype=None, device=None, requires_grad=False):
+    return ones(_like(input, "ones_like"), dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
 
 
-def full_like(input, fill_value, requires_grad=False):
-    return full(_like(input, "full_like"), fill_value, requires_grad=requires_grad)
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(_like(input, "full_like"), fill_value, dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, requires_grad=False):
-    """start, start + step, ... up to but not including end (arange(n) counts from 0)."""
+def empty_like(input, dtype=None, device=None, requires_grad=False):
+    return zeros_like(input, dtype, device, requires_grad)
+
+
+def rand_like(input, dtype=None, device=None, requires_grad=False):
+    return rand(_like(input, "rand_like"), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def randn_like(input, dtype=None, device=None, requires_grad=False):
+    return randn(_like(input, "randn_like"), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """start, start + step, ... up to but not including end (arange(n) counts from 0);
+    int64 when every bound is an integer, as in PyTorch, else float32."""
     if end is None:
         start, end = 0, start
     bounds = [_scalar(v) for v in (start, end, step)]
     if None in bounds:
         raise TypeError("arange: start, end and step must be numbers")
-    return _finish(lib.ac_arange(*bounds), requires_grad)
+    integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
+    dtype = _target(dtype, device, "arange", dtypes.int64 if integral else dtypes.float32)
+    if dtype is dtypes.float32:
+        return _finish(lib.ac_arange(*bounds), requires_grad)
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    return tensor(np.arange(start, end, step, dtype=np.int64), dtype=dtype, requires_grad=requires_grad)
 
 
-def eye(n, m=None, requires_grad=False):
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     """An n x m matrix (m defaults to n) with ones on the diagonal."""
     n = _as_int(n, "eye: n")
     m = n if m is None else _as_int(m, "eye: m")
     if not (-(2 ** 63) <= n < 2 ** 63 and -(2 ** 63) <= m < 2 ** 63):
         raise ValueError("eye: n and m must fit in 64 bits")
-    return _finish(lib.ac_eye(n, m), requires_grad)
+    t = _finish(lib.ac_eye(n, m), False)
+    return t.to(_target(dtype, device, "eye")).requires_grad_(requires_grad)
 
 
 def _tensor_list(tensors, what):

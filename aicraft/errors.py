@@ -19,6 +19,10 @@ class FormatError(ValueError):
     """A file whose content is corrupt or unsupported (AC_ERR_FORMAT)."""
 
 
+class DeviceError(RuntimeError):
+    """Tensors on different devices, or a device this build lacks (AC_ERR_DEVICE)."""
+
+
 class GradcheckError(AssertionError):
     """ac.gradcheck found analytic and numeric gradients that disagree (AC_ERR_GRADCHECK)."""
 
@@ -33,6 +37,8 @@ _EXCEPTION_BY_CODE = {
     lib.AC_ERR_IO: OSError,
     lib.AC_ERR_FORMAT: FormatError,
     lib.AC_ERR_GRADCHECK: GradcheckError,
+    lib.AC_ERR_DTYPE: TypeError,
+    lib.AC_ERR_DEVICE: DeviceError,
 }
 
 SCOPE_ENDED = "tensor used after its ac.checkpoint() scope ended"

@@ -2,7 +2,10 @@
 
 Each takes a Tensor first, as torch's do, and forwards to the method.
 """
-from aicraft.tensor import Tensor
+from aicraft._ffi import lib
+from aicraft.dtypes import float32
+from aicraft.errors import raise_error
+from aicraft.tensor import Tensor, _wrap
 
 _METHODS = (
     "add", "sub", "mul", "div", "pow", "matmul", "neg",
@@ -11,6 +14,9 @@ _METHODS = (
     "sum", "mean", "max", "min", "amax", "amin", "var", "std", "argmax", "argmin",
     "reshape", "flatten", "transpose", "permute", "squeeze", "unsqueeze",
     "detach", "clone", "numel",
+    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
+    "not_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "masked_fill",
+    "is_floating_point",
 )
 
 
@@ -31,4 +37,21 @@ for _name in _METHODS:
     globals()[_name] = _forward(_name)
 del _name
 
-__all__ = list(_METHODS)
+
+
+def where(condition, input, other):
+    """input where the bool condition is true, else other; input and other may be
+    numbers. Broadcasts all three; differentiable in input and other."""
+    from aicraft.creation import tensor
+    if not isinstance(condition, Tensor):
+        raise TypeError("where(): argument 'condition' must be a bool Tensor, not %s"
+                        % type(condition).__name__)
+    values = [x if isinstance(x, Tensor) else tensor(x, dtype=float32) for x in (input, other)]
+    values = [x if x.dtype is float32 else x.float() for x in values]
+    p = lib.ac_where(condition._ptr, values[0]._ptr, values[1]._ptr)
+    if p:
+        return _wrap(p)
+    raise_error(condition, *values)
+
+
+__all__ = list(_METHODS) + ["where"]

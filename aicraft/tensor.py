@@ -27,6 +27,7 @@ from collections import namedtuple
 import numpy as np
 
 from aicraft._args import _as_dim, _as_int, _dims_arg, _pick, _scalar, _shape_args
+from aicraft import dtypes
 from aicraft._ffi import ffi, lib
 from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
 
@@ -36,7 +37,7 @@ _ref = weakref.ref
 # would save little memory (C reuses only chunks of 4 KB or more, unless on
 # the arena's top) and cost a weak reference and a call per op.
 _FREE_EARLY_SIZE = 1024
-float32 = np.dtype(np.float32)
+_DTYPE = dtypes.BY_CODE
 
 # ---- scopes ------------------------------------------------------------------
 
@@ -183,6 +184,29 @@ def _operand(value):
     return NotImplemented
 
 
+# Ops whose result is int64 when both operands are integers, as in PyTorch.
+_INTEGER_RESULT = {"__add__", "__sub__", "__mul__", "__radd__", "__rsub__", "__rmul__",
+                   "__neg__", "__abs__"}
+
+
+def _is_integral(x):
+    return type(x) is int or (isinstance(x, Tensor) and _live(x).dtype != 0)
+
+
+def _promoted(method, self, other=None):
+    """Called when C refused an operand's dtype: run method again on float32 copies of
+    int64 and bool tensors, as PyTorch promotes them. The result is int64 when every
+    operand is an integer and the op keeps integers (exact below 2**24, float32's
+    whole numbers); division and pow give float32."""
+    if lib.ac_last_error_code() != lib.AC_ERR_DTYPE:
+        raise_error(self, other)
+    args = [x.float() if isinstance(x, Tensor) else x for x in (self, other)]
+    out = method(*args) if other is not None else method(args[0])
+    integral = method.__name__ in _INTEGER_RESULT and _is_integral(self) and \
+        (other is None or _is_integral(other))
+    return out.long() if integral else out
+
+
 def _binary(name, tensor_fn, scalar_fn):
     """self <op> other for a C binary op and its scalar form."""
     def method(self, other):
@@ -205,7 +229,7 @@ def _binary(name, tensor_fn, scalar_fn):
             t._ptr = p
             t._scope = None
             return t
-        raise_error(self, other)
+        return _promoted(method, self, other)
     method.__name__ = name
     return method
 
@@ -225,7 +249,7 @@ def _reflected(name, tensor_fn, scalar_fn):
                 p = tensor_fn(other._ptr, self._ptr)
         if p:
             return _wrap(p)
-        raise_error(self, other)
+        return _promoted(method, self, other)
     method.__name__ = name
     return method
 
@@ -240,7 +264,7 @@ def _unary(name, fn, doc):
             t._ptr = p
             t._scope = None
             return t
-        raise_error(self)
+        return _promoted(method, self)
     method.__name__ = name
     method.__doc__ = doc
     return method
@@ -327,6 +351,54 @@ def _extreme(name, fn, fn_dim):
     return method
 
 
+def _comparison(name, code):
+    """self <op> other, elementwise, as a bool tensor (no graph)."""
+    def method(self, other):
+        if type(other) is Tensor:
+            p = lib.ac_compare(self._ptr, other._ptr, code)
+        else:
+            s = _scalar(other)
+            if s is None:
+                other = _operand(other)
+                if other is NotImplemented:
+                    return NotImplemented
+                p = lib.ac_compare(self._ptr, other._ptr, code)
+            else:
+                p = lib.ac_compare_scalar(self._ptr, s, code)
+        if p:
+            return _wrap(p)
+        raise_error(self, other)
+    method.__name__ = name
+    return method
+
+
+def _logical(name, code):
+    """Elementwise logical op of self and other (nonzero is true), as a bool tensor."""
+    def method(self, other):
+        if type(other) is not Tensor:
+            other = _operand(other)
+            if other is NotImplemented:
+                return NotImplemented
+            if type(other) is float:
+                other = _full_scalar(other)
+        p = lib.ac_logical(self._ptr, other._ptr, code)
+        if p:
+            return _wrap(p)
+        raise_error(self, other)
+    method.__name__ = name
+    return method
+
+
+def _bool_only(name, method):
+    """&, |, ^ and ~ on bool tensors (aicraft has no bitwise ops on integers)."""
+    def op(self, *other):
+        if _live(self).dtype != 2 or any(isinstance(o, Tensor) and _live(o).dtype != 2 for o in other):
+            raise TypeError("%s: aicraft supports it on bool tensors only (for logical and/or/xor/not)" % name)
+        return method(self, *other)
+    op.__name__ = name
+    return op
+
+
 def _inplace(name, op):
     """self <op>= other, written into self's memory without recording a graph."""
     def method(self, other):
@@ -387,8 +459,24 @@ class Tensor:
 
     @property
     def dtype(self):
+        """ac.float32, ac.int64 or ac.bool."""
+        return _DTYPE[_live(self).dtype]
+
+    @property
+    def device(self):
         _live(self)
-        return float32
+        return dtypes.CPU
+
+    @property
+    def is_cuda(self):
+        _live(self)
+        return False
+
+    def is_floating_point(self):
+        return _live(self).dtype == 0
+
+    def element_size(self):
+        return _DTYPE[_live(self).dtype].itemsize
 
     @property
     def requires_grad(self):
@@ -467,12 +555,13 @@ class Tensor:
     # ---- conversion --------------------------------------------------------
 
     def numpy(self):
-        """A float32 NumPy copy."""
+        """A NumPy copy: float32, int64 or bool, as the tensor's dtype."""
         p = _live(self)
         shape = _shape_of(p)
+        kind = _DTYPE[p.dtype]
         if p.size == 0:
-            return np.zeros(shape, np.float32)
-        return np.frombuffer(ffi.buffer(p.data, p.size * 4), np.float32).reshape(shape).copy()
+            return np.zeros(shape, kind.numpy)
+        return np.frombuffer(ffi.buffer(p.data, p.size * kind.itemsize), kind.numpy).reshape(shape).copy()
 
     def __array__(self, dtype=None, copy=None):
         if copy is False:
@@ -484,7 +573,9 @@ class Tensor:
         p = _live(self)
         if p.size != 1:
             raise RuntimeError("item: a tensor with %d elements cannot be converted to a Python number" % p.size)
-        return p.data[0]
+        if p.dtype == 0:
+            return p.data[0]
+        return self.numpy().reshape(()).item()     # int for int64, bool for bool
 
     def tolist(self):
         return self.numpy().tolist()
@@ -499,11 +590,24 @@ class Tensor:
         p = _live(self)
         if p.size != 1:
             raise RuntimeError("bool: the truth value of a tensor with %d elements is ambiguous" % p.size)
-        return bool(p.data[0])
+        return bool(self.item())
+
+    def __index__(self):
+        p = _live(self)
+        if p.dtype != 1 or p.size != 1:
+            raise TypeError("only one-element int64 tensors can be used as an index")
+        return self.item()
+
+    def __format__(self, spec):
+        if _live(self).size == 1:
+            return format(self.item(), spec)
+        return format(str(self), spec)
 
     def __repr__(self):
         p = _live(self)
         body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
+        if p.size == 0 and p.dtype != 0:
+            return "tensor(%s, dtype=%r)" % (body, self.dtype)
         if p.node:
             op = ffi.string(p.node.op).decode()
             kind = "".join(part.capitalize() for part in op.split("_"))
@@ -572,7 +676,7 @@ class Tensor:
 
     def __reduce__(self):
         from aicraft.creation import tensor
-        return tensor, (self.numpy(), bool(_live(self).requires_grad))
+        return tensor, (self.numpy(), self.dtype, None, bool(_live(self).requires_grad))
 
     # ---- in place (no graph) -----------------------------------------------
 
@@ -635,6 +739,107 @@ class Tensor:
     def __pos__(self):
         _live(self)
         return self
+
+    __eq__ = eq = _comparison("eq", lib.AC_EQ)
+    __ne__ = ne = _comparison("ne", lib.AC_NE)
+    __lt__ = lt = _comparison("lt", lib.AC_LT)
+    __le__ = le = _comparison("le", lib.AC_LE)
+    __gt__ = gt = _comparison("gt", lib.AC_GT)
+    __ge__ = ge = _comparison("ge", lib.AC_GE)
+    greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+    __hash__ = object.__hash__    # by identity, as PyTorch: == compares elements
+
+    logical_and = _logical("logical_and", lib.AC_AND)
+    logical_or = _logical("logical_or", lib.AC_OR)
+    logical_xor = _logical("logical_xor", lib.AC_XOR)
+
+    def logical_not(self):
+        p = lib.ac_logical_not(self._ptr)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    __and__ = __rand__ = _bool_only("__and__", logical_and)
+    __or__ = __ror__ = _bool_only("__or__", logical_or)
+    __xor__ = __rxor__ = _bool_only("__xor__", logical_xor)
+    __invert__ = _bool_only("__invert__", logical_not)
+
+    def where(self, condition, other):
+        """self where condition is true, else other (PyTorch's Tensor.where)."""
+        from aicraft.functions import where
+        return where(condition, self, other)
+
+    def masked_fill(self, mask, value):
+        """A copy with value where the bool mask (broadcast to self) is true."""
+        from aicraft.functions import where
+        if isinstance(value, Tensor):
+            if _live(value).size != 1:
+                raise ValueError("masked_fill: value must be a number or a one-element tensor")
+            value = value.item()
+        return where(mask, value, self)
+
+    def masked_fill_(self, mask, value):
+        return self._copy_(self, self.masked_fill(mask, value))
+
+    # ---- dtypes and devices ------------------------------------------------
+
+    def to(self, *args, **kwargs):
+        """self converted to a dtype and/or moved to a device (PyTorch's forms: to(dtype),
+        to(device), to(device, dtype), to(other), copy=); self when nothing changes."""
+        _live(self)
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError("to: unexpected argument %r" % next(iter(kwargs)))
+        for arg in args:
+            if isinstance(arg, dtypes.dtype):
+                dtype = arg
+            elif isinstance(arg, Tensor):
+                dtype, device = arg.dtype, arg.device
+            elif isinstance(arg, (str, dtypes.device)):
+                device = arg
+            elif arg is not None and not isinstance(arg, bool):
+                raise TypeError("to: expected a dtype, a device or a tensor, not %s" % type(arg).__name__)
+        dtypes.checked_device(device, "to")
+        dtype = dtypes.checked(dtype, "to")
+        if dtype is None or dtype.code == _live(self).dtype:
+            return self.clone() if copy else self
+        p = lib.ac_to_dtype(self._ptr, dtype.code)
+        if p:
+            return _wrap(p)
+        raise_error(self)
+
+    def type(self, dtype=None):
+        """The dtype's name ("aicraft.FloatTensor"), or self converted to dtype."""
+        if dtype is None:
+            return {0: "aicraft.FloatTensor", 1: "aicraft.LongTensor", 2: "aicraft.BoolTensor"}[_live(self).dtype]
+        return self.to(dtype)
+
+    def float(self):
+        return self.to(dtypes.float32)
+
+    def long(self):
+        return self.to(dtypes.int64)
+
+    int = long         # int32 is held as int64 (see dtypes.py)
+
+    def bool(self):
+        return self.to(dtypes.bool)
+
+    def double(self):
+        return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
+
+    def cpu(self):
+        _live(self)
+        return self
+
+    def cuda(self, device=None):
+        return self.to(dtypes.device("cuda") if device is None else device)
 
     add, sub, mul, div, pow, matmul = __add__, __sub__, __mul__, __truediv__, __pow__, __matmul__
     neg = __neg__

@@ -112,15 +112,15 @@ def test_drop_last_leaves_out_the_short_batch_and_len_agrees():
         assert len(loader) == len(expected)
 
 
-def test_collate_gives_float32_tensors_with_batch_shapes():
+def test_collate_keeps_integer_data_integer_with_batch_shapes():
     images = np.random.default_rng(0).integers(0, 256, (9, 2, 3), dtype=np.uint8)
     labels = np.arange(9, dtype=np.uint8)
     x, y = next(iter(DataLoader(TensorDataset(images, labels), batch_size=4)))
     assert isinstance(x, ac.Tensor) and isinstance(y, ac.Tensor)
     assert x.shape == (4, 2, 3) and y.shape == (4,)
-    assert x.dtype == ac.float32 and y.dtype == ac.float32
-    np.testing.assert_array_equal(x.numpy(), images[:4].astype(np.float64))
-    np.testing.assert_array_equal(y.numpy(), [0.0, 1.0, 2.0, 3.0])
+    assert x.dtype == ac.int64 and y.dtype == ac.int64     # uint8 is held as int64
+    np.testing.assert_array_equal(x.numpy(), images[:4].astype(np.int64))
+    np.testing.assert_array_equal(y.numpy(), [0, 1, 2, 3])
 
 
 def test_dataset_without_getitems_is_collated_sample_by_sample():

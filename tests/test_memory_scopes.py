@@ -186,10 +186,17 @@ CALL_ARGS = {
     "reshape": (4,), "view": (-1,), "transpose": (0, 1), "permute": (1, 0), "unsqueeze": (0,),
     "softmax": (0,), "log_softmax": (1,), "clamp": (0.0, 1.0), "clip": (0.0, 1.0),
     "size": (0,), "backward": (), "requires_grad_": (True,), "__deepcopy__": ({},),
+    "__eq__": (1.0,), "__ne__": (1.0,), "__lt__": (1.0,), "__le__": (1.0,), "__gt__": (1.0,),
+    "__ge__": (1.0,), "eq": (1.0,), "ne": (1.0,), "lt": (1.0,), "le": (1.0,), "gt": (1.0,),
+    "ge": (1.0,), "greater": (1.0,), "greater_equal": (1.0,), "less": (1.0,),
+    "less_equal": (1.0,), "not_equal": (1.0,), "logical_and": (1.0,), "logical_or": (1.0,),
+    "logical_xor": (1.0,), "masked_fill": "mask(2, 2)", "masked_fill_": "mask(2, 2)",
+    "where": "mask and live(2, 2)", "__format__": ("",), "to": (ac.int64,),
 }
 # Attributes that are not tensor operations.
 NOT_OPS = {"__del__", "__init__", "__slots__", "__module__", "__doc__", "__array_ufunc__",
-           "__qualname__", "__firstlineno__", "__static_attributes__", "__weakref__", "__dict__"}
+           "__qualname__", "__firstlineno__", "__static_attributes__", "__weakref__", "__dict__",
+           "__hash__"}   # by identity, like any object's: a dead tensor still hashes
 
 
 def tensor_api():
@@ -221,6 +228,10 @@ def resolve(args):
         return (ac.ones(2, 2),)
     if args == "array(2, 2)":
         return (np.ones((2, 2), np.float32),)
+    if args == "mask(2, 2)":
+        return (ac.ones(2, 2) > 0, 0.0)
+    if args == "mask and live(2, 2)":
+        return (ac.ones(2, 2) > 0, ac.ones(2, 2))
     return args
 
 

@@ -18,7 +18,7 @@ NAMES = ["layer.0.weight", 'say "hi" \\ back\\slash', "unicode ñ 日本 🙂", 
 # ---- an independent reader and writer -----------------------------------------
 
 def numpy_read(path):
-    """(header dict, {name: float32 array}) parsed with struct, json and np.frombuffer."""
+    """(header dict, {name: array}) parsed with struct, json and np.frombuffer."""
     with open(path, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -28,9 +28,9 @@ def numpy_read(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        assert info["dtype"] == "F32"
+        kind = {"F32": "<f4", "I64": "<i8", "BOOL": "?"}[info["dtype"]]
         begin, end = info["data_offsets"]
-        arrays[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"])
+        arrays[name] = np.frombuffer(data[begin:end], dtype=kind).reshape(info["shape"])
     return header, arrays, n, len(data)
 
 
@@ -127,12 +127,17 @@ def test_file_written_by_numpy_is_read_by_aicraft(tmp_path):
             assert same_bits(loaded[name].numpy(), expected), name
 
 
-def test_save_converts_numpy_arrays_to_float32(tmp_path):
+def test_save_converts_float64_to_float32_and_keeps_int64_and_bool(tmp_path):
     path = tmp_path / "np.safetensors"
-    ac.save({"f64": np.arange(6, dtype=np.float64).reshape(2, 3) / 3, "i": np.array([1, -2, 3])}, path)
+    big = np.array([1, -2, 2 ** 40 + 1])                  # past float32's whole numbers
+    ac.save({"f64": np.arange(6, dtype=np.float64).reshape(2, 3) / 3, "i": big,
+             "b": np.array([[True, False]])}, path)
+    header = numpy_read(path)[0]
+    assert [header[k]["dtype"] for k in ("f64", "i", "b")] == ["F32", "I64", "BOOL"]
     loaded = ac.load(path)
     assert same_bits(loaded["f64"].numpy(), (np.arange(6).reshape(2, 3) / 3).astype(np.float32))
-    assert same_bits(loaded["i"].numpy(), np.array([1, -2, 3], np.float32))
+    assert loaded["i"].dtype == ac.int64 and loaded["i"].tolist() == big.tolist()
+    assert loaded["b"].dtype == ac.bool and loaded["b"].tolist() == [[True, False]]
 
 
 def test_save_keeps_0d_numpy_arrays_0d(tmp_path):
@@ -245,7 +250,10 @@ CORRUPT = [
     ("not an object", b"[]", b"", "expected"),
     ("trailing garbage", ("{%s}x" % _record()).encode(), b"\0" * 4, "only spaces"),
     ("dtype F16", ("{%s}" % _record(dtype="F16", offsets=(0, 2))).encode(), b"\0" * 2, "F16"),
-    ("dtype I64", ("{%s}" % _record(dtype="I64", offsets=(0, 8))).encode(), b"\0" * 8, "I64"),
+    ("dtype I32", ("{%s}" % _record(dtype="I32", offsets=(0, 4))).encode(), b"\0" * 4, "I32"),
+    ("I64 offsets vs shape", ("{%s}" % _record(dtype="I64", offsets=(0, 4))).encode(), b"\0" * 4,
+     "I64 shape .1,. needs 8"),
+    ("bool byte 2", ("{%s}" % _record(dtype="BOOL", offsets=(0, 1))).encode(), b"\x02", "not 0 or 1"),
     ("negative dim", ("{%s}" % _record(shape=(-1,))).encode(), b"\0" * 4, "negative"),
     ("nine dims", ("{%s}" % _record(shape=(1,) * 9)).encode(), b"\0" * 4, "more than 8"),
     ("huge dims", ("{%s}" % _record(shape=(2 ** 32, 2 ** 32))).encode(), b"\0" * 4, "too many"),

@@ -6,8 +6,10 @@
  *  - A function returning a pointer returns NULL on failure; one returning int
  *    returns AC_OK (0) or a negative AcStatus. Either way the calling thread's
  *    error is set: ac_last_error_code(), ac_last_error() ("op: what went wrong").
- *  - Tensors are float32, contiguous, row-major, ndim <= AC_MAX_DIMS, with data
- *    aligned to 64 bytes.
+ *  - Tensors are contiguous, row-major, ndim <= AC_MAX_DIMS, with data aligned
+ *    to 64 bytes. They compute in float32; int64 and bool tensors hold indices,
+ *    masks and comparison results. An op that computes takes float32 tensors
+ *    and fails with AC_ERR_DTYPE for others.
  *  - Ownership: a tensor made while a scope (ac_mem_checkpoint) is open lives in
  *    that scope and dies when it is restored at the latest. ac_tensor_free on it
  *    says the caller is done with it: if nothing else refers to it (a graph
@@ -49,7 +51,9 @@ typedef enum {
     AC_ERR_STATE = -6,    /* the call does not fit the object's state          */
     AC_ERR_IO = -7,       /* a file could not be opened, read or written       */
     AC_ERR_FORMAT = -8,   /* a file's content is corrupt or unsupported        */
-    AC_ERR_GRADCHECK = -9 /* ac_gradient_check found a mismatch                */
+    AC_ERR_GRADCHECK = -9, /* ac_gradient_check found a mismatch               */
+    AC_ERR_DTYPE = -10,    /* a tensor of a dtype the op does not take          */
+    AC_ERR_DEVICE = -11    /* tensors on different devices, or no kernel there  */
 } AcStatus;
 
 int ac_last_error_code(void);            /* the calling thread's last error; AC_OK if none */
@@ -87,11 +91,19 @@ int ac_memory_stats(AcMemStats *out);    /* process-wide counters */
 
 typedef struct AcTensor AcTensor;
 typedef struct AcGradNode AcGradNode;
+
+/* Element types. Math is float32; int64 holds indices and counts, bool (one byte,
+   0 or 1) masks and comparison results. */
+typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2 } AcDtype;
+
+/* Where a tensor's data lives: AC_CPU, the only device so far. */
+typedef enum { AC_CPU = 0 } AcDevice;
 typedef int (*AcBackwardFn)(AcGradNode *node, const AcTensor *grad_out, AcTensor **grad_in);
 
 /* Fields are for reading; change a tensor only through the functions below. */
 struct AcTensor {
-    float *data;
+    float *data;             /* the elements; int64 and bool tensors: cast to
+                                int64_t * or uint8_t * (see dtype) */
     int64_t shape[AC_MAX_DIMS];
     int64_t size;            /* number of elements */
     int32_t ndim;
@@ -101,6 +113,8 @@ struct AcTensor {
     AcTensor *base;          /* a view's owner of data (reshape, detach); else NULL */
     int32_t refcount;        /* root tensors only; 0 for scoped ones */
     int32_t scope_depth;     /* 0 at root */
+    int32_t dtype;           /* AcDtype */
+    int32_t device;          /* AcDevice */
 };
 
 /* A graph node: made by an op, freed with its output tensor. */
@@ -117,6 +131,14 @@ struct AcGradNode {
 
 AcTensor *ac_tensor_new(const int64_t *shape, int ndim);            /* zero-filled */
 AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim); /* copies */
+/* The same for any dtype: data holds float, int64_t or uint8_t (0 or 1) elements. */
+AcTensor *ac_tensor_new_typed(const int64_t *shape, int ndim, int dtype);
+AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim, int dtype);
+int64_t ac_dtype_size(int dtype);        /* bytes per element; < 0 for an unknown dtype */
+const char *ac_dtype_name(int dtype);    /* "float32", "int64", "bool"; "unknown" otherwise */
+/* a converted to dtype: float to int64 truncates toward zero, anything to bool is
+   != 0. float32 to float32 is a differentiable copy; other casts record no graph. */
+AcTensor *ac_to_dtype(const AcTensor *a, int dtype);
 AcTensor *ac_full(const int64_t *shape, int ndim, float value);
 AcTensor *ac_arange(double start, double stop, double step);
 AcTensor *ac_eye(int64_t n, int64_t m);
@@ -130,8 +152,9 @@ AcTensor *ac_tensor_detach(const AcTensor *t);  /* shares data, no graph */
 AcTensor *ac_tensor_keep(const AcTensor *t);    /* a detached copy made at root, whatever scope is open */
 int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad); /* leaves only */
 int ac_tensor_zero_grad(AcTensor *t);    /* drops t->grad; kept for t's next grad if unshared */
-int ac_tensor_copy_(AcTensor *dst, const AcTensor *src); /* dst.data = src.data, same size, no graph */
-int ac_tensor_fill_(AcTensor *t, float value);            /* in place, no graph */
+int ac_tensor_copy_(AcTensor *dst, const AcTensor *src); /* dst.data = src.data converted to dst's
+                                                            dtype, same size, no graph */
+int ac_tensor_fill_(AcTensor *t, double value);           /* in place, no graph; any dtype */
 int ac_tensor_uniform_(AcTensor *t, float lo, float hi);  /* in place from this thread's generator */
 int ac_tensor_normal_(AcTensor *t, float mean, float std);
 
@@ -157,6 +180,21 @@ AcTensor *ac_sin(const AcTensor *a);
 AcTensor *ac_cos(const AcTensor *a);
 AcTensor *ac_clamp(const AcTensor *a, float lo, float hi); /* -INFINITY / INFINITY for no bound */
 
+/* ---- Comparisons and selection --------------------------------------------- */
+/* Elementwise tests with broadcasting, giving bool tensors; operands of any dtype
+   (compared as numbers; nonzero is true for the logical ops). No graph. */
+
+typedef enum { AC_EQ = 0, AC_NE = 1, AC_LT = 2, AC_LE = 3, AC_GT = 4, AC_GE = 5 } AcCompare;
+typedef enum { AC_AND = 0, AC_OR = 1, AC_XOR = 2 } AcLogical;
+
+AcTensor *ac_compare(const AcTensor *a, const AcTensor *b, int op);        /* a <op> b */
+AcTensor *ac_compare_scalar(const AcTensor *a, double s, int op);          /* a <op> s */
+AcTensor *ac_logical(const AcTensor *a, const AcTensor *b, int op);
+AcTensor *ac_logical_not(const AcTensor *a);
+/* cond ? a : b, broadcast over all three; cond of any dtype (nonzero is true),
+   a and b float32, differentiable in a and b. */
+AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b);
+
 /* ---- Activations --------------------------------------------------------- */
 
 AcTensor *ac_relu(const AcTensor *a);
@@ -167,7 +205,8 @@ AcTensor *ac_softmax(const AcTensor *a, int dim);
 AcTensor *ac_log_softmax(const AcTensor *a, int dim);
 
 /* ---- Reductions ---------------------------------------------------------- */
-/* dims: n_dims axes (negative counts from the end); dims == NULL reduces all. */
+/* dims: n_dims axes (negative counts from the end); dims == NULL reduces all.
+   ac_sum of an int64 or bool tensor gives int64 (no graph); the others take float32. */
 
 AcTensor *ac_sum(const AcTensor *a, const int *dims, int n_dims, int keepdim);
 AcTensor *ac_mean(const AcTensor *a, const int *dims, int n_dims, int keepdim);
@@ -175,10 +214,10 @@ AcTensor *ac_max(const AcTensor *a, const int *dims, int n_dims, int keepdim);
 AcTensor *ac_min(const AcTensor *a, const int *dims, int n_dims, int keepdim);
 AcTensor *ac_var(const AcTensor *a, const int *dims, int n_dims, int correction, int keepdim);
 AcTensor *ac_std(const AcTensor *a, const int *dims, int n_dims, int correction, int keepdim);
-/* max/min along one dim with the index of the first extreme (as float) in *indices */
+/* max/min along one dim with the index of the first extreme (int64) in *indices */
 AcTensor *ac_max_dim(const AcTensor *a, int dim, int keepdim, AcTensor **indices);
 AcTensor *ac_min_dim(const AcTensor *a, int dim, int keepdim, AcTensor **indices);
-AcTensor *ac_argmax(const AcTensor *a, int dim, int keepdim);  /* indices as float, no graph */
+AcTensor *ac_argmax(const AcTensor *a, int dim, int keepdim);  /* int64 indices, no graph */
 
 /* ---- Linear algebra ------------------------------------------------------ */
 
@@ -214,7 +253,8 @@ AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim);
 typedef enum { AC_REDUCTION_NONE = 0, AC_REDUCTION_MEAN = 1, AC_REDUCTION_SUM = 2 } AcReduction;
 
 AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction);
-/* logits (N, C) or (C); target holds class indices as floats, shape (N) or () */
+/* logits (N, C) or (C); target holds class indices (int64, or whole float32 values),
+   shape (N) or () */
 AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int reduction,
                            float label_smoothing);
 AcTensor *ac_binary_cross_entropy(const AcTensor *probs, const AcTensor *target, int reduction);
@@ -264,7 +304,7 @@ AcTensor *ac_dropout(const AcTensor *x, float p, int training);
 
 /* ---- Sequence layers ------------------------------------------------------ */
 
-/* Rows of weight (num, dim) picked by indices (class ids as floats, any shape):
+/* Rows of weight (num, dim) picked by indices (int64, or whole float32 values; any shape):
    out (..., dim). An id that is not an integer in [0, num) fails with AC_ERR_INDEX.
    padding_idx: a row that gets no gradient, or -1 for none. */
 AcTensor *ac_embedding(const AcTensor *indices, const AcTensor *weight, int64_t padding_idx);
@@ -316,8 +356,8 @@ AcTensor *ac_state_dict_tensor(const AcStateDict *dict, int index);    /* borrow
 AcTensor *ac_state_dict_get(const AcStateDict *dict, const char *name); /* borrowed; NULL if absent */
 int ac_state_dict_free(AcStateDict *dict);
 
-int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* float32 tensors */
-AcStateDict *ac_load_safetensors(const char *path);                   /* F32 tensors, at root */
+int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* F32, I64, BOOL */
+AcStateDict *ac_load_safetensors(const char *path);                   /* the same, at root */
 
 /* An IDX file (the MNIST format, not gzipped) as a float tensor of its values
    (uint8 images stay 0..255). */

@@ -33,9 +33,9 @@ int ac_is_grad_enabled(void) { return !grad_disabled; }
 
 /* ---- recording ----------------------------------------------------------- */
 
-static AcTensor *make_output(const char *op, const int64_t *shape, int ndim, const AcTensor *share,
-                             const AcTensor *const *inputs, int n_inputs, AcBackwardFn backward,
-                             size_t ctx_bytes)
+static AcTensor *make_output(const char *op, int dtype, const int64_t *shape, int ndim,
+                             const AcTensor *share, const AcTensor *const *inputs, int n_inputs,
+                             AcBackwardFn backward, size_t ctx_bytes)
 {
     int record = 0, i;
     AcTensor *out;
@@ -44,7 +44,7 @@ static AcTensor *make_output(const char *op, const int64_t *shape, int ndim, con
         return error_null(AC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, AC_MAX_INPUTS);
     for (i = 0; i < n_inputs && !grad_disabled; i++)
         if (inputs[i] && inputs[i]->requires_grad) record = 1;
-    out = tensor_create(op, shape, ndim, share, record ? node_head_bytes() + ctx_bytes : 0, 0);
+    out = tensor_create(op, shape, ndim, dtype, share, record ? node_head_bytes() + ctx_bytes : 0, 0);
     if (!out || !record) return out;
     node = out->node;
     node->op = op;
@@ -63,13 +63,25 @@ static AcTensor *make_output(const char *op, const int64_t *shape, int ndim, con
 AcTensor *op_output(const char *op, const int64_t *shape, int ndim, const AcTensor *const *inputs,
                     int n_inputs, AcBackwardFn backward, size_t ctx_bytes)
 {
-    return make_output(op, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes);
+    int i;
+    for (i = 0; i < n_inputs; i++)
+        if (inputs[i] && inputs[i]->dtype != AC_FLOAT32)
+            return error_null(AC_ERR_DTYPE, "%s: input %d is %s; this op computes in float32 "
+                              "(convert it first)", op, i, ac_dtype_name(inputs[i]->dtype));
+    return make_output(op, AC_FLOAT32, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes);
+}
+
+AcTensor *op_output_as(const char *op, int dtype, const int64_t *shape, int ndim,
+                       const AcTensor *const *inputs, int n_inputs, AcBackwardFn backward,
+                       size_t ctx_bytes)
+{
+    return make_output(op, dtype, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes);
 }
 
 AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
                   AcBackwardFn backward, size_t ctx_bytes)
 {
-    return make_output(op, shape, ndim, a, &a, 1, backward, ctx_bytes);
+    return make_output(op, a->dtype, shape, ndim, a, &a, 1, backward, ctx_bytes);
 }
 
 void *op_context(const AcTensor *out) { return out->node ? out->node->context : NULL; }

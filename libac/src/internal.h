@@ -88,20 +88,32 @@ uint32_t current_serial(void);
 
 /* Check ndim and shape; on error name op. Writes the element count to *size. */
 int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size);
-/* A new uninitialised tensor in the current home (scope or root), no graph. */
+/* A new uninitialised float32 tensor in the current home (scope or root), no graph. */
 AcTensor *tensor_alloc(const char *op, const int64_t *shape, int ndim);
 /* The one allocator behind every tensor: at root when at_root, else in the
-   current home. share != NULL: no data of its own, a view of share's data.
-   node_bytes > 0: a zeroed node followed by its context, at t->node. */
-AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const AcTensor *share,
-                        size_t node_bytes, int at_root);
+   current home. share != NULL: no data of its own, a view of share's data
+   (and share's dtype). node_bytes > 0: a zeroed node followed by its context,
+   at t->node. */
+AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtype,
+                        const AcTensor *share, size_t node_bytes, int at_root);
+/* Bytes per element of t; and the int64 / bool views of its data. */
+size_t elem_size(const AcTensor *t);
+static inline int64_t *data_i64(const AcTensor *t) { return (int64_t *)(void *)t->data; }
+static inline uint8_t *data_bool(const AcTensor *t) { return (uint8_t *)(void *)t->data; }
+/* Element i of t as a double, whatever its dtype (exact for int64 below 2^53,
+   which covers every index a tensor can have). */
+double elem_get(const AcTensor *t, int64_t i);
 /* The same shape as t; uninitialised. */
 AcTensor *tensor_alloc_like(const char *op, const AcTensor *t);
 /* A new grad for leaf, uninitialised, at root: the leaf's spare (a grad that
    zero_grad dropped) when it has one, else a fresh tensor of its shape. */
 AcTensor *grad_new(AcTensor *leaf);
-/* NULL or an error if t is NULL (names op and which argument). */
+/* An error if t is NULL or not float32 (names op and which argument). */
 int tensor_check(const char *op, const AcTensor *t, const char *what);
+/* The same for ops that take any dtype: an error only if t is NULL. */
+int tensor_check_any(const char *op, const AcTensor *t, const char *what);
+/* An error unless t (NULL is fine) is int64 or float32, as an index tensor must be. */
+int index_check(const char *op, const AcTensor *t, const char *what);
 /* Normalise dim against ndim (negative counts from the end); -1 and an error if out of range. */
 int dim_normalize(const char *op, int dim, int ndim);
 /* NumPy broadcasting of a and b into out_shape / *out_ndim; AC_ERR_SHAPE if they do not fit. */
@@ -119,13 +131,20 @@ float rng_normal(void);
 
 /* ---- autograd.c ---------------------------------------------------------- */
 
-/* Make op's output of the given shape, uninitialised. If grad mode is on and an
+/* Make op's float32 output of the given shape, uninitialised; every input must
+   be float32 (else NULL and AC_ERR_DTYPE). If grad mode is on and an
    input requires grad, also make its node: inputs recorded, backward set, and
    ctx_bytes of zeroed context at out->node->context. */
 AcTensor *op_output(const char *op, const int64_t *shape, int ndim,
                     const AcTensor *const *inputs, int n_inputs,
                     AcBackwardFn backward, size_t ctx_bytes);
-/* As op_output, but the output is a view sharing a's data (reshape, squeeze). */
+/* As op_output, for ops that check their inputs' dtypes themselves: the output
+   has dtype (shape ops keep their input's; comparisons give bool). */
+AcTensor *op_output_as(const char *op, int dtype, const int64_t *shape, int ndim,
+                       const AcTensor *const *inputs, int n_inputs, AcBackwardFn backward,
+                       size_t ctx_bytes);
+/* As op_output, but the output is a view sharing a's data (reshape, squeeze),
+   of a's dtype. */
 AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
                   AcBackwardFn backward, size_t ctx_bytes);
 /* The saved context of out's node, or NULL when no graph was recorded. */

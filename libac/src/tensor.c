@@ -59,10 +59,60 @@ int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size)
     return AC_OK;
 }
 
-int tensor_check(const char *op, const AcTensor *t, const char *what)
+int tensor_check_any(const char *op, const AcTensor *t, const char *what)
 {
     if (!t) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
     return AC_OK;
+}
+
+int tensor_check(const char *op, const AcTensor *t, const char *what)
+{
+    if (!t) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
+    if (t->dtype != AC_FLOAT32)
+        return error_set(AC_ERR_DTYPE, "%s: %s is %s; this op computes in float32 (convert it first)",
+                         op, what, ac_dtype_name(t->dtype));
+    return AC_OK;
+}
+
+int index_check(const char *op, const AcTensor *t, const char *what)
+{
+    if (t && t->dtype != AC_INT64 && t->dtype != AC_FLOAT32)
+        return error_set(AC_ERR_DTYPE, "%s: %s is %s; indices must be int64", op, what,
+                         ac_dtype_name(t->dtype));
+    return AC_OK;
+}
+
+/* ---- dtypes -------------------------------------------------------------- */
+
+int64_t ac_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case AC_FLOAT32: return 4;
+    case AC_INT64: return 8;
+    case AC_BOOL: return 1;
+    default: return error_set(AC_ERR_DTYPE, "dtype_size: unknown dtype %d", dtype);
+    }
+}
+
+const char *ac_dtype_name(int dtype)
+{
+    switch (dtype) {
+    case AC_FLOAT32: return "float32";
+    case AC_INT64: return "int64";
+    case AC_BOOL: return "bool";
+    default: return "unknown";
+    }
+}
+
+size_t elem_size(const AcTensor *t) { return t->dtype == AC_FLOAT32 ? 4 : t->dtype == AC_INT64 ? 8 : 1; }
+
+double elem_get(const AcTensor *t, int64_t i)
+{
+    switch (t->dtype) {
+    case AC_INT64: return (double)data_i64(t)[i];
+    case AC_BOOL: return (double)data_bool(t)[i];
+    default: return (double)t->data[i];
+    }
 }
 
 int dim_normalize(const char *op, int dim, int ndim)
@@ -87,8 +137,8 @@ int same_shape(const AcTensor *a, const AcTensor *b)
 
 /* ---- making and freeing -------------------------------------------------- */
 
-AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const AcTensor *share,
-                        size_t node_bytes, int at_root)
+AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtype,
+                        const AcTensor *share, size_t node_bytes, int at_root)
 {
     int64_t size;
     size_t head, data_bytes, total;
@@ -96,9 +146,11 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const Ac
     TensorBox *box;
     AcTensor *t;
     if (shape_check(op, shape, ndim, &size)) return NULL;
+    if (share) dtype = share->dtype;
+    if (ac_dtype_size(dtype) < 0) return NULL;
     head = round_up(sizeof(TensorBox));
     node_bytes = round_up(node_bytes);
-    data_bytes = share ? 0 : round_up((size_t)size * sizeof(float));
+    data_bytes = share ? 0 : round_up((size_t)size * (size_t)ac_dtype_size(dtype));
     total = head + node_bytes + data_bytes;
     box = scoped ? arena_alloc(total) : root_alloc(total);
     if (!box) return NULL;
@@ -108,6 +160,8 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const Ac
     if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
     t->ndim = ndim;
     t->size = size;
+    t->dtype = dtype;
+    t->device = AC_CPU;
     t->scope_depth = scoped ? current_depth() : 0;
     t->refcount = scoped ? 0 : 1;
     if (scoped) box->scope_serial = current_serial();
@@ -130,12 +184,12 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, const Ac
 
 AcTensor *tensor_alloc(const char *op, const int64_t *shape, int ndim)
 {
-    return tensor_create(op, shape, ndim, NULL, 0, 0);
+    return tensor_create(op, shape, ndim, AC_FLOAT32, NULL, 0, 0);
 }
 
 AcTensor *tensor_alloc_like(const char *op, const AcTensor *t)
 {
-    return tensor_create(op, t->shape, t->ndim, NULL, 0, 0);
+    return tensor_create(op, t->shape, t->ndim, AC_FLOAT32, NULL, 0, 0);
 }
 
 int ac_tensor_retain(AcTensor *t)
@@ -252,6 +306,28 @@ AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim)
     return t;
 }
 
+AcTensor *ac_tensor_new_typed(const int64_t *shape, int ndim, int dtype)
+{
+    AcTensor *t = tensor_create("tensor_new", shape, ndim, dtype, NULL, 0, 0);
+    if (t) memset(t->data, 0, (size_t)t->size * elem_size(t));
+    return t;
+}
+
+AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim, int dtype)
+{
+    int64_t size;
+    int64_t i;
+    AcTensor *t;
+    if (shape_check("tensor_from_typed", shape, ndim, &size)) return NULL;
+    if (!data && size > 0) return error_null(AC_ERR_ARG, "tensor_from_typed: data is NULL");
+    t = tensor_create("tensor_from_typed", shape, ndim, dtype, NULL, 0, 0);
+    if (!t || size == 0) return t;
+    memcpy(t->data, data, (size_t)size * elem_size(t));
+    if (dtype == AC_BOOL)   /* a bool byte is 0 or 1, whatever the caller's bytes held */
+        for (i = 0; i < size; i++) data_bool(t)[i] = data_bool(t)[i] != 0;
+    return t;
+}
+
 AcTensor *ac_arange(double start, double stop, double step)
 {
     double count;
@@ -364,30 +440,74 @@ static int clone_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
 AcTensor *ac_tensor_clone(const AcTensor *t)
 {
     AcTensor *out;
-    if (tensor_check("clone", t, "tensor")) return NULL;
-    out = op_output("clone", t->shape, t->ndim, &t, 1, clone_backward, 0);
-    if (out) memcpy(out->data, t->data, (size_t)t->size * sizeof(float));
+    if (tensor_check_any("clone", t, "tensor")) return NULL;
+    out = op_output_as("clone", t->dtype, t->shape, t->ndim, &t, 1, clone_backward, 0);
+    if (out) memcpy(out->data, t->data, (size_t)t->size * elem_size(t));
+    return out;
+}
+
+/* Truncated toward zero; NaN gives 0 and values past int64's range clamp, never trap. */
+static int64_t to_int64(double v)
+{
+    return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+}
+
+/* Convert n elements from src's dtype to dst's. */
+static void convert(const AcTensor *src, AcTensor *dst, int64_t n)
+{
+    int64_t i;
+    if (src->dtype == dst->dtype) {
+        if (dst->data != src->data) memmove(dst->data, src->data, (size_t)n * elem_size(src));
+        return;
+    }
+    switch (dst->dtype) {
+    case AC_FLOAT32:
+        for (i = 0; i < n; i++) dst->data[i] = (float)elem_get(src, i);
+        break;
+    case AC_INT64:
+        if (src->dtype == AC_FLOAT32) {
+            for (i = 0; i < n; i++) data_i64(dst)[i] = to_int64(src->data[i]);
+        } else {
+            for (i = 0; i < n; i++) data_i64(dst)[i] = data_bool(src)[i];
+        }
+        break;
+    default:
+        for (i = 0; i < n; i++) data_bool(dst)[i] = elem_get(src, i) != 0.0;
+        break;
+    }
+}
+
+AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
+{
+    AcTensor *out;
+    if (tensor_check_any("to_dtype", a, "tensor") || ac_dtype_size(dtype) < 0) return NULL;
+    if (a->dtype == AC_FLOAT32 && dtype == AC_FLOAT32) return ac_tensor_clone(a);
+    out = tensor_create("to_dtype", a->shape, a->ndim, dtype, NULL, 0, 0);
+    if (out) convert(a, out, a->size);
     return out;
 }
 
 AcTensor *ac_tensor_detach(const AcTensor *t)
 {
-    if (tensor_check("detach", t, "tensor")) return NULL;
-    return tensor_create("detach", t->shape, t->ndim, t, 0, 0);
+    if (tensor_check_any("detach", t, "tensor")) return NULL;
+    return tensor_create("detach", t->shape, t->ndim, t->dtype, t, 0, 0);
 }
 
 AcTensor *ac_tensor_keep(const AcTensor *t)
 {
     AcTensor *out;
-    if (tensor_check("keep", t, "tensor")) return NULL;
-    out = tensor_create("keep", t->shape, t->ndim, NULL, 0, 1);
-    if (out) memcpy(out->data, t->data, (size_t)t->size * sizeof(float));
+    if (tensor_check_any("keep", t, "tensor")) return NULL;
+    out = tensor_create("keep", t->shape, t->ndim, t->dtype, NULL, 0, 1);
+    if (out) memcpy(out->data, t->data, (size_t)t->size * elem_size(t));
     return out;
 }
 
 int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad)
 {
     if (!t) return error_set(AC_ERR_ARG, "requires_grad: tensor is NULL");
+    if (requires_grad && t->dtype != AC_FLOAT32)
+        return error_set(AC_ERR_DTYPE, "requires_grad: only float32 tensors can require gradients, "
+                         "not %s", ac_dtype_name(t->dtype));
     if (t->node && !requires_grad)
         return error_set(AC_ERR_STATE,
                          "requires_grad: only leaf tensors can stop requiring grad; use detach()");
@@ -421,7 +541,7 @@ AcTensor *grad_new(AcTensor *leaf)
 {
     TensorBox *box = (TensorBox *)leaf;
     AcTensor *g = box->spare_grad;
-    if (!g) return tensor_create("backward", leaf->shape, leaf->ndim, NULL, 0, 1);
+    if (!g) return tensor_create("backward", leaf->shape, leaf->ndim, AC_FLOAT32, NULL, 0, 1);
     if (root_take_back(((TensorBox *)g)->alloc_bytes)) return NULL;
     MARK_IN_USE(g->data, spare_data_bytes(g));
     box->spare_grad = NULL;
@@ -447,15 +567,26 @@ int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)
         return error_set(AC_ERR_SHAPE, "copy_: source %s has %lld elements, destination %s has %lld",
                          tensor_shape_str(src), (long long)src->size, tensor_shape_str(dst),
                          (long long)dst->size);
-    if (dst->data != src->data) memmove(dst->data, src->data, (size_t)src->size * sizeof(float));
+    convert(src, dst, src->size);
     return AC_OK;
 }
 
-int ac_tensor_fill_(AcTensor *t, float value)
+int ac_tensor_fill_(AcTensor *t, double value)
 {
-    int64_t i;
+    int64_t i, whole;
     if (!t) return error_set(AC_ERR_ARG, "fill_: tensor is NULL");
-    for (i = 0; i < t->size; i++) t->data[i] = value;
+    switch (t->dtype) {
+    case AC_FLOAT32:
+        for (i = 0; i < t->size; i++) t->data[i] = (float)value;
+        break;
+    case AC_INT64:
+        whole = to_int64(value);
+        for (i = 0; i < t->size; i++) data_i64(t)[i] = whole;
+        break;
+    default:
+        memset(t->data, value != 0.0, (size_t)t->size);
+        break;
+    }
     return AC_OK;
 }
 
@@ -508,7 +639,7 @@ AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
 int ac_tensor_uniform_(AcTensor *t, float lo, float hi)
 {
     int64_t i;
-    if (!t) return error_set(AC_ERR_ARG, "uniform_: tensor is NULL");
+    if (tensor_check("uniform_", t, "tensor")) return ac_last_error_code();
     if (!isfinite(lo) || !isfinite(hi) || lo > hi)
         return error_set(AC_ERR_ARG, "uniform_: bounds [%g, %g) must be finite and ordered", lo, hi);
     for (i = 0; i < t->size; i++) t->data[i] = lo + (hi - lo) * rng_uniform();
@@ -518,7 +649,7 @@ int ac_tensor_uniform_(AcTensor *t, float lo, float hi)
 int ac_tensor_normal_(AcTensor *t, float mean, float std)
 {
     int64_t i;
-    if (!t) return error_set(AC_ERR_ARG, "normal_: tensor is NULL");
+    if (tensor_check("normal_", t, "tensor")) return ac_last_error_code();
     if (!isfinite(mean) || !isfinite(std) || std < 0)
         return error_set(AC_ERR_ARG, "normal_: mean %g and std %g must be finite, std >= 0", mean, std);
     for (i = 0; i < t->size; i++) t->data[i] = mean + std * rng_normal();

@@ -97,10 +97,12 @@ static void test_max_dim_returns_first_index_and_routes_gradient(void)
     v = ac_max_dim(x, 1, 0, &idx);
     CHECK(v && idx && v->ndim == 1 && idx->ndim == 1);
     CHECK(v->data[0] == 4.0f && v->data[1] == 7.0f);
-    CHECK(idx->data[0] == 0.0f && idx->data[1] == 1.0f);
+    CHECK(idx->dtype == AC_INT64);
+    CHECK(((int64_t *)idx->data)[0] == 0 && ((int64_t *)idx->data)[1] == 1);
     am = ac_argmax(x, 0, 1);
-    CHECK(am && am->ndim == 2 && am->shape[0] == 1);
-    CHECK(am->data[0] == 0.0f && am->data[1] == 1.0f && am->data[2] == 1.0f);
+    CHECK(am && am->ndim == 2 && am->shape[0] == 1 && am->dtype == AC_INT64);
+    CHECK(((int64_t *)am->data)[0] == 0 && ((int64_t *)am->data)[1] == 1 &&
+          ((int64_t *)am->data)[2] == 1);
     mn = ac_min_dim(x, -1, 1, NULL);
     CHECK(mn && mn->ndim == 2 && mn->data[0] == 1.0f && mn->data[1] == 2.0f);
     loss = ac_sum(v, NULL, 0, 0);

@@ -12,8 +12,9 @@
  * "__metadata__" map of strings), decodes strings in place, and checks every
  * index against the header's length. Before any tensor is made, the records
  * must tile the data region exactly: no gaps, no overlaps, nothing past its
- * end. Only F32 is read. Bytes are (de)coded as little-endian explicitly, so
- * the code is right on big-endian hosts too.
+ * end. F32, I64 and BOOL are read and written (aicraft's float32, int64 and
+ * bool). Bytes are (de)coded as little-endian explicitly, so the code is
+ * right on big-endian hosts too.
  *
  * Not here: the AcStateDict container (state_dict.c).
  */
@@ -29,7 +30,10 @@
 #include <unistd.h>
 
 #define HEADER_MAX_BYTES 100000000u   /* the reference implementation's limit */
-#define FLOAT_CHUNK 1024              /* floats encoded per fwrite */
+#define ELEM_CHUNK 1024               /* elements encoded per fwrite */
+
+/* safetensors' names of AcDtype's values, in its order. */
+static const char *const FILE_DTYPES[] = {"F32", "I64", "BOOL"};
 
 /* A bigger root block holding the first `used` bytes of old, which is freed.
    NULL (and old untouched) on failure. */
@@ -119,10 +123,12 @@ static int build_header(const AcStateDict *dict, Text *t)
     rc = text_put_str(t, "{");
     for (i = 0; i < n && rc == AC_OK; i++) {
         const AcTensor *tensor = ac_state_dict_tensor(dict, i);
-        long long bytes = (long long)tensor->size * (long long)sizeof(float);
+        long long bytes = (long long)tensor->size * (long long)elem_size(tensor);
         if (i) rc = text_put_str(t, ",");
         if (!rc) rc = text_put_json_string(t, ac_state_dict_name(dict, i));
-        if (!rc) rc = text_put_str(t, ":{\"dtype\":\"F32\",\"shape\":[");
+        if (!rc) rc = text_put_str(t, ":{\"dtype\":\"");
+        if (!rc) rc = text_put_str(t, FILE_DTYPES[tensor->dtype]);
+        if (!rc) rc = text_put_str(t, "\",\"shape\":[");
         for (d = 0; d < tensor->ndim && rc == AC_OK; d++) {
             if (d) rc = text_put_str(t, ",");
             if (!rc) rc = text_put_int(t, (long long)tensor->shape[d]);
@@ -139,21 +145,29 @@ static int build_header(const AcStateDict *dict, Text *t)
     return rc;
 }
 
-static int write_floats_le(FILE *f, const float *data, int64_t n)
+/* n elements of esize bytes (1, 4 or 8), as little-endian bytes. */
+static int write_le(FILE *f, const void *data, int64_t n, size_t esize)
 {
-    unsigned char chunk[4 * FLOAT_CHUNK];
+    unsigned char chunk[8 * ELEM_CHUNK];
+    const unsigned char *bytes = data;
     int64_t start = 0;
     while (start < n) {
-        int64_t count = n - start < FLOAT_CHUNK ? n - start : FLOAT_CHUNK, i;
+        int64_t count = n - start < ELEM_CHUNK ? n - start : ELEM_CHUNK, i;
+        size_t k;
         for (i = 0; i < count; i++) {
-            uint32_t bits;
-            memcpy(&bits, &data[start + i], sizeof bits);
-            chunk[4 * i] = (unsigned char)bits;
-            chunk[4 * i + 1] = (unsigned char)(bits >> 8);
-            chunk[4 * i + 2] = (unsigned char)(bits >> 16);
-            chunk[4 * i + 3] = (unsigned char)(bits >> 24);
+            uint64_t bits = 0;
+            uint32_t bits32;
+            if (esize == 8) {
+                memcpy(&bits, bytes + (start + i) * 8, 8);
+            } else if (esize == 4) {
+                memcpy(&bits32, bytes + (start + i) * 4, 4);
+                bits = bits32;
+            } else {
+                bits = bytes[start + i];
+            }
+            for (k = 0; k < esize; k++) chunk[esize * (size_t)i + k] = (unsigned char)(bits >> (8 * k));
         }
-        if (fwrite(chunk, 4, (size_t)count, f) != (size_t)count) return -1;
+        if (fwrite(chunk, esize, (size_t)count, f) != (size_t)count) return -1;
         start += count;
     }
     return 0;
@@ -169,7 +183,7 @@ static int write_contents(FILE *f, const AcStateDict *dict, const Text *header)
         return -1;
     for (i = 0; i < n; i++) {
         const AcTensor *t = ac_state_dict_tensor(dict, i);
-        if (write_floats_le(f, t->data, t->size)) return -1;
+        if (write_le(f, t->data, t->size, elem_size(t))) return -1;
     }
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) return -1;
     return 0;
@@ -250,6 +264,7 @@ typedef struct {
     char *name;                      /* decoded in place inside the header text */
     int ndim;
     int64_t shape[AC_MAX_DIMS];
+    int dtype;                       /* AcDtype */
     uint64_t begin, end;             /* data_offsets */
     AcTensor *tensor;
 } Record;
@@ -460,9 +475,11 @@ static int parse_record(Header *h, Record *rec)
             if (strcmp(field, "dtype") == 0 && !seen_dtype) {
                 seen_dtype = 1;
                 if (parse_string(h, &dtype)) return AC_ERR_FORMAT;
-                if (strcmp(dtype, "F32") != 0)
-                    return format_error(h, "tensor '%s' has dtype %s; only F32 is supported",
-                                        rec->name, dtype);
+                for (rec->dtype = 0; rec->dtype < 3; rec->dtype++)
+                    if (strcmp(dtype, FILE_DTYPES[rec->dtype]) == 0) break;
+                if (rec->dtype == 3)
+                    return format_error(h, "tensor '%s' has dtype %s; only F32, I64 and BOOL are "
+                                        "supported", rec->name, dtype);
             } else if (strcmp(field, "shape") == 0 && !seen_shape) {
                 seen_shape = 1;
                 if (parse_counts(h, rec->name, "shape", values, AC_MAX_DIMS, &rec->ndim))
@@ -581,13 +598,13 @@ static int check_record(const Header *h, const Record *rec, uint64_t data_bytes)
                             "the data region of %llu bytes", rec->name,
                             (unsigned long long)rec->begin, (unsigned long long)rec->end,
                             (unsigned long long)data_bytes);
-    if (rec->end - rec->begin != (uint64_t)count * sizeof(float))
+    if (rec->end - rec->begin != (uint64_t)count * (uint64_t)ac_dtype_size(rec->dtype))
         return format_error(h, "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, but "
-                            "F32 shape %s needs %llu", rec->name,
+                            "%s shape %s needs %llu", rec->name,
                             (unsigned long long)rec->begin, (unsigned long long)rec->end,
-                            (unsigned long long)(rec->end - rec->begin),
+                            (unsigned long long)(rec->end - rec->begin), FILE_DTYPES[rec->dtype],
                             shape_str(rec->shape, rec->ndim),
-                            (unsigned long long)count * sizeof(float));
+                            (unsigned long long)count * (unsigned long long)ac_dtype_size(rec->dtype));
     return AC_OK;
 }
 
@@ -636,16 +653,33 @@ static int read_exact(Header *h, FILE *f, void *buf, size_t n)
     return format_error(h, "the file ends early (it changed while being read?)");
 }
 
-static void floats_from_le(float *data, int64_t n)
+/* t's elements, read as little-endian bytes, in the host's order; a bool byte
+   that is not 0 or 1 is a format error. */
+static int from_le(const Header *h, const char *name, AcTensor *t)
 {
-    const unsigned char *bytes = (const unsigned char *)data;
+    unsigned char *bytes = (unsigned char *)t->data;
+    size_t esize = elem_size(t), k;
     int64_t i;
-    for (i = 0; i < n; i++) {
-        const unsigned char *b = bytes + 4 * i;
-        uint32_t bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                        (uint32_t)b[3] << 24;
-        memcpy(&data[i], &bits, sizeof bits);
+    if (t->dtype == AC_BOOL) {
+        for (i = 0; i < t->size; i++)
+            if (bytes[i] > 1)
+                return format_error(h, "tensor '%s': BOOL element %lld is %u, not 0 or 1", name,
+                                    (long long)i, bytes[i]);
+        return AC_OK;
     }
+    for (i = 0; i < t->size; i++) {
+        unsigned char *b = bytes + esize * (size_t)i;
+        uint64_t bits = 0;
+        uint32_t bits32;
+        for (k = 0; k < esize; k++) bits |= (uint64_t)b[k] << (8 * k);
+        if (esize == 8) {
+            memcpy(b, &bits, 8);
+        } else {
+            bits32 = (uint32_t)bits;
+            memcpy(b, &bits32, 4);
+        }
+    }
+    return AC_OK;
 }
 
 /* Make the tensors (at root), fill them in file order, and hand them to a new
@@ -656,14 +690,14 @@ static int read_tensors(Header *h, FILE *f, AcStateDict **out)
     size_t i;
     for (i = 0; i < h->count; i++) {
         Record *rec = &h->records[i];
-        rec->tensor = tensor_create("load_safetensors", rec->shape, rec->ndim, NULL, 0, 1);
+        rec->tensor = tensor_create("load_safetensors", rec->shape, rec->ndim, rec->dtype, NULL, 0, 1);
         if (!rec->tensor) return ac_last_error_code();
     }
     for (i = 0; i < h->count; i++) {
         AcTensor *t = h->order[i]->tensor;
-        int rc = read_exact(h, f, t->data, (size_t)t->size * sizeof(float));
+        int rc = read_exact(h, f, t->data, (size_t)t->size * elem_size(t));
+        if (!rc) rc = from_le(h, h->order[i]->name, t);
         if (rc) return rc;
-        floats_from_le(t->data, t->size);
     }
     dict = ac_state_dict_new();
     if (!dict) return AC_ERR_MEMORY;

@@ -3,7 +3,7 @@
  * picks a row of the weight table; backward scatter-adds the output gradient
  * into the picked rows.
  *
- * Ids arrive as floats, the library's one dtype; every id is checked (an
+ * Ids arrive as int64 (or whole float32 values); every id is checked (an
  * integer in [0, num)) before anything is allocated. Backward adds the rows in
  * the order of the ids, serially, so a weight row that is picked several times
  * gets the same sum whatever the thread count.
@@ -21,7 +21,8 @@ typedef struct {
 } EmbeddingCtx;
 
 typedef struct {
-    const float *ids, *weight;
+    const AcTensor *ids;
+    const float *weight;
     float *out;
     int64_t dim;
 } GatherJob;
@@ -31,7 +32,7 @@ static void gather_task(void *ctx, int64_t begin, int64_t end)
     const GatherJob *job = ctx;
     int64_t i;
     for (i = begin; i < end; i++)
-        memcpy(job->out + i * job->dim, job->weight + (int64_t)job->ids[i] * job->dim,
+        memcpy(job->out + i * job->dim, job->weight + (int64_t)elem_get(job->ids, i) * job->dim,
                (size_t)job->dim * sizeof(float));
 }
 
@@ -43,12 +44,12 @@ static int check_ids(const AcTensor *indices, const AcTensor *weight)
     const int64_t num = weight->shape[0];
     int64_t i;
     for (i = 0; i < indices->size; i++) {
-        float id = indices->data[i];
-        if (!(id >= 0.0f && id < (float)num))   /* NaN fails too */
+        double id = elem_get(indices, i);
+        if (!(id >= 0.0 && id < (double)num))   /* NaN fails too */
             return error_set(AC_ERR_INDEX, "embedding: index %g at position %lld is out of range "
                              "for weight %s (%lld rows)", id, (long long)i,
                              tensor_shape_str(weight), (long long)num);
-        if (id != (float)(int64_t)id)
+        if (id != (double)(int64_t)id)
             return error_set(AC_ERR_INDEX, "embedding: index %g at position %lld is not an integer",
                              id, (long long)i);
     }
@@ -62,7 +63,8 @@ AcTensor *ac_embedding(const AcTensor *indices, const AcTensor *weight, int64_t 
     EmbeddingCtx *ctx;
     GatherJob job;
     AcTensor *out;
-    if (tensor_check("embedding", indices, "indices") || tensor_check("embedding", weight, "weight"))
+    if (tensor_check_any("embedding", indices, "indices") ||
+        index_check("embedding", indices, "indices") || tensor_check("embedding", weight, "weight"))
         return NULL;
     if (weight->ndim != 2)
         return error_null(AC_ERR_SHAPE, "embedding: weight %s must be (num_embeddings, embedding_dim)",
@@ -78,12 +80,12 @@ AcTensor *ac_embedding(const AcTensor *indices, const AcTensor *weight, int64_t 
     shape[indices->ndim] = weight->shape[1];
     inputs[0] = indices;
     inputs[1] = weight;
-    out = op_output("embedding", shape, indices->ndim + 1, inputs, 2, embedding_backward,
-                    sizeof(EmbeddingCtx));
+    out = op_output_as("embedding", AC_FLOAT32, shape, indices->ndim + 1, inputs, 2,
+                       embedding_backward, sizeof(EmbeddingCtx));
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) ctx->padding_idx = padding_idx;
-    job.ids = indices->data;
+    job.ids = indices;
     job.weight = weight->data;
     job.out = out->data;
     job.dim = weight->shape[1];
@@ -107,7 +109,7 @@ static int embedding_backward(AcGradNode *node, const AcTensor *gout, AcTensor *
         AcTensor *dw = ac_tensor_new(weight->shape, 2);
         if (!dw) return ac_last_error_code();
         for (i = 0; i < indices->size; i++) {
-            const int64_t row = (int64_t)indices->data[i];
+            const int64_t row = (int64_t)elem_get(indices, i);
             const float *g = gout->data + i * dim;
             float *d = dw->data + row * dim;
             if (row == ctx->padding_idx) continue;

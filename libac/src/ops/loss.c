@@ -283,8 +283,8 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 
 /* ---- cross entropy ------------------------------------------------------- */
 
-/* Followed in memory by rows * classes softmax probabilities, then the rows'
-   target classes, all as floats. */
+/* Followed in memory by the rows' target classes (int64), then rows * classes
+   softmax probabilities. */
 typedef struct {
     LossCtx loss;
     float smoothing;
@@ -292,7 +292,8 @@ typedef struct {
 } CrossEntropyCtx;
 
 typedef struct {
-    const float *logits, *target;
+    const float *logits;
+    const int64_t *target;
     int64_t classes;
     float smoothing;
     float *out;       /* per-row losses for reduction none; else NULL */
@@ -315,7 +316,7 @@ static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
         float max = vec_max(x, classes), sum, log_sum, loss, shifted_sum = 0.0f;
         sum = vec_exp_sum(x, max, probs, classes);
         log_sum = logf(sum);
-        loss = (max - x[(int64_t)job->target[row]]) + log_sum;
+        loss = (max - x[job->target[row]]) + log_sum;
         if (job->smoothing > 0.0f) {
             for (c = 0; c < classes; c++) shifted_sum += x[c] - max;
             loss = (1.0f - job->smoothing) * loss +
@@ -333,7 +334,8 @@ static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
 
 typedef struct {
     const CrossEntropyCtx *ctx;
-    const float *probs, *target, *g;
+    const int64_t *target;
+    const float *probs, *g;
     int64_t g_step;
     float scale;
     float *gin;
@@ -350,7 +352,7 @@ static void cross_entropy_grad_rows(void *ctx, int64_t begin, int64_t end)
         const float *p = job->probs + row * classes;
         float *gin = job->gin + row * classes, g = job->g[row * job->g_step] * job->scale;
         for (c = 0; c < classes; c++) gin[c] = (p[c] - spread) * g;
-        gin[(int64_t)job->target[row]] -= (1.0f - smoothing) * g;
+        gin[job->target[row]] -= (1.0f - smoothing) * g;
     }
 }
 
@@ -362,8 +364,8 @@ static int cross_entropy_backward(AcGradNode *node, const AcTensor *gout, AcTens
     gin[0] = tensor_alloc_like("backward", node->inputs[0]);
     if (!gin[0] || ctx->rows == 0) return gin[0] ? AC_OK : ac_last_error_code();
     job.ctx = ctx;
-    job.probs = (const float *)(ctx + 1);
-    job.target = job.probs + ctx->rows * ctx->classes;
+    job.target = (const int64_t *)(ctx + 1);
+    job.probs = (const float *)(job.target + ctx->rows);
     job.g = gout->data;
     job.g_step = ctx->loss.reduction == AC_REDUCTION_NONE ? 1 : 0;
     job.scale = ctx->loss.reduction == AC_REDUCTION_MEAN ? 1.0f / (float)ctx->rows : 1.0f;
@@ -379,7 +381,9 @@ static int cross_entropy_check(const AcTensor *logits, const AcTensor *target, i
 {
     const char *op = "cross_entropy";
     int64_t rows, classes, i;
-    if (tensor_check(op, logits, "logits") || tensor_check(op, target, "target")) return -1;
+    if (tensor_check(op, logits, "logits") || tensor_check_any(op, target, "target") ||
+        index_check(op, target, "target"))
+        return -1;
     if (logits->ndim != 1 && logits->ndim != 2)
         return error_set(AC_ERR_SHAPE, "%s: logits %s must be (N, C) or (C,)", op,
                          tensor_shape_str(logits));
@@ -394,11 +398,11 @@ static int cross_entropy_check(const AcTensor *logits, const AcTensor *target, i
         return error_set(AC_ERR_ARG, "%s: label_smoothing %g is not in [0, 1]", op,
                          (double)label_smoothing);
     for (i = 0; i < rows; i++) {
-        float t = target->data[i];
-        if (!(t >= 0.0f && (double)t < (double)classes && t == floorf(t)))
+        double t = elem_get(target, i);
+        if (!(t >= 0.0 && t < (double)classes && t == floor(t)))
             return error_set(AC_ERR_INDEX,
                              "%s: target %g at position %lld is not a class index in [0, %lld)",
-                             op, (double)t, (long long)i, (long long)classes);
+                             op, t, (long long)i, (long long)classes);
     }
     return AC_OK;
 }
@@ -412,28 +416,36 @@ AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int r
     int64_t rows, classes;
     size_t ctx_bytes;
     double sum;
+    int64_t *ids, i;
     if (cross_entropy_check(logits, target, reduction, label_smoothing)) return NULL;
     rows = logits->ndim == 2 ? logits->shape[0] : 1;
     classes = logits->shape[logits->ndim - 1];
-    ctx_bytes = sizeof(CrossEntropyCtx) + (size_t)(logits->size + rows) * sizeof(float);
+    ctx_bytes = sizeof(CrossEntropyCtx) + (size_t)rows * sizeof(int64_t) +
+                (size_t)logits->size * sizeof(float);
     out = loss_output("cross_entropy", logits->shape, logits->ndim - 1, &logits, 1, reduction,
                       cross_entropy_backward, ctx_bytes);
     if (!out) return NULL;
+    ctx = op_context(out);
+    /* the class ids as int64: kept in the context for backward, else scratch */
+    ids = ctx ? (int64_t *)(ctx + 1) : target->dtype == AC_INT64 ? data_i64(target) : NULL;
+    if (!ids && !(ids = scratch_alloc((size_t)(rows + 1) * sizeof(int64_t)))) return NULL;
+    if (ids != data_i64(target))
+        for (i = 0; i < rows; i++) ids[i] = (int64_t)elem_get(target, i);
     job.logits = logits->data;
-    job.target = target->data;
+    job.target = ids;
     job.classes = classes;
     job.smoothing = label_smoothing;
     job.out = reduction == AC_REDUCTION_NONE ? out->data : NULL;
     job.probs = NULL;
-    if ((ctx = op_context(out))) {
+    if (ctx) {
         ctx->smoothing = label_smoothing;
         ctx->rows = rows;
         ctx->classes = classes;
-        job.probs = (float *)(ctx + 1);
-        memcpy(job.probs + logits->size, target->data, (size_t)rows * sizeof(float));
+        job.probs = (float *)(ids + rows);
     }
     sum = chunked_sum(cross_entropy_rows, &job, rows,
                       classes >= LOSS_GRAIN || classes == 0 ? 1 : LOSS_GRAIN / classes);
+    if (!ctx && ids != data_i64(target)) scratch_free(ids, (size_t)(rows + 1) * sizeof(int64_t));
     loss_store(out, reduction, sum, rows);
     return out;
 }

@@ -557,6 +557,33 @@ static int reduce_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gi
     return gin[0] ? AC_OK : ac_last_error_code();
 }
 
+/* The sum of an int64 or bool tensor, exact in int64: one walk over a, each
+   element added into its output (reduced dims have output stride 0). */
+static AcTensor *integer_sum(const AcTensor *a, unsigned mask, int keepdim)
+{
+    int64_t shape[AC_MAX_DIMS], out_stride[AC_MAX_DIMS], index[AC_MAX_DIMS] = {0};
+    int64_t stride = 1, at = 0, i, *sum;
+    int d, ndim = reduced_shape(a, mask, keepdim, shape);
+    AcTensor *out = tensor_create("sum", shape, ndim, AC_INT64, NULL, 0, 0);
+    if (!out) return NULL;
+    sum = data_i64(out);
+    memset(sum, 0, (size_t)out->size * sizeof *sum);
+    for (d = a->ndim - 1; d >= 0; d--) {
+        out_stride[d] = mask & (1u << d) ? 0 : stride;
+        if (!(mask & (1u << d))) stride *= a->shape[d];
+    }
+    for (i = 0; i < a->size; i++) {
+        sum[at] += a->dtype == AC_INT64 ? data_i64(a)[i] : data_bool(a)[i];
+        for (d = a->ndim - 1; d >= 0; d--) {   /* next index, carrying into outer dims */
+            at += out_stride[d];
+            if (++index[d] < a->shape[d]) break;
+            at -= out_stride[d] * a->shape[d];
+            index[d] = 0;
+        }
+    }
+    return out;
+}
+
 static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_dims,
                            int correction, int keepdim)
 {
@@ -566,6 +593,8 @@ static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_d
     int ndim;
     AcTensor *out;
     ReduceCtx *ctx;
+    if (kind == KIND_SUM && a && a->dtype != AC_FLOAT32)
+        return reduce_mask(op, a, dims, n_dims, &mask) ? NULL : integer_sum(a, mask, keepdim);
     if (tensor_check(op, a, "a")) return NULL;
     if (reduce_mask(op, a, dims, n_dims, &mask)) return NULL;
     if (correction < 0)
@@ -628,7 +657,7 @@ typedef struct {
     int64_t outer, n, inner, blocks;
     int want_max;
     float *values;           /* may be NULL */
-    float *indices;          /* may be NULL */
+    int64_t *indices;        /* may be NULL */
     const float *grad_out;   /* backward: scatter grad_out[o] to grad_in at the index */
     float *grad_in;
 } ExtremeJob;
@@ -643,7 +672,7 @@ static void extreme_rows(const ExtremeJob *job, int64_t begin, int64_t end)
         for (at = 0; !same_value(x[at], best); at++) {
         }
         if (job->values) job->values[o] = best;
-        if (job->indices) job->indices[o] = (float)at;
+        if (job->indices) job->indices[o] = at;
         if (job->grad_in) job->grad_in[o * job->n + at] = job->grad_out[o];
     }
 }
@@ -682,7 +711,7 @@ static void extreme_task(void *ctx, int64_t begin, int64_t end)
         }
         for (j = 0; j < width; j++) {
             if (job->values) job->values[out_base + j] = best[j];
-            if (job->indices) job->indices[out_base + j] = (float)where[j];
+            if (job->indices) job->indices[out_base + j] = where[j];
             if (job->grad_in)
                 job->grad_in[o * job->n * job->inner + where[j] * job->inner + first + j] =
                     job->grad_out[out_base + j];
@@ -761,7 +790,7 @@ static AcTensor *extreme_dim(const char *op, int want_max, const AcTensor *a, in
     dim = extreme_plan(op, a, dim, keepdim, shape, &ndim);
     if (dim < 0) return NULL;
     if (indices) {
-        index = tensor_alloc(op, shape, ndim);
+        index = tensor_create(op, shape, ndim, AC_INT64, NULL, 0, 0);
         if (!index) return NULL;
     }
     values = op_output(op, shape, ndim, &a, 1, extreme_backward, sizeof(ExtremeCtx));
@@ -777,7 +806,7 @@ static AcTensor *extreme_dim(const char *op, int want_max, const AcTensor *a, in
     memset(&job, 0, sizeof job);
     job.want_max = want_max;
     job.values = values->data;
-    job.indices = index ? index->data : NULL;
+    job.indices = index ? data_i64(index) : NULL;
     extreme_run(&job, a, dim);
     if (indices) *indices = index;
     return values;
@@ -801,11 +830,11 @@ AcTensor *ac_argmax(const AcTensor *a, int dim, int keepdim)
     ExtremeJob job;
     dim = extreme_plan("argmax", a, dim, keepdim, shape, &ndim);
     if (dim < 0) return NULL;
-    index = tensor_alloc("argmax", shape, ndim);
+    index = tensor_create("argmax", shape, ndim, AC_INT64, NULL, 0, 0);
     if (!index) return NULL;
     memset(&job, 0, sizeof job);
     job.want_max = 1;
-    job.indices = index->data;
+    job.indices = data_i64(index);
     extreme_run(&job, a, dim);
     return index;
 }

@@ -59,7 +59,7 @@ AcTensor *ac_reshape(const AcTensor *a, const int64_t *shape, int ndim)
 {
     int64_t resolved[AC_MAX_DIMS], known;
     int i, inferred = -1;
-    if (tensor_check("reshape", a, "a")) return NULL;
+    if (tensor_check_any("reshape", a, "a")) return NULL;
     if (ndim < 0 || ndim > AC_MAX_DIMS)
         return error_null(AC_ERR_ARG, "reshape: ndim %d is out of range [0, %d]", ndim, AC_MAX_DIMS);
     if (ndim > 0 && !shape) return error_null(AC_ERR_ARG, "reshape: shape is NULL");
@@ -90,7 +90,7 @@ AcTensor *ac_flatten(const AcTensor *a, int start_dim, int end_dim)
 {
     int64_t shape[AC_MAX_DIMS], merged = 1;
     int rank, start, end, d, n = 0;
-    if (tensor_check("flatten", a, "a")) return NULL;
+    if (tensor_check_any("flatten", a, "a")) return NULL;
     rank = a->ndim > 0 ? a->ndim : 1;
     start = dim_normalize("flatten", start_dim, rank);
     end = dim_normalize("flatten", end_dim, rank);
@@ -118,7 +118,7 @@ AcTensor *ac_squeeze(const AcTensor *a, const int *dims, int n_dims)
     int64_t shape[AC_MAX_DIMS];
     unsigned chosen = 0;
     int i, d, n = 0;
-    if (tensor_check("squeeze", a, "a")) return NULL;
+    if (tensor_check_any("squeeze", a, "a")) return NULL;
     if (dims && (n_dims < 0 || n_dims > AC_MAX_DIMS))
         return error_null(AC_ERR_ARG, "squeeze: %d dims given", n_dims);
     if (!dims) chosen = (1u << a->ndim) - 1u;
@@ -139,7 +139,7 @@ AcTensor *ac_unsqueeze(const AcTensor *a, int dim)
 {
     int64_t shape[AC_MAX_DIMS];
     int d, n = 0;
-    if (tensor_check("unsqueeze", a, "a")) return NULL;
+    if (tensor_check_any("unsqueeze", a, "a")) return NULL;
     if (a->ndim == AC_MAX_DIMS)
         return error_null(AC_ERR_SHAPE, "unsqueeze: %s already has the most dims (%d)",
                           tensor_shape_str(a), AC_MAX_DIMS);
@@ -161,8 +161,9 @@ AcTensor *ac_unsqueeze(const AcTensor *a, int dim)
  * of 2-D transposes done in TILE x TILE blocks.
  */
 typedef struct {
-    const float *in;
-    float *out;
+    const char *in;
+    char *out;
+    size_t esize;                     /* bytes per element */
     int n;
     int64_t size[AC_MAX_DIMS];        /* output order */
     int64_t in_stride[AC_MAX_DIMS];
@@ -178,9 +179,33 @@ static void permute_rows_task(void *ctx, int64_t begin, int64_t end)
     const PermuteJob *job = ctx;
     int64_t row, inner = job->size[job->n - 1];
     for (row = begin; row < end; row++)
-        memcpy(job->out + row * inner,
-               job->in + index_offset(row, job->size, job->in_stride, job->n - 1),
-               (size_t)inner * sizeof(float));
+        memcpy(job->out + row * inner * job->esize,
+               job->in + index_offset(row, job->size, job->in_stride, job->n - 1) * job->esize,
+               (size_t)inner * job->esize);
+}
+
+/* Copy n elements of esize bytes from in (stepping in_step) to out (stepping out_step). */
+static void strided_copy(char *out, int64_t out_step, const char *in, int64_t in_step, int64_t n,
+                         size_t esize)
+{
+    int64_t j;
+    switch (esize) {
+    case 4: {
+        uint32_t *o = (uint32_t *)(void *)out;
+        const uint32_t *x = (const uint32_t *)(const void *)in;
+        for (j = 0; j < n; j++) o[j * out_step] = x[j * in_step];
+        break;
+    }
+    case 8: {
+        uint64_t *o = (uint64_t *)(void *)out;
+        const uint64_t *x = (const uint64_t *)(const void *)in;
+        for (j = 0; j < n; j++) o[j * out_step] = x[j * in_step];
+        break;
+    }
+    default:
+        for (j = 0; j < n; j++) out[j * out_step] = in[j * in_step];
+        break;
+    }
 }
 
 /* One unit: one batch entry, one band of TILE output rows of the 2-D transpose. */
@@ -189,21 +214,22 @@ static void permute_tiles_task(void *ctx, int64_t begin, int64_t end)
     const PermuteJob *job = ctx;
     int64_t rows = job->size[job->col], cols = job->size[job->n - 1];
     int64_t col_stride = job->in_stride[job->n - 1], row_stride = job->out_stride[job->col];
-    int64_t u, i, j, j0;
+    int64_t u, i, j0;
     for (u = begin; u < end; u++) {
         int64_t batch = u / job->tiles, i0 = (u % job->tiles) * TILE;
         int64_t i1 = i0 + TILE < rows ? i0 + TILE : rows;
-        const float *in = job->in + index_offset(batch, job->batch_size, job->batch_in, job->n_batch);
-        float *out = job->out + index_offset(batch, job->batch_size, job->batch_out, job->n_batch);
+        const char *in = job->in + index_offset(batch, job->batch_size, job->batch_in, job->n_batch) * job->esize;
+        char *out = job->out + index_offset(batch, job->batch_size, job->batch_out, job->n_batch) * job->esize;
         for (j0 = 0; j0 < cols; j0 += TILE) {
             int64_t j1 = j0 + TILE < cols ? j0 + TILE : cols;
             for (i = i0; i < i1; i++)
-                for (j = j0; j < j1; j++) out[i * row_stride + j] = in[i + j * col_stride];
+                strided_copy(out + (i * row_stride + j0) * job->esize, 1,
+                             in + (i + j0 * col_stride) * job->esize, col_stride, j1 - j0, job->esize);
         }
     }
 }
 
-static void permute_copy(const AcTensor *a, const int *perm, float *out)
+static void permute_copy(const AcTensor *a, const int *perm, void *out)
 {
     int64_t in_stride[AC_MAX_DIMS], stride = 1;
     PermuteJob job;
@@ -212,8 +238,9 @@ static void permute_copy(const AcTensor *a, const int *perm, float *out)
         in_stride[d] = stride;
         stride *= a->shape[d];
     }
-    job.in = a->data;
+    job.in = (const char *)a->data;
     job.out = out;
+    job.esize = elem_size(a);
     job.n = 0;
     for (i = 0; i < a->ndim; i++) {
         d = perm[i];
@@ -276,7 +303,7 @@ static AcTensor *permute_op(const char *op, const AcTensor *a, const int *perm)
     PermuteCtx *ctx;
     int i;
     for (i = 0; i < a->ndim; i++) shape[i] = a->shape[perm[i]];
-    out = op_output(op, shape, a->ndim, &a, 1, permute_backward, sizeof(PermuteCtx));
+    out = op_output_as(op, a->dtype, shape, a->ndim, &a, 1, permute_backward, sizeof(PermuteCtx));
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) memcpy(ctx->perm, perm, (size_t)a->ndim * sizeof(int));
@@ -288,7 +315,7 @@ AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim)
 {
     int normalized[AC_MAX_DIMS], i;
     unsigned seen = 0;
-    if (tensor_check("permute", a, "a")) return NULL;
+    if (tensor_check_any("permute", a, "a")) return NULL;
     if (ndim != a->ndim)
         return error_null(AC_ERR_ARG, "permute: %d dims given for a tensor of shape %s", ndim,
                           tensor_shape_str(a));
@@ -306,7 +333,7 @@ AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim)
 AcTensor *ac_transpose(const AcTensor *a, int dim0, int dim1)
 {
     int perm[AC_MAX_DIMS], i;
-    if (tensor_check("transpose", a, "a")) return NULL;
+    if (tensor_check_any("transpose", a, "a")) return NULL;
     dim0 = dim_normalize("transpose", dim0, a->ndim);
     dim1 = dim_normalize("transpose", dim1, a->ndim);
     if (dim0 < 0 || dim1 < 0) return NULL;
@@ -322,8 +349,9 @@ AcTensor *ac_transpose(const AcTensor *a, int dim0, int dim1)
 
 /* Copy between a dense tensor and a strided window of another, either way. */
 typedef struct {
-    float *dense;
-    float *window;          /* the window's first element */
+    char *dense;
+    char *window;           /* the window's first element */
+    size_t esize;           /* bytes per element */
     int n;
     int64_t size[AC_MAX_DIMS];
     int64_t stride[AC_MAX_DIMS];   /* in the windowed tensor's elements */
@@ -335,18 +363,18 @@ static void window_task(void *ctx, int64_t begin, int64_t end)
     const WindowJob *job = ctx;
     int64_t inner = job->n > 0 ? job->size[job->n - 1] : 1;
     int64_t step = job->n > 0 ? job->stride[job->n - 1] : 1;
-    int64_t row, j;
+    int64_t row;
     for (row = begin; row < end; row++) {
-        float *dense = job->dense + row * inner;
-        float *window = job->window + index_offset(row, job->size, job->stride, job->n - 1);
+        char *dense = job->dense + row * inner * job->esize;
+        char *window = job->window + index_offset(row, job->size, job->stride, job->n - 1) * job->esize;
         if (step == 1 && job->scatter)
-            memcpy(window, dense, (size_t)inner * sizeof(float));
+            memcpy(window, dense, (size_t)inner * job->esize);
         else if (step == 1)
-            memcpy(dense, window, (size_t)inner * sizeof(float));
+            memcpy(dense, window, (size_t)inner * job->esize);
         else if (job->scatter)
-            for (j = 0; j < inner; j++) window[j * step] = dense[j];
+            strided_copy(window, step, dense, 1, inner, job->esize);
         else
-            for (j = 0; j < inner; j++) dense[j] = window[j * step];
+            strided_copy(dense, 1, window, step, inner, job->esize);
     }
 }
 
@@ -356,7 +384,7 @@ typedef struct {
     unsigned dropped;        /* dims picked by an index */
 } SliceCtx;
 
-static void window_copy(const AcTensor *a, const SliceCtx *s, float *dense, int scatter)
+static void window_copy(const AcTensor *a, const SliceCtx *s, void *dense, int scatter)
 {
     WindowJob job;
     int64_t a_stride[AC_MAX_DIMS], stride = 1, offset = 0, count = 1, inner;
@@ -375,7 +403,8 @@ static void window_copy(const AcTensor *a, const SliceCtx *s, float *dense, int 
     }
     if (count == 0) return;
     job.dense = dense;
-    job.window = a->data + offset;
+    job.esize = elem_size(a);
+    job.window = (char *)a->data + offset * (int64_t)job.esize;
     job.scatter = scatter;
     inner = job.n > 0 ? job.size[job.n - 1] : 1;
     parallel_for(count / inner, rows_grain(inner), window_task, &job);
@@ -429,7 +458,7 @@ AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices)
     int64_t shape[AC_MAX_DIMS];
     int d, ndim = 0;
     AcTensor *out;
-    if (tensor_check("slice", a, "a")) return NULL;
+    if (tensor_check_any("slice", a, "a")) return NULL;
     if (n_slices < 0) return error_null(AC_ERR_ARG, "slice: n_slices is %d", n_slices);
     if (n_slices > 0 && !slices) return error_null(AC_ERR_ARG, "slice: slices is NULL");
     if (n_slices > a->ndim)
@@ -444,7 +473,7 @@ AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices)
         }
         if (!(s.dropped & (1u << d))) shape[ndim++] = s.length[d];
     }
-    out = op_output("slice", shape, ndim, &a, 1, slice_backward, sizeof(SliceCtx));
+    out = op_output_as("slice", a->dtype, shape, ndim, &a, 1, slice_backward, sizeof(SliceCtx));
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) *ctx = s;
@@ -466,7 +495,8 @@ typedef struct {
 
 typedef struct {
     AcTensor *const *tensors;
-    float *out;
+    char *out;
+    size_t esize;
     int n, dim, stacking;
     int64_t total_rows, inner;
 } JoinJob;
@@ -477,11 +507,12 @@ static void join_task(void *ctx, int64_t begin, int64_t end)
     int64_t o, row;
     int i;
     for (o = begin; o < end; o++) {
-        float *dst = job->out + o * job->total_rows * job->inner;
+        char *dst = job->out + o * job->total_rows * job->inner * job->esize;
         for (i = 0, row = 0; i < job->n; i++) {
             int64_t rows = job->stacking ? 1 : job->tensors[i]->shape[job->dim];
-            memcpy(dst + row * job->inner, job->tensors[i]->data + o * rows * job->inner,
-                   (size_t)(rows * job->inner) * sizeof(float));
+            memcpy(dst + row * job->inner * job->esize,
+                   (char *)job->tensors[i]->data + o * rows * job->inner * job->esize,
+                   (size_t)(rows * job->inner) * job->esize);
             row += rows;
         }
     }
@@ -546,10 +577,10 @@ static AcTensor *join(const char *op, AcTensor *const *tensors, int n, int dim, 
     AcTensor *out;
     int64_t outer;
     if (n <= AC_MAX_INPUTS)
-        out = op_output(op, shape, ndim, (const AcTensor *const *)tensors, n, join_backward,
-                        sizeof(JoinCtx));
+        out = op_output_as(op, tensors[0]->dtype, shape, ndim, (const AcTensor *const *)tensors, n,
+                           join_backward, sizeof(JoinCtx));
     else
-        out = tensor_alloc(op, shape, ndim);
+        out = tensor_create(op, shape, ndim, tensors[0]->dtype, NULL, 0, 0);
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) {
@@ -559,7 +590,8 @@ static AcTensor *join(const char *op, AcTensor *const *tensors, int n, int dim, 
     if (out->size == 0) return out;
     outer_inner(shape, ndim, dim, &outer, &job.inner);
     job.tensors = tensors;
-    job.out = out->data;
+    job.out = (char *)out->data;
+    job.esize = elem_size(out);
     job.n = n;
     job.dim = dim;
     job.stacking = stacking;
@@ -595,8 +627,12 @@ static int join_check(const char *op, AcTensor *const *tensors, int n)
     int i;
     if (!tensors) return error_set(AC_ERR_ARG, "%s: tensors is NULL", op);
     if (n < 1) return error_set(AC_ERR_ARG, "%s: needs at least one tensor, got %d", op, n);
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
         if (!tensors[i]) return error_set(AC_ERR_ARG, "%s: tensor %d is NULL", op, i);
+        if (tensors[i]->dtype != tensors[0]->dtype)
+            return error_set(AC_ERR_DTYPE, "%s: tensor %d is %s, tensor 0 is %s", op, i,
+                             ac_dtype_name(tensors[i]->dtype), ac_dtype_name(tensors[0]->dtype));
+    }
     return AC_OK;
 }
 

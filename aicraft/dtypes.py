@@ -1,0 +1,143 @@
+"""dtypes.py - aicraft's dtypes and devices, as PyTorch names them.
+
+Tensors compute in float32; int64 tensors hold indices and counts, bool tensors
+masks and comparison results. float64 exists as a name so that asking for it is
+a clear error rather than a silent narrowing. int32 and uint8 data is held as
+int64 (wider, so every value is kept); `ac.int32` and `ac.uint8` name int64.
+
+A device is "cpu" for now; the CUDA backend adds "cuda".
+"""
+import builtins
+
+import numpy as np
+
+
+class dtype:
+    """An element type: ac.float32, ac.int64, ac.bool (and the refused ac.float64)."""
+
+    __slots__ = ("name", "code", "numpy", "itemsize", "is_floating_point")
+
+    def __init__(self, name, code, numpy_type, is_floating_point):
+        self.name = name
+        self.code = code                   # AcDtype; None for a dtype libac does not hold
+        self.numpy = np.dtype(numpy_type)
+        self.itemsize = self.numpy.itemsize
+        self.is_floating_point = is_floating_point
+
+    def __repr__(self):
+        return "aicraft." + self.name
+
+    def __eq__(self, other):
+        """Equal to itself, and to the NumPy dtype or name it stands for (np.float32, "int64")."""
+        if isinstance(other, dtype):
+            return other is self or other.numpy == self.numpy
+        try:
+            return np.dtype(other) == self.numpy
+        except TypeError:
+            return NotImplemented
+
+    def __hash__(self):
+        return hash(self.numpy)
+
+    def __reduce__(self):                  # pickles as the module's own object
+        return self.name
+
+
+float32 = dtype("float32", 0, np.float32, True)
+int64 = dtype("int64", 1, np.int64, False)
+bool = dtype("bool", 2, np.bool_, False)
+float64 = dtype("float64", None, np.float64, True)
+float16 = dtype("float16", None, np.float16, True)
+float = float32
+long = int64
+int = int32 = uint8 = int64
+double = float64
+half = float16
+
+BY_CODE = (float32, int64, bool)
+_DEFAULT = float32
+
+
+def get_default_dtype():
+    return _DEFAULT
+
+
+def set_default_dtype(d):
+    if d is not float32:
+        raise TypeError("set_default_dtype: aicraft computes in float32; %r is not supported" % (d,))
+
+
+def checked(d, what):
+    """d as a dtype libac holds: TypeError for anything else, naming what asked."""
+    if d is None or (isinstance(d, dtype) and d.code is not None):
+        return d
+    if isinstance(d, dtype):
+        raise TypeError("%s: aicraft computes in float32 and holds int64 and bool; %r is not "
+                        "supported (use aicraft.float32)" % (what, d))
+    if d is builtins.float:
+        return float32
+    if d is builtins.int:
+        return int64
+    if d is builtins.bool:
+        return bool
+    raise TypeError("%s: dtype must be an aicraft dtype such as aicraft.float32, not %r" % (what, d))
+
+
+def of_numpy(np_dtype):
+    """The dtype an array of np_dtype becomes: floats float32, integers int64, bools bool."""
+    kind = np.dtype(np_dtype).kind
+    return bool if kind == "b" else int64 if kind in "iu" else float32
+
+
+class device:
+    """Where a tensor lives: device("cpu") (also "cpu:0"); "cuda" needs the CUDA backend."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index=None):
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        if not isinstance(type, str):
+            raise TypeError("device: expected a str such as 'cpu', not %s" % builtins.type(type).__name__)
+        name, _, number = type.partition(":")
+        if number:
+            if index is not None:
+                raise ValueError("device: index given twice in %r" % type)
+            try:
+                index = builtins.int(number)
+            except ValueError:
+                raise ValueError("device: invalid device string %r" % type) from None
+        if name not in ("cpu", "cuda", "mps"):
+            raise ValueError("device: expected 'cpu' or 'cuda', got %r" % type)
+        self.type = name
+        self.index = index
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __repr__(self):
+        return "device(type=%r%s)" % (self.type, "" if self.index is None else ", index=%d" % self.index)
+
+    def __str__(self):
+        return self.type if self.index is None else "%s:%d" % (self.type, self.index)
+
+
+CPU = device("cpu")
+
+
+def checked_device(d, what):
+    """d ("cpu", a device, None) as the CPU device; DeviceError for a device aicraft lacks."""
+    if d is None:
+        return CPU
+    if not isinstance(d, device):
+        d = device(d)
+    if d.type != "cpu":
+        from aicraft.errors import DeviceError
+        raise DeviceError("%s: device %s is not available: this aicraft build runs on the CPU "
+                          "(ac.cuda.is_available() is False)" % (what, d))
+    return CPU
