@@ -19,6 +19,6 @@ from aicraft.io import load, save
 from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memory_limit,
                             set_num_threads)
 from aicraft.tensor import Tensor, float32
-from aicraft import nn, optim
+from aicraft import nn, optim, utils
 
 __version__ = "0.1.0"
