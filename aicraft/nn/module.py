@@ -14,7 +14,7 @@ import numpy as np
 
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _live, _shape_of
+from aicraft.tensor import Tensor, _live, _shape_of, float32
 
 __all__ = ["Parameter", "Module"]
 
@@ -244,6 +244,43 @@ class Module:
         fn(self)
         return self
 
+    # ---- devices, dtypes and sharing ---------------------------------------
+
+    def to(self, *args, **kwargs):
+        """PyTorch's Module.to for what aicraft has: the CPU and float32. Accepts a
+        device ("cpu", "cpu:0", or an object whose .type is "cpu"), the dtype
+        float32, or a tensor (its device and dtype); returns self. Any other device
+        or dtype raises, rather than leaving the module where it was unnoticed."""
+        unknown = set(kwargs) - {"device", "dtype", "non_blocking", "memory_format", "copy"}
+        if unknown:
+            raise TypeError("Module.to() got an unexpected keyword argument %r" % sorted(unknown)[0])
+        if len(args) > 3:
+            raise TypeError("Module.to() takes at most 3 positional arguments, got %d" % len(args))
+        for arg in list(args) + [kwargs.get("device"), kwargs.get("dtype")]:
+            if arg is None or isinstance(arg, bool):   # None, or non_blocking given positionally
+                continue
+            if isinstance(arg, Tensor):
+                arg = arg.dtype
+            if _is_dtype(arg):
+                if arg != float32:
+                    raise TypeError("Module.to(): aicraft modules hold float32 only, not %s" % (arg,))
+            elif _device_type(arg) != "cpu":
+                raise RuntimeError("Module.to(): aicraft runs on the CPU only, not on %r" % (arg,))
+        return self
+
+    def cpu(self):
+        """Returns self: parameters already live in CPU memory."""
+        return self
+
+    def float(self):
+        """Returns self: parameters are already float32."""
+        return self
+
+    def share_memory(self):
+        """Returns self. Parameters already live in libac's memory, which every thread
+        of this process shares; other processes (multiprocessing) do not share them."""
+        return self
+
     # ---- modes and gradients -----------------------------------------------
 
     def train(self, mode=True):
@@ -346,6 +383,22 @@ class Module:
         if len(lines) == 1 and not self._modules:
             return "%s(%s)" % (name, lines[0])
         return name + "(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _is_dtype(value):
+    """True for a dtype: float32 or another NumPy dtype or scalar type."""
+    return value is float32 or isinstance(value, np.dtype) or \
+        (isinstance(value, type) and issubclass(value, np.generic))
+
+
+def _device_type(device):
+    """'cpu', 'cuda', ... from a str ("cpu", "cuda:0") or an object with a .type."""
+    if isinstance(device, str):
+        return device.split(":")[0]
+    kind = getattr(device, "type", None)
+    if isinstance(kind, str):
+        return kind
+    raise TypeError("Module.to(): expected a device or a dtype, got %s" % type(device).__name__)
 
 
 def _as_tensor(value, key):
