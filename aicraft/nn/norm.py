@@ -7,6 +7,7 @@ Parameter names and initialisation are PyTorch's: `weight` (ones) and `bias`
 from aicraft._ffi import ffi, lib
 from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
+from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
 from aicraft.tensor import Tensor, _as_int, _wrap
@@ -67,9 +68,9 @@ class LayerNorm(Module):
 
     def reset_parameters(self):
         if self.weight is not None:
-            self.weight.fill_(1.0)
+            init.ones_(self.weight)
         if self.bias is not None:
-            self.bias.fill_(0.0)
+            init.zeros_(self.bias)
 
     def forward(self, input):
         if not isinstance(input, Tensor):

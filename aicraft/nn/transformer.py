@@ -83,8 +83,8 @@ class MultiheadAttention(Module):
     def _reset_parameters(self):
         init.xavier_uniform_(self.in_proj_weight)
         if self.in_proj_bias is not None:
-            self.in_proj_bias.fill_(0.0)
-            self.out_proj.bias.fill_(0.0)
+            init.zeros_(self.in_proj_bias)
+            init.zeros_(self.out_proj.bias)
 
     def _project(self, x, part):
         """x @ W_part^T + b_part for part 0 (query), 1 (key) or 2 (value)."""
