@@ -253,6 +253,10 @@ AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim);
 typedef enum { AC_REDUCTION_NONE = 0, AC_REDUCTION_MEAN = 1, AC_REDUCTION_SUM = 2 } AcReduction;
 
 AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction);
+AcTensor *ac_l1_loss(const AcTensor *input, const AcTensor *target, int reduction);
+/* PyTorch's: 0.5 (x - t)^2 / beta where |x - t| < beta, else |x - t| - 0.5 beta; beta >= 0 */
+AcTensor *ac_smooth_l1_loss(const AcTensor *input, const AcTensor *target, int reduction,
+                            float beta);
 /* logits (N, C) or (C); target holds class indices (int64, or whole float32 values),
    shape (N) or () */
 AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int reduction,
@@ -299,8 +303,14 @@ AcTensor *ac_adaptive_avg_pool2d(const AcTensor *x, int out_h, int out_w);
 AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
                         AcTensor *running_mean, AcTensor *running_var, int training,
                         float momentum, float eps);
+/* PyTorch's F.layer_norm: x (..., *normalized_shape) normalised over its last normalized_ndim
+   dims (mean and biased variance per row); weight and bias (normalized_shape) or NULL */
+AcTensor *ac_layer_norm(const AcTensor *x, const int64_t *normalized_shape, int normalized_ndim,
+                        const AcTensor *weight, const AcTensor *bias, float eps);
 /* zero each element with probability p, scale the rest by 1/(1-p); a view of x in eval or p == 0 */
 AcTensor *ac_dropout(const AcTensor *x, float p, int training);
+/* dropout of whole features: x (N, C, ...) keeps or zeroes each (n, c) block as one (F.dropout2d) */
+AcTensor *ac_feature_dropout(const AcTensor *x, float p, int training);
 
 /* ---- Sequence layers ------------------------------------------------------ */
 
@@ -325,6 +335,13 @@ AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, con
 AcTensor *ac_gru(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
                  const AcTensor *b_ih, const AcTensor *b_hh, int batch_first, int reverse,
                  AcTensor **h_n);
+/* Plain (Elman) RNN: G = 1, h' = tanh (or relu) of W_ih x + b_ih + W_hh h + b_hh */
+AcTensor *ac_rnn_tanh(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih,
+                      const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                      int batch_first, int reverse, AcTensor **h_n);
+AcTensor *ac_rnn_relu(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih,
+                      const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                      int batch_first, int reverse, AcTensor **h_n);
 
 /* ---- Layers -------------------------------------------------------------- */
 
