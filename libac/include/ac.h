@@ -109,7 +109,8 @@ struct AcGradNode {
     AcTensor *output;
     AcTensor *inputs[AC_MAX_INPUTS];
     int32_t n_inputs;
-    AcBackwardFn backward;             /* fills grad_in[i] for inputs that need it */
+    AcBackwardFn backward;             /* fills grad_in[i] for inputs that need it; NULL
+                                          once backward freed the node's graph */
     void *context;                     /* what forward saved for backward */
     AcTensor *pending_grad;            /* used inside ac_backward only */
     uint32_t visit;                    /* used inside ac_backward only */
@@ -222,8 +223,14 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 
 /* ---- Autograd ------------------------------------------------------------ */
 
+/* Backward frees the graph behind its output as it walks, as PyTorch does: the
+   tensors only the graph held are freed, the output keeps its values, and a
+   second backward through a freed node fails with AC_ERR_STATE. */
 int ac_backward(AcTensor *loss);                          /* loss must have one element */
 int ac_backward_with(AcTensor *out, const AcTensor *grad); /* grad has out's shape */
+/* Either of the above (grad NULL: ones, for a one-element out); retain_graph 1
+   keeps the graph for another backward. */
+int ac_backward_ex(AcTensor *out, const AcTensor *grad, int retain_graph);
 int ac_set_grad_enabled(int enabled);                     /* per thread; returns the previous mode */
 int ac_is_grad_enabled(void);
 /* Write the graph behind t as indented text (ac_graph_text) or Graphviz DOT (ac_graph_dot)
