@@ -283,8 +283,9 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 
 /* ---- cross entropy ------------------------------------------------------- */
 
-/* Followed in memory by rows * classes softmax probabilities, then the rows'
-   target classes, all as floats. */
+/* The softmax probabilities (rows * classes) and the rows' target classes sit
+   in a saved tensor, the node's input 1, rather than in this context: freeing
+   the graph then frees them, though the caller keeps the loss. */
 typedef struct {
     LossCtx loss;
     float smoothing;
@@ -362,7 +363,7 @@ static int cross_entropy_backward(AcGradNode *node, const AcTensor *gout, AcTens
     gin[0] = tensor_alloc_like("backward", node->inputs[0]);
     if (!gin[0] || ctx->rows == 0) return gin[0] ? AC_OK : ac_last_error_code();
     job.ctx = ctx;
-    job.probs = (const float *)(ctx + 1);
+    job.probs = node->inputs[1]->data;
     job.target = job.probs + ctx->rows * ctx->classes;
     job.g = gout->data;
     job.g_step = ctx->loss.reduction == AC_REDUCTION_NONE ? 1 : 0;
@@ -408,16 +409,22 @@ AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int r
 {
     CrossEntropyJob job;
     CrossEntropyCtx *ctx;
-    AcTensor *out;
-    int64_t rows, classes;
-    size_t ctx_bytes;
+    const AcTensor *inputs[2];
+    AcTensor *out, *saved = NULL;
+    int64_t rows, classes, saved_size;
     double sum;
     if (cross_entropy_check(logits, target, reduction, label_smoothing)) return NULL;
     rows = logits->ndim == 2 ? logits->shape[0] : 1;
     classes = logits->shape[logits->ndim - 1];
-    ctx_bytes = sizeof(CrossEntropyCtx) + (size_t)(logits->size + rows) * sizeof(float);
-    out = loss_output("cross_entropy", logits->shape, logits->ndim - 1, &logits, 1, reduction,
-                      cross_entropy_backward, ctx_bytes);
+    saved_size = logits->size + rows;
+    if (ac_is_grad_enabled() && logits->requires_grad &&
+        !(saved = tensor_alloc("cross_entropy", &saved_size, 1)))
+        return NULL;
+    inputs[0] = logits;
+    inputs[1] = saved;
+    out = loss_output("cross_entropy", logits->shape, logits->ndim - 1, inputs, 2, reduction,
+                      cross_entropy_backward, sizeof(CrossEntropyCtx));
+    ac_tensor_free(saved);   /* the node holds it */
     if (!out) return NULL;
     job.logits = logits->data;
     job.target = target->data;
@@ -429,7 +436,7 @@ AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int r
         ctx->smoothing = label_smoothing;
         ctx->rows = rows;
         ctx->classes = classes;
-        job.probs = (float *)(ctx + 1);
+        job.probs = saved->data;
         memcpy(job.probs + logits->size, target->data, (size_t)rows * sizeof(float));
     }
     sum = chunked_sum(cross_entropy_rows, &job, rows,
