@@ -13,7 +13,8 @@
  *    says the caller is done with it: if nothing else refers to it (a graph
  *    node, a view, ac_tensor_retain) and its scope is the thread's innermost,
  *    its memory is reused by the scope's later allocations; otherwise nothing
- *    happens. A tensor made at root (no scope open) is reference counted: the
+ *    happens, though one that only graph nodes held goes back when backward
+ *    frees those nodes. A tensor made at root (no scope open) is reference counted: the
  *    caller owns one reference and drops it with ac_tensor_free.
  *  - Binary ops broadcast their operands by NumPy's rules.
  *  - Ops record a graph node when grad mode is on and an input requires grad.
