@@ -15,7 +15,8 @@
  *    says the caller is done with it: if nothing else refers to it (a graph
  *    node, a view, ac_tensor_retain) and its scope is the thread's innermost,
  *    its memory is reused by the scope's later allocations; otherwise nothing
- *    happens. A tensor made at root (no scope open) is reference counted: the
+ *    happens, though one that only graph nodes held goes back when backward
+ *    frees those nodes. A tensor made at root (no scope open) is reference counted: the
  *    caller owns one reference and drops it with ac_tensor_free.
  *  - Binary ops broadcast their operands by NumPy's rules.
  *  - Ops record a graph node when grad mode is on and an input requires grad.
@@ -123,7 +124,8 @@ struct AcGradNode {
     AcTensor *output;
     AcTensor *inputs[AC_MAX_INPUTS];
     int32_t n_inputs;
-    AcBackwardFn backward;             /* fills grad_in[i] for inputs that need it */
+    AcBackwardFn backward;             /* fills grad_in[i] for inputs that need it; NULL
+                                          once backward freed the node's graph */
     void *context;                     /* what forward saved for backward */
     AcTensor *pending_grad;            /* used inside ac_backward only */
     uint32_t visit;                    /* used inside ac_backward only */
@@ -266,8 +268,14 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 
 /* ---- Autograd ------------------------------------------------------------ */
 
+/* Backward frees the graph behind its output as it walks, as PyTorch does: the
+   tensors only the graph held are freed, the output keeps its values, and a
+   second backward through a freed node fails with AC_ERR_STATE. */
 int ac_backward(AcTensor *loss);                          /* loss must have one element */
 int ac_backward_with(AcTensor *out, const AcTensor *grad); /* grad has out's shape */
+/* Either of the above (grad NULL: ones, for a one-element out); retain_graph 1
+   keeps the graph for another backward. */
+int ac_backward_ex(AcTensor *out, const AcTensor *grad, int retain_graph);
 int ac_set_grad_enabled(int enabled);                     /* per thread; returns the previous mode */
 int ac_is_grad_enabled(void);
 /* Write the graph behind t as indented text (ac_graph_text) or Graphviz DOT (ac_graph_dot)

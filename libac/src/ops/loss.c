@@ -334,8 +334,9 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 
 /* ---- cross entropy ------------------------------------------------------- */
 
-/* Followed in memory by the rows' target classes (int64), then rows * classes
-   softmax probabilities. */
+/* The rows' target classes (int64), then the softmax probabilities (rows *
+   classes), sit in a saved tensor, the node's input 1, rather than in this
+   context: freeing the graph then frees them, though the caller keeps the loss. */
 typedef struct {
     LossCtx loss;
     float smoothing;
@@ -415,7 +416,7 @@ static int cross_entropy_backward(AcGradNode *node, const AcTensor *gout, AcTens
     gin[0] = tensor_alloc_like("backward", node->inputs[0]);
     if (!gin[0] || ctx->rows == 0) return gin[0] ? AC_OK : ac_last_error_code();
     job.ctx = ctx;
-    job.target = (const int64_t *)(ctx + 1);
+    job.target = (const int64_t *)(const void *)node->inputs[1]->data;
     job.probs = (const float *)(job.target + ctx->rows);
     job.g = gout->data;
     job.g_step = ctx->loss.reduction == AC_REDUCTION_NONE ? 1 : 0;
@@ -463,22 +464,27 @@ AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int r
 {
     CrossEntropyJob job;
     CrossEntropyCtx *ctx;
-    AcTensor *out;
-    int64_t rows, classes;
-    size_t ctx_bytes;
+    const AcTensor *inputs[2];
+    AcTensor *out, *saved = NULL;
+    int64_t rows, classes, saved_size;
     double sum;
     int64_t *ids, i;
     if (cross_entropy_check(logits, target, reduction, label_smoothing)) return NULL;
     rows = logits->ndim == 2 ? logits->shape[0] : 1;
     classes = logits->shape[logits->ndim - 1];
-    ctx_bytes = sizeof(CrossEntropyCtx) + (size_t)rows * sizeof(int64_t) +
-                (size_t)logits->size * sizeof(float);
-    out = loss_output("cross_entropy", logits->shape, logits->ndim - 1, &logits, 1, reduction,
-                      cross_entropy_backward, ctx_bytes);
+    saved_size = 2 * rows + logits->size;   /* int64 ids take two floats' room */
+    if (ac_is_grad_enabled() && logits->requires_grad &&
+        !(saved = tensor_alloc("cross_entropy", &saved_size, 1)))
+        return NULL;
+    inputs[0] = logits;
+    inputs[1] = saved;
+    out = loss_output("cross_entropy", logits->shape, logits->ndim - 1, inputs, 2, reduction,
+                      cross_entropy_backward, sizeof(CrossEntropyCtx));
+    ac_tensor_free(saved);   /* the node holds it */
     if (!out) return NULL;
     ctx = op_context(out);
-    /* the class ids as int64: kept in the context for backward, else scratch */
-    ids = ctx ? (int64_t *)(ctx + 1) : target->dtype == AC_INT64 ? data_i64(target) : NULL;
+    /* the class ids as int64: saved for backward, else scratch */
+    ids = ctx ? data_i64(saved) : target->dtype == AC_INT64 ? data_i64(target) : NULL;
     if (!ids && !(ids = scratch_alloc((size_t)(rows + 1) * sizeof(int64_t)))) return NULL;
     if (ids != data_i64(target))
         for (i = 0; i < rows; i++) ids[i] = (int64_t)elem_get(target, i);
