@@ -1,22 +1,29 @@
 /*
- * optim.h - the argument checks that every optimizer step (sgd.c, adam.c)
- * makes, in the order they make them: the parameter and the step first, then
- * each state tensor, then the gradient.
+ * optim.h - the argument checks that every optimizer step (sgd.c, adam.c,
+ * adaptive.c) makes, in the order they make them: the parameter, the learning
+ * rate and the step first, then each state tensor, then the gradient.
  */
 #ifndef AC_OPTIM_H
 #define AC_OPTIM_H
 
 #include "internal.h"
 
-/* param is a leaf, step counts from 1, lr is a number >= 0. */
-static inline int optim_check_param(const char *op, const AcTensor *param, int64_t step, float lr)
+/* param is a leaf, lr is a number >= 0 (for updates that do not count steps). */
+static inline int optim_check_param_lr(const char *op, const AcTensor *param, float lr)
 {
     if (!param) return error_set(AC_ERR_ARG, "%s: param is NULL", op);
     if (param->node) return error_set(AC_ERR_ARG, "%s: param %s is not a leaf tensor", op,
                                       tensor_shape_str(param));
-    if (step < 1) return error_set(AC_ERR_ARG, "%s: step %lld is not >= 1", op, (long long)step);
     /* Written so that NaN fails it too. */
     if (!(lr >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid learning rate %g", op, lr);
+    return AC_OK;
+}
+
+/* As optim_check_param_lr, and step counts from 1. */
+static inline int optim_check_param(const char *op, const AcTensor *param, int64_t step, float lr)
+{
+    if (optim_check_param_lr(op, param, lr)) return ac_last_error_code();
+    if (step < 1) return error_set(AC_ERR_ARG, "%s: step %lld is not >= 1", op, (long long)step);
     return AC_OK;
 }
 
