@@ -8,6 +8,7 @@
  * Nothing is allocated here.
  */
 #include "optim.h"
+#include "kernels/vecmath.h"
 
 #include <float.h>
 #include <math.h>
@@ -17,10 +18,11 @@
 
 /* A running average of a gradient that stays zero decays into subnormals, and
    x86 arithmetic on those is ~100x slower: flush them, as adam.c does. This
-   departs from PyTorch only below FLT_MIN, where the update is zero anyway. */
+   departs from PyTorch only below FLT_MIN, where the update is zero anyway.
+   select_float (vecmath.h) keeps the loops free of branches, so they vectorise. */
 static float flush_tiny(float x)
 {
-    return fabsf(x) < FLT_MIN ? 0.0f : x;
+    return select_float(fabsf(x) < FLT_MIN, 0.0f, x);
 }
 
 /* The NaN-proof range checks the three share; each returns AC_OK or the error. */
@@ -102,28 +104,32 @@ typedef struct {
     float eps, weight_decay, momentum;
 } RmspropJob;
 
-/* PyTorch's lerp: grad_avg.lerp_(grad, 1 - alpha), whose formula depends on the weight. */
+/* PyTorch's lerp: grad_avg.lerp_(grad, 1 - alpha), whose formula depends on the
+   weight. Both are computed and one picked, without a branch, as above. */
 static float lerp(float start, float end, float weight)
 {
-    return weight < 0.5f ? start + weight * (end - start)
-                         : end - (end - start) * (1.0f - weight);
+    float diff = end - start;
+    return select_float(weight < 0.5f, start + weight * diff, end - diff * (1.0f - weight));
 }
 
-static void rmsprop_chunk(void *ctx, int64_t begin, int64_t end)
+/* centered and with_momentum are constants at each call below, so every variant
+   gets a loop of its own without branches, which the compiler vectorises. The
+   buffers are distinct (ac_rmsprop_step checks): restrict spares it checking
+   the five for overlap, which it gives up on. */
+static inline void rmsprop_loop(const RmspropJob *job, int64_t begin, int64_t end, int centered,
+                                int with_momentum)
 {
-    const RmspropJob *job = ctx;
-    float *param = job->param, *sq = job->square_avg, *buf = job->momentum_buffer;
-    float *grad_avg = job->grad_avg;
-    const float *grad = job->grad;
+    float *restrict param = job->param, *restrict sq = job->square_avg;
+    float *restrict buf = job->momentum_buffer, *restrict grad_avg = job->grad_avg;
+    const float *restrict grad = job->grad;
     const float neg_lr = job->neg_lr, alpha = job->alpha, w = job->avg_weight;
     const float eps = job->eps, wd = job->weight_decay, momentum = job->momentum;
     int64_t i;
     for (i = begin; i < end; i++) {
-        float g = grad[i], sq_i, avg;
-        if (wd != 0.0f) g += wd * param[i];
+        float g = select_float(wd != 0.0f, grad[i] + wd * param[i], grad[i]), sq_i, avg;
         sq_i = flush_tiny(sq[i] * alpha + w * g * g);
         sq[i] = sq_i;
-        if (grad_avg) {
+        if (centered) {
             float ga = flush_tiny(lerp(grad_avg[i], g, w));
             grad_avg[i] = ga;
             avg = sqrtf(sq_i + -ga * ga);   /* may be NaN by rounding, as in PyTorch */
@@ -131,7 +137,7 @@ static void rmsprop_chunk(void *ctx, int64_t begin, int64_t end)
             avg = sqrtf(sq_i);
         }
         avg += eps;
-        if (buf) {
+        if (with_momentum) {
             float b = flush_tiny(buf[i] * momentum + g / avg);
             buf[i] = b;
             param[i] += neg_lr * b;
@@ -139,6 +145,15 @@ static void rmsprop_chunk(void *ctx, int64_t begin, int64_t end)
             param[i] += neg_lr * g / avg;
         }
     }
+}
+
+static void rmsprop_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const RmspropJob *job = ctx;
+    if (job->grad_avg && job->momentum_buffer) rmsprop_loop(job, begin, end, 1, 1);
+    else if (job->grad_avg) rmsprop_loop(job, begin, end, 1, 0);
+    else if (job->momentum_buffer) rmsprop_loop(job, begin, end, 0, 1);
+    else rmsprop_loop(job, begin, end, 0, 0);
 }
 
 int ac_rmsprop_step(AcTensor *param, AcTensor *square_avg, AcTensor *momentum_buffer,
