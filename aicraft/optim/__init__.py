@@ -5,7 +5,10 @@
 """
 from aicraft.optim import lr_scheduler
 from aicraft.optim.adam import Adam, AdamW
+from aicraft.optim.adaptive import Adadelta, Adagrad, RMSprop
+from aicraft.optim.lbfgs import LBFGS
 from aicraft.optim.optimizer import Optimizer
 from aicraft.optim.sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "RMSprop", "Adagrad", "LBFGS",
+           "lr_scheduler"]

@@ -1,4 +1,4 @@
-"""optimizer.py - aicraft.optim.Optimizer, the base of SGD, Adam and AdamW.
+"""optimizer.py - aicraft.optim.Optimizer, the base of every optimizer in aicraft.optim.
 
 As torch.optim.Optimizer: `param_groups` (a list of dicts, each holding
 "params" and its own options), `state` (a dict per parameter), `zero_grad`,

@@ -367,6 +367,29 @@ int ac_sgd_step(AcTensor *param, AcTensor *momentum_buffer, int64_t step, float 
 /* decoupled = 0: Adam (L2 weight decay added to the gradient); 1: AdamW. */
 int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64_t step,
                  float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled);
+/* Adadelta: square_avg and acc_delta start at zero; rho in [0, 1]. */
+int ac_adadelta_step(AcTensor *param, AcTensor *square_avg, AcTensor *acc_delta, float lr,
+                     float rho, float eps, float weight_decay);
+/* RMSprop: momentum_buffer is used only when momentum > 0 and grad_avg only when
+   centered (either may be NULL otherwise); all start at zero. */
+int ac_rmsprop_step(AcTensor *param, AcTensor *square_avg, AcTensor *momentum_buffer,
+                    AcTensor *grad_avg, float lr, float alpha, float eps, float weight_decay,
+                    float momentum, int centered);
+/* Adagrad: sum starts at initial_accumulator_value; lr decays to lr / (1 + (step-1) lr_decay). */
+int ac_adagrad_step(AcTensor *param, AcTensor *sum, int64_t step, float lr, float lr_decay,
+                    float weight_decay, float eps);
+
+/* L-BFGS sees its parameters as one flat vector, their elements in order: flat
+   has as many elements as the params together (any shape). */
+int ac_params_to_flat(AcTensor *const *params, int n_params, AcTensor *flat);
+int ac_grads_to_flat(AcTensor *const *params, int n_params, AcTensor *flat); /* zeros where no grad */
+int ac_params_from_flat(AcTensor *const *params, int n_params, const AcTensor *flat);
+int ac_params_add_flat(AcTensor *const *params, int n_params, float alpha, const AcTensor *flat);
+/* direction = -H grad, H the L-BFGS inverse Hessian from the n_old pairs (y_i, s_i),
+   oldest first, by the two-loop recursion; ro[i] = 1 / (y_i . s_i); h_diag scales
+   the initial Hessian; al holds n_old floats of scratch. n_old = 0 gives -h_diag grad. */
+int ac_lbfgs_direction(const AcTensor *grad, AcTensor *const *old_dirs, AcTensor *const *old_stps,
+                       const float *ro, int n_old, float h_diag, float *al, AcTensor *direction);
 
 /* ---- Files ----------------------------------------------------------------- */
 

@@ -1,8 +1,9 @@
 /*
- * test_optim.c - ac_sgd_step and ac_adam_step: a few steps against values
- * worked out by hand (or from the optimizers' formulas in double), steps that
- * allocate nothing, the same result for any thread count, and every bad
- * argument refused before anything is touched.
+ * test_optim.c - ac_sgd_step, ac_adam_step, ac_adadelta_step,
+ * ac_rmsprop_step, ac_adagrad_step and L-BFGS's flat-vector helpers: a few
+ * steps against values worked out by hand (or from the optimizers' formulas in
+ * double), steps that allocate nothing, the same result for any thread count,
+ * and every bad argument refused before anything is touched.
  */
 #include "ac.h"
 #include "test.h"
@@ -44,6 +45,14 @@ static AcMemStats stats(void)
     AcMemStats s;
     ac_memory_stats(&s);
     return s;
+}
+
+static void expect_error(int rc, int code, const char *fragment)
+{
+    CHECK(rc == code);
+    CHECK(ac_last_error_code() == code);
+    CHECK(strstr(ac_last_error(), fragment) != NULL);
+    if (!strstr(ac_last_error(), fragment)) fprintf(stderr, "  message: %s\n", ac_last_error());
 }
 
 /* ---- SGD ----------------------------------------------------------------- */
@@ -174,6 +183,245 @@ static void test_adamw_decoupled_weight_decay(void)
     check_adam_steps(0.1, 1);
 }
 
+/* ---- Adadelta, RMSprop, Adagrad ----------------------------------------------- */
+
+static const float ADAPTIVE_P0[3] = {1, -1, 0.25f};
+static const float ADAPTIVE_GRADS[3][3] = {{0.5f, -2, 0.1f}, {1, 1, -0.3f}, {-0.2f, 0.7f, 0.05f}};
+
+static void test_adadelta_three_steps(void)
+{
+    const float zero[3] = {0, 0, 0};
+    const double lr = 0.5, rho = 0.9f, eps = 1e-6f, wd = 0.1f;
+    double ref_p[3] = {1, -1, 0.25}, ref_v[3] = {0, 0, 0}, ref_u[3] = {0, 0, 0};
+    AcTensor *p = param_of(ADAPTIVE_P0, 3), *v = vec(zero, 3), *u = vec(zero, 3);
+    int step, i;
+    for (step = 0; step < 3; step++) {
+        set_grad(p, ADAPTIVE_GRADS[step]);
+        CHECK(ac_adadelta_step(p, v, u, (float)lr, (float)rho, (float)eps, (float)wd) == AC_OK);
+        for (i = 0; i < 3; i++) {
+            double g = ADAPTIVE_GRADS[step][i] + wd * ref_p[i], delta;
+            ref_v[i] = rho * ref_v[i] + (1 - rho) * g * g;
+            delta = sqrt(ref_u[i] + eps) / sqrt(ref_v[i] + eps) * g;
+            ref_u[i] = rho * ref_u[i] + (1 - rho) * delta * delta;
+            ref_p[i] -= lr * delta;
+        }
+        check_values(p, ref_p, 2e-6);
+        check_values(v, ref_v, 1e-6);
+        check_values(u, ref_u, 1e-7);
+    }
+    ac_tensor_free(p);
+    ac_tensor_free(v);
+    ac_tensor_free(u);
+}
+
+static void check_rmsprop_steps(double momentum, int centered)
+{
+    const float zero[3] = {0, 0, 0};
+    const double lr = 0.01, alpha = 0.9f, eps = 1e-8, wd = 0.05f;
+    double ref_p[3] = {1, -1, 0.25}, ref_v[3] = {0}, ref_avg[3] = {0}, ref_buf[3] = {0};
+    AcTensor *p = param_of(ADAPTIVE_P0, 3), *v = vec(zero, 3), *buf = vec(zero, 3),
+             *grad_avg = vec(zero, 3);
+    int step, i;
+    for (step = 0; step < 3; step++) {
+        set_grad(p, ADAPTIVE_GRADS[step]);
+        CHECK(ac_rmsprop_step(p, v, buf, grad_avg, (float)lr, (float)alpha, (float)eps, (float)wd,
+                              (float)momentum, centered) == AC_OK);
+        for (i = 0; i < 3; i++) {
+            double g = ADAPTIVE_GRADS[step][i] + wd * ref_p[i], avg;
+            ref_v[i] = alpha * ref_v[i] + (1 - alpha) * g * g;
+            ref_avg[i] = alpha * ref_avg[i] + (1 - alpha) * g;
+            avg = sqrt(centered ? ref_v[i] - ref_avg[i] * ref_avg[i] : ref_v[i]) + eps;
+            ref_buf[i] = momentum * ref_buf[i] + g / avg;
+            ref_p[i] -= lr * (momentum > 0 ? ref_buf[i] : g / avg);
+        }
+        check_values(p, ref_p, 2e-6);
+        check_values(v, ref_v, 1e-6);
+    }
+    if (momentum == 0) CHECK(buf->data[0] == 0);     /* states that are off stay untouched */
+    if (!centered) CHECK(grad_avg->data[0] == 0);
+    ac_tensor_free(p);
+    ac_tensor_free(v);
+    ac_tensor_free(buf);
+    ac_tensor_free(grad_avg);
+}
+
+static void test_rmsprop_plain_momentum_and_centered(void)
+{
+    check_rmsprop_steps(0, 0);
+    check_rmsprop_steps(0.9, 0);
+    check_rmsprop_steps(0, 1);
+    check_rmsprop_steps(0.5, 1);
+}
+
+static void test_adagrad_decays_its_learning_rate(void)
+{
+    const float init[3] = {0.1f, 0.1f, 0.1f};
+    const double lr = 0.1, lr_decay = 0.5, eps = 1e-10, wd = 0.1f;
+    double ref_p[3] = {1, -1, 0.25}, ref_sum[3] = {0.1f, 0.1f, 0.1f};
+    AcTensor *p = param_of(ADAPTIVE_P0, 3), *sum = vec(init, 3);
+    int step, i;
+    for (step = 1; step <= 3; step++) {
+        set_grad(p, ADAPTIVE_GRADS[step - 1]);
+        CHECK(ac_adagrad_step(p, sum, step, (float)lr, (float)lr_decay, (float)wd, (float)eps) == AC_OK);
+        for (i = 0; i < 3; i++) {
+            double g = ADAPTIVE_GRADS[step - 1][i] + wd * ref_p[i];
+            ref_sum[i] += g * g;
+            ref_p[i] -= lr / (1 + (step - 1) * lr_decay) * g / (sqrt(ref_sum[i]) + eps);
+        }
+        check_values(p, ref_p, 2e-6);
+        check_values(sum, ref_sum, 1e-6);
+    }
+    ac_tensor_free(p);
+    ac_tensor_free(sum);
+}
+
+static void test_adaptive_steps_refuse_bad_arguments(void)
+{
+    const float p0[2] = {1, 2}, g[2] = {1, 1}, zero[3] = {0, 0, 0};
+    const double same[2] = {1, 2};
+    AcTensor *p = param_of(p0, 2), *a = vec(zero, 2), *b = vec(zero, 2), *c = vec(zero, 2),
+             *wrong = vec(zero, 3);
+    set_grad(p, g);
+    expect_error(ac_adadelta_step(NULL, a, b, 1, 0.9f, 1e-6f, 0), AC_ERR_ARG, "adadelta_step: param is NULL");
+    expect_error(ac_adadelta_step(p, a, b, -1, 0.9f, 1e-6f, 0), AC_ERR_ARG, "learning rate");
+    expect_error(ac_adadelta_step(p, a, b, 1, 1.5f, 1e-6f, 0), AC_ERR_ARG, "rho");
+    expect_error(ac_adadelta_step(p, a, b, 1, NAN, 1e-6f, 0), AC_ERR_ARG, "rho");
+    expect_error(ac_adadelta_step(p, a, b, 1, 0.9f, -1e-6f, 0), AC_ERR_ARG, "epsilon");
+    expect_error(ac_adadelta_step(p, a, b, 1, 0.9f, 1e-6f, -1), AC_ERR_ARG, "weight_decay");
+    expect_error(ac_adadelta_step(p, NULL, b, 1, 0.9f, 1e-6f, 0), AC_ERR_ARG, "square_avg is NULL");
+    expect_error(ac_adadelta_step(p, a, wrong, 1, 0.9f, 1e-6f, 0), AC_ERR_SHAPE, "acc_delta has shape (3,)");
+    expect_error(ac_adadelta_step(p, a, a, 1, 0.9f, 1e-6f, 0), AC_ERR_ARG, "share memory");
+
+    expect_error(ac_rmsprop_step(p, a, b, c, 0.01f, -0.1f, 1e-8f, 0, 0, 0), AC_ERR_ARG, "alpha");
+    expect_error(ac_rmsprop_step(p, a, b, c, 0.01f, 0.99f, 1e-8f, 0, -0.9f, 0), AC_ERR_ARG, "momentum");
+    expect_error(ac_rmsprop_step(p, a, NULL, c, 0.01f, 0.99f, 1e-8f, 0, 0.9f, 0), AC_ERR_ARG,
+                 "momentum_buffer is NULL");
+    expect_error(ac_rmsprop_step(p, a, b, NULL, 0.01f, 0.99f, 1e-8f, 0, 0, 1), AC_ERR_ARG,
+                 "grad_avg is NULL");
+    expect_error(ac_rmsprop_step(p, a, a, c, 0.01f, 0.99f, 1e-8f, 0, 0.9f, 0), AC_ERR_ARG, "share memory");
+    expect_error(ac_rmsprop_step(p, a, b, b, 0.01f, 0.99f, 1e-8f, 0, 0.9f, 1), AC_ERR_ARG, "shares memory");
+    expect_error(ac_rmsprop_step(p, p->grad, b, c, 0.01f, 0.99f, 1e-8f, 0, 0, 0), AC_ERR_ARG,
+                 "shares memory with param or its grad");
+
+    expect_error(ac_adagrad_step(p, a, 0, 0.01f, 0, 0, 1e-10f), AC_ERR_ARG, "adagrad_step: step 0");
+    expect_error(ac_adagrad_step(p, a, 1, 0.01f, -1, 0, 1e-10f), AC_ERR_ARG, "lr_decay");
+    expect_error(ac_adagrad_step(p, a, 1, 0.01f, 0, 0, -1), AC_ERR_ARG, "epsilon");
+    expect_error(ac_adagrad_step(p, wrong, 1, 0.01f, 0, 0, 1e-10f), AC_ERR_SHAPE, "sum has shape (3,)");
+    check_values(p, same, 0);      /* nothing was touched */
+    CHECK(a->data[0] == 0 && b->data[0] == 0 && c->data[0] == 0);
+    CHECK(ac_rmsprop_step(p, a, NULL, NULL, 0.01f, 0.99f, 1e-8f, 0, 0, 0) == AC_OK);  /* still usable */
+    CHECK(p->data[0] < 1.0f);
+    ac_tensor_free(p);
+    ac_tensor_free(a);
+    ac_tensor_free(b);
+    ac_tensor_free(c);
+    ac_tensor_free(wrong);
+}
+
+/* ---- L-BFGS helpers -------------------------------------------------------------- */
+
+static void test_flat_helpers_move_params_and_grads(void)
+{
+    const float w0[4] = {1, 2, 3, 4}, b0[2] = {5, 6}, gw[4] = {0.5f, -1, 2, 0};
+    const double all[6] = {1, 2, 3, 4, 5, 6}, grads[6] = {0.5, -1, 2, 0, 0, 0};
+    const double moved[4] = {1.5, 1, 5, 4}, b_moved[2] = {5, 6};
+    int64_t n = 6;
+    AcTensor *params[2], *flat = ac_tensor_new(&n, 1);
+    params[0] = param_of(w0, 4);
+    params[1] = param_of(b0, 2);        /* no grad: zeros in the flat gradient */
+    set_grad(params[0], gw);
+    CHECK(ac_params_to_flat(params, 2, flat) == AC_OK);
+    check_values(flat, all, 0);
+    CHECK(ac_grads_to_flat(params, 2, flat) == AC_OK);
+    check_values(flat, grads, 0);
+    CHECK(ac_params_add_flat(params, 2, 1.0f, flat) == AC_OK);
+    check_values(params[0], moved, 0);
+    check_values(params[1], b_moved, 0);
+    CHECK(ac_params_to_flat(params, 2, flat) == AC_OK);
+    CHECK(ac_params_add_flat(params, 2, -2.0f, flat) == AC_OK);   /* each becomes its negative */
+    CHECK(params[0]->data[2] == -5 && params[1]->data[1] == -6);
+    CHECK(ac_params_from_flat(params, 2, flat) == AC_OK);
+    check_values(params[0], moved, 0);
+    ac_tensor_free(params[0]);
+    ac_tensor_free(params[1]);
+    ac_tensor_free(flat);
+}
+
+static void test_lbfgs_direction_two_loop(void)
+{
+    /* With no history the direction is -h_diag grad. With one pair (y, s), the two
+       loops below, in double: q = -g; al = ro s.q; q -= al y; q *= h; be = ro y.q;
+       d = q + (al - be) s. */
+    const float g[2] = {1, -2}, y[2] = {0.5f, 1}, s[2] = {1, 0.5f};
+    const double h = 0.5, ro = 1.0 / (0.5 + 0.5);
+    double q[2] = {-1, 2}, al, be, expected[2];
+    int64_t n = 2;
+    AcTensor *grad = vec(g, 2), *dirs = vec(y, 2), *stps = vec(s, 2), *d = ac_tensor_new(&n, 1);
+    float ro_f = (float)ro, al_scratch[1];
+    const double minus_half_g[2] = {-0.5, 1};
+    CHECK(ac_lbfgs_direction(grad, NULL, NULL, NULL, 0, 0.5f, NULL, d) == AC_OK);
+    check_values(d, minus_half_g, 0);
+    al = (s[0] * q[0] + s[1] * q[1]) * ro;
+    q[0] -= al * y[0];
+    q[1] -= al * y[1];
+    q[0] *= h;
+    q[1] *= h;
+    be = (y[0] * q[0] + y[1] * q[1]) * ro;
+    expected[0] = q[0] + (al - be) * s[0];
+    expected[1] = q[1] + (al - be) * s[1];
+    CHECK(ac_lbfgs_direction(grad, &dirs, &stps, &ro_f, 1, (float)h, al_scratch, d) == AC_OK);
+    check_values(d, expected, 1e-6);
+    CHECK_NEAR(al_scratch[0], al, 1e-6);
+    ac_tensor_free(grad);
+    ac_tensor_free(dirs);
+    ac_tensor_free(stps);
+    ac_tensor_free(d);
+}
+
+static void test_lbfgs_helpers_refuse_bad_arguments(void)
+{
+    const float w0[3] = {1, 2, 3}, g[3] = {1, 1, 1};
+    const double same[3] = {1, 2, 3};
+    int64_t n3 = 3, n4 = 4;
+    AcTensor *w = param_of(w0, 3), *flat = ac_tensor_new(&n3, 1), *big = ac_tensor_new(&n4, 1);
+    AcTensor *grad = vec(g, 3), *d = ac_tensor_new(&n3, 1), *none[1] = {NULL};
+    float ro = 1, al[1];
+    AcCheckpoint cp;
+    set_grad(w, g);
+    expect_error(ac_params_to_flat(NULL, 1, flat), AC_ERR_ARG, "params_to_flat: params is NULL");
+    expect_error(ac_params_to_flat(&w, 0, flat), AC_ERR_ARG, "n_params 0");
+    expect_error(ac_grads_to_flat(&w, 1, NULL), AC_ERR_ARG, "flat is NULL");
+    expect_error(ac_grads_to_flat(none, 1, flat), AC_ERR_ARG, "params[0] is NULL");
+    expect_error(ac_params_from_flat(&w, 1, big), AC_ERR_SHAPE, "has 4 elements but the params have 3");
+    expect_error(ac_params_add_flat(&w, 1, 1.0f, big), AC_ERR_SHAPE, "params_add_flat");
+    cp = ac_mem_checkpoint();
+    {
+        AcTensor *not_leaf = ac_mul_scalar(w, 2);
+        expect_error(ac_params_add_flat(&not_leaf, 1, 1.0f, flat), AC_ERR_ARG, "not a leaf");
+    }
+    ac_mem_restore(cp);
+    expect_error(ac_lbfgs_direction(NULL, NULL, NULL, NULL, 0, 1, NULL, d), AC_ERR_ARG, "grad is NULL");
+    expect_error(ac_lbfgs_direction(grad, NULL, NULL, NULL, 0, 1, NULL, big), AC_ERR_SHAPE,
+                 "direction has 4 elements");
+    expect_error(ac_lbfgs_direction(grad, NULL, NULL, NULL, 0, 1, NULL, grad), AC_ERR_ARG,
+                 "shares memory with grad");
+    expect_error(ac_lbfgs_direction(grad, NULL, NULL, NULL, -1, 1, NULL, d), AC_ERR_ARG, "negative");
+    expect_error(ac_lbfgs_direction(grad, &flat, &flat, &ro, 1, 1, NULL, d), AC_ERR_ARG, "must not be NULL");
+    expect_error(ac_lbfgs_direction(grad, &flat, &big, &ro, 1, 1, al, d), AC_ERR_SHAPE,
+                 "old_stps[0] has 4 elements");
+    expect_error(ac_lbfgs_direction(grad, &flat, none, &ro, 1, 1, al, d), AC_ERR_ARG, "old_stps[0] is NULL");
+    expect_error(ac_lbfgs_direction(grad, &d, &flat, &ro, 1, 1, al, d), AC_ERR_ARG,
+                 "direction shares memory with old_dirs[0]");
+    check_values(w, same, 0);
+    CHECK(ac_params_add_flat(&w, 1, 1.0f, grad) == AC_OK);      /* still usable */
+    CHECK(w->data[0] == 2);
+    ac_tensor_free(w);
+    ac_tensor_free(flat);
+    ac_tensor_free(big);
+    ac_tensor_free(grad);
+    ac_tensor_free(d);
+}
+
 /* ---- memory and threads -------------------------------------------------- */
 
 static void test_steps_allocate_nothing(void)
@@ -187,6 +435,9 @@ static void test_steps_allocate_nothing(void)
     cp = ac_mem_checkpoint();
     CHECK(ac_sgd_step(p, buf, 1, 0.1f, 0.9f, 0, 0, 0) == AC_OK);
     CHECK(ac_adam_step(p, m, v, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0) == AC_OK);
+    CHECK(ac_adadelta_step(p, m, v, 1, 0.9f, 1e-6f, 0.1f) == AC_OK);
+    CHECK(ac_rmsprop_step(p, m, v, buf, 0.01f, 0.99f, 1e-8f, 0.1f, 0.9f, 1) == AC_OK);
+    CHECK(ac_adagrad_step(p, m, 2, 0.01f, 0.1f, 0.1f, 1e-10f) == AC_OK);
     CHECK(stats().bytes_in_use == before.bytes_in_use);
     ac_mem_restore(cp);
     CHECK(stats().bytes_in_use == before.bytes_in_use);
@@ -254,14 +505,6 @@ static void test_no_grad_is_a_no_op(void)
     ac_tensor_free(buf);
     ac_tensor_free(m);
     ac_tensor_free(v);
-}
-
-static void expect_error(int rc, int code, const char *fragment)
-{
-    CHECK(rc == code);
-    CHECK(ac_last_error_code() == code);
-    CHECK(strstr(ac_last_error(), fragment) != NULL);
-    if (!strstr(ac_last_error(), fragment)) fprintf(stderr, "  message: %s\n", ac_last_error());
 }
 
 static void test_sgd_refuses_bad_arguments(void)
@@ -426,6 +669,13 @@ int main(void)
     RUN(test_adam_three_steps_with_bias_correction);
     RUN(test_adam_l2_weight_decay);
     RUN(test_adamw_decoupled_weight_decay);
+    RUN(test_adadelta_three_steps);
+    RUN(test_rmsprop_plain_momentum_and_centered);
+    RUN(test_adagrad_decays_its_learning_rate);
+    RUN(test_adaptive_steps_refuse_bad_arguments);
+    RUN(test_flat_helpers_move_params_and_grads);
+    RUN(test_lbfgs_direction_two_loop);
+    RUN(test_lbfgs_helpers_refuse_bad_arguments);
     RUN(test_steps_allocate_nothing);
     RUN(test_results_do_not_depend_on_thread_count);
     RUN(test_a_warm_training_loop_makes_no_malloc);
