@@ -77,7 +77,6 @@ class _Index:
         self.advanced = None
         self.dim = 0             # the advanced index's dim in the basic result
         self.new_axes = []
-        self.has_ints = False
         kept, out_dim, ints = 0, 0, []
         for position, item in enumerate(parsed):
             if item is None:
