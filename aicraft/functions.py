@@ -17,6 +17,8 @@ _METHODS = (
     "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
     "not_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "masked_fill",
     "is_floating_point",
+    "gather", "index_select", "narrow", "split", "chunk", "mm", "bmm", "norm", "log1p", "cumsum",
+    "sort", "argsort", "topk", "t",
 )
 
 

@@ -971,49 +971,7 @@ class Tensor:
             return _wrap(p)
         raise_error(self)
 
-    def __getitem__(self, index):
-        """Basic indexing: ints, slices (with steps), Ellipsis and None."""
-        p = _live(self)
-        items = index if type(index) is tuple else (index,)
-        n_ellipsis = sum(1 for item in items if item is Ellipsis)
-        if n_ellipsis > 1:
-            raise IndexError("an index can only have a single ellipsis ('...')")
-        n_dims = sum(1 for item in items if item is not None and item is not Ellipsis)
-        if n_dims > p.ndim:
-            raise IndexError("too many indices for a tensor of dimension %d" % p.ndim)
-        slices = ffi.new("AcSlice[]", max(p.ndim if n_ellipsis else n_dims, 1))
-        new_axes, k, out_dim = [], 0, 0
-        for item in items:
-            if item is None:
-                new_axes.append(out_dim)
-                out_dim += 1
-            elif item is Ellipsis:
-                for _ in range(p.ndim - n_dims):
-                    slices[k].step = 1
-                    k += 1
-                    out_dim += 1
-            elif type(item) is slice:
-                s = slices[k]
-                s.step = 1 if item.step is None else _as_int(item.step, "slice step")
-                if item.start is not None:
-                    s.start, s.has_start = _as_int(item.start, "slice start"), 1
-                if item.stop is not None:
-                    s.stop, s.has_stop = _as_int(item.stop, "slice stop"), 1
-                k += 1
-                out_dim += 1
-            elif isinstance(item, (bool, np.bool_)) or isinstance(item, (Tensor, np.ndarray, list)):
-                raise TypeError("only integers, slices, Ellipsis and None are valid indices "
-                                "(aicraft has no advanced indexing)")
-            else:
-                s = slices[k]
-                s.start, s.has_start, s.is_index, s.step = _as_int(item, "index"), 1, 1, 1
-                k += 1
-        out = self
-        if k:
-            q = lib.ac_slice(p, slices, k)
-            if not q:
-                raise_error(self)
-            out = _wrap(q)
-        for axis in new_axes:
-            out = out.unsqueeze(axis)
-        return out
+
+# Indexing and ordering methods live in indexing.py (t[...], gather, sort, ...).
+from aicraft import indexing  # noqa: E402 - it needs Tensor defined
+indexing.bind(Tensor)

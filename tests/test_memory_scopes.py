@@ -192,6 +192,10 @@ CALL_ARGS = {
     "less_equal": (1.0,), "not_equal": (1.0,), "logical_and": (1.0,), "logical_or": (1.0,),
     "logical_xor": (1.0,), "masked_fill": "mask(2, 2)", "masked_fill_": "mask(2, 2)",
     "where": "mask and live(2, 2)", "__format__": ("",), "to": (ac.int64,),
+    "__setitem__": (0, 1.0), "gather": "dim and index(2, 2)", "index_select": "dim and index(2)",
+    "expand": (2, 2), "expand_as": "live(2, 2)", "view_as": "live(2, 2)", "narrow": (0, 0, 1),
+    "split": (1,), "chunk": (2,), "new_zeros": (2,), "new_ones": (2,), "new_full": ((2,), 1.0),
+    "new_tensor": ([1.0],), "mm": "live(2, 2)", "bmm": "live(2, 2)", "cumsum": (0,), "topk": (1,),
 }
 # Attributes that are not tensor operations.
 NOT_OPS = {"__del__", "__init__", "__slots__", "__module__", "__doc__", "__array_ufunc__",
@@ -230,6 +234,10 @@ def resolve(args):
         return (np.ones((2, 2), np.float32),)
     if args == "mask(2, 2)":
         return (ac.ones(2, 2) > 0, 0.0)
+    if args == "dim and index(2, 2)":
+        return (0, ac.zeros(2, 2, dtype=ac.int64))
+    if args == "dim and index(2)":
+        return (0, ac.zeros(2, dtype=ac.int64))
     if args == "mask and live(2, 2)":
         return (ac.ones(2, 2) > 0, ac.ones(2, 2))
     return args

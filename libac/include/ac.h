@@ -176,6 +176,7 @@ AcTensor *ac_pow_scalar(const AcTensor *a, float p);       /* a ** p */
 AcTensor *ac_neg(const AcTensor *a);
 AcTensor *ac_exp(const AcTensor *a);
 AcTensor *ac_log(const AcTensor *a);
+AcTensor *ac_log1p(const AcTensor *a);                    /* log(1 + a), exact for small a */
 AcTensor *ac_sqrt(const AcTensor *a);
 AcTensor *ac_abs(const AcTensor *a);
 AcTensor *ac_sin(const AcTensor *a);
@@ -249,6 +250,34 @@ AcTensor *ac_unsqueeze(const AcTensor *a, int dim);
 AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices); /* leading dims; rest kept */
 AcTensor *ac_cat(AcTensor *const *tensors, int n, int dim);
 AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim);
+
+/* ---- Indexing ------------------------------------------------------------ */
+/* Picks and writes of any dtype; index tensors are int64 (negative counts from the
+   end where said), masks bool. Out-of-range indices fail with AC_ERR_INDEX. The
+   picks are differentiable: their gradient scatter-adds into the input's shape.
+   The writes (suffix _) work in place and record no graph. */
+
+/* PyTorch's a[..., index] at dim: int64 index (any shape, negative from the end)
+   replaces dim by index's dims; a bool mask covering dims dim .. dim + mask->ndim - 1
+   (same sizes) replaces them by one dim of its true elements, in row-major order. */
+AcTensor *ac_index(const AcTensor *a, int dim, const AcTensor *index);
+/* a[..., index] = values (broadcast to ac_index's result, converted to a's dtype). */
+int ac_index_put_(AcTensor *a, int dim, const AcTensor *index, const AcTensor *values);
+/* The window ac_slice picks, set to values (broadcast, converted to a's dtype). */
+int ac_slice_put_(AcTensor *a, const AcSlice *slices, int n_slices, const AcTensor *values);
+/* Entries of a along dim at index (int64, 0-d or 1-d, in [0, size)); dim keeps its place. */
+AcTensor *ac_index_select(const AcTensor *a, int dim, const AcTensor *index);
+/* out[i][j][k] = a[index[i][j][k]][j][k] for dim 0, and so on (PyTorch's gather):
+   index int64 with a's ndim, no larger than a outside dim; out has index's shape. */
+AcTensor *ac_gather(const AcTensor *a, int dim, const AcTensor *index);
+/* a broadcast to shape (more leading dims allowed; -1 keeps a dim), a copy. */
+AcTensor *ac_expand(const AcTensor *a, const int64_t *shape, int ndim);
+/* Sorted along dim, stable (ties keep their order, NaN is largest), with the
+   int64 positions in *indices; the values are differentiable. */
+AcTensor *ac_sort(const AcTensor *a, int dim, int descending, AcTensor **indices);
+/* The k largest (smallest unless largest) along dim, in sorted order, as ac_sort. */
+AcTensor *ac_topk(const AcTensor *a, int64_t k, int dim, int largest, AcTensor **indices);
+AcTensor *ac_cumsum(const AcTensor *a, int dim);          /* cumulative sum along dim */
 
 /* ---- Losses -------------------------------------------------------------- */
 

@@ -163,6 +163,13 @@ void *op_context(const AcTensor *out);
 /* True when backward must produce a gradient for input i of node. */
 int input_needs_grad(const AcGradNode *node, int i);
 
+/* ---- ops/index.c --------------------------------------------------------- */
+
+/* Write src broadcast to shape (src may have extra leading size-1 dims) into out,
+   converted to dtype; AC_ERR_SHAPE, naming op, when it does not broadcast. */
+int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, int ndim, int dtype,
+                   void *out);
+
 /* ---- io/state_dict.c ----------------------------------------------------- */
 
 /* Append (name, tensor) without looking for an existing name (the caller has

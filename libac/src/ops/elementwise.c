@@ -1,7 +1,7 @@
 /*
  * elementwise.c - arithmetic and math applied element by element: add, sub,
  * mul, div and pow with NumPy broadcasting, their scalar forms, and neg, exp,
- * log, sqrt, abs, sin, cos, clamp. Each forward has its backward right under it.
+ * log, log1p, sqrt, abs, sin, cos, clamp. Each forward has its backward right under it.
  *
  * One engine runs them all (map_*). It walks the output in runs along the
  * innermost dim after dropping size-1 dims and merging dims that every operand
@@ -28,10 +28,11 @@ typedef enum {
     MAP_POW_GRAD_EXP,   /* g * out * log(a); 0 where a == 0, b >= 0   in: g, out, a, b */
     /* unary forms and their backward: every operand has the output's shape */
     MAP_ADD_S, MAP_MUL_S, MAP_RSUB_S, MAP_DIV_S, MAP_RDIV_S, MAP_POW_S, MAP_CLAMP,
-    MAP_NEG, MAP_EXP, MAP_LOG, MAP_SQRT, MAP_ABS, MAP_SIN, MAP_COS,
+    MAP_NEG, MAP_EXP, MAP_LOG, MAP_LOG1P, MAP_SQRT, MAP_ABS, MAP_SIN, MAP_COS,
     MAP_RDIV_S_GRAD,    /* -g * s / a^2           in: g, a   */
     MAP_POW_S_GRAD,     /* g * p * a^(p-1)        in: g, a   */
     MAP_CLAMP_GRAD,     /* g where lo <= a <= hi  in: g, a   */
+    MAP_LOG1P_GRAD,     /* g / (1 + a)            in: g, a   */
     MAP_SQRT_GRAD,      /* g / (2 out)            in: g, out */
     MAP_ABS_GRAD,       /* g * sign(a)            in: g, a   */
     MAP_SIN_GRAD,       /* g * cos(a)             in: g, a   */
@@ -129,6 +130,7 @@ static void map_run(const MapJob *job, const float *const *x, const int64_t *ste
     case MAP_NEG: UNARY_RUN(-u); break;
     case MAP_EXP: vec_exp(x[0], out, n); break;   /* unary forms run flat: step is 1 */
     case MAP_LOG: UNARY_RUN(logf(u)); break;
+    case MAP_LOG1P: UNARY_RUN(log1pf(u)); break;
     case MAP_SQRT: UNARY_RUN(sqrtf(u)); break;
     case MAP_ABS: UNARY_RUN(fabsf(u)); break;
     case MAP_SIN: UNARY_RUN(sinf(u)); break;
@@ -136,6 +138,7 @@ static void map_run(const MapJob *job, const float *const *x, const int64_t *ste
     case MAP_RDIV_S_GRAD: GRAD_RUN(-u * p0 / (v * v)); break;
     case MAP_POW_S_GRAD: GRAD_RUN(u * (p0 * powf(v, p0 - 1.0f))); break;
     case MAP_CLAMP_GRAD: GRAD_RUN(v >= p0 && v <= p1 ? u : 0.0f); break;
+    case MAP_LOG1P_GRAD: GRAD_RUN(u / (1.0f + v)); break;
     case MAP_SQRT_GRAD: GRAD_RUN(u / (2.0f * v)); break;
     case MAP_ABS_GRAD: GRAD_RUN(u * (v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f))); break;
     case MAP_SIN_GRAD: GRAD_RUN(u * cosf(v)); break;
@@ -484,6 +487,16 @@ static int log_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 AcTensor *ac_log(const AcTensor *a)
 {
     return unary_op("log", MAP_LOG, a, 0.0f, 0.0f, log_backward, 0);
+}
+
+static int log1p_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    return unary_grad(gout, gin, MAP_LOG1P_GRAD, node->inputs[0], NULL);
+}
+
+AcTensor *ac_log1p(const AcTensor *a)
+{
+    return unary_op("log1p", MAP_LOG1P, a, 0.0f, 0.0f, log1p_backward, 0);
 }
 
 static int sqrt_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)

@@ -1,7 +1,7 @@
 /*
  * shape.c - ops that move elements without computing on them: reshape,
  * flatten, squeeze and unsqueeze (views sharing the input's data), transpose
- * and permute (a contiguous copy), slicing, cat and stack; each forward with
+ * and permute (a contiguous copy), slicing and its in-place write, cat and stack; each forward with
  * its backward right under it.
  *
  * Not here: the view mechanism itself (tensor.c, autograd.c op_view).
@@ -452,33 +452,62 @@ static int slice_resolve(const AcSlice *sl, int d, int64_t n, SliceCtx *s)
     return AC_OK;
 }
 
+/* The window slices pick in a (into s) and its shape. */
+static int slice_plan(const AcTensor *a, const AcSlice *slices, int n_slices, SliceCtx *s,
+                      int64_t *shape, int *ndim)
+{
+    int d;
+    if (n_slices < 0) return error_set(AC_ERR_ARG, "slice: n_slices is %d", n_slices);
+    if (n_slices > 0 && !slices) return error_set(AC_ERR_ARG, "slice: slices is NULL");
+    if (n_slices > a->ndim)
+        return error_set(AC_ERR_INDEX, "slice: %d indices for a tensor of shape %s", n_slices,
+                         tensor_shape_str(a));
+    memset(s, 0, sizeof *s);
+    *ndim = 0;
+    for (d = 0; d < a->ndim; d++) {
+        if (d < n_slices && slice_resolve(&slices[d], d, a->shape[d], s)) return AC_ERR_INDEX;
+        if (d >= n_slices) {
+            s->step[d] = 1;
+            s->length[d] = a->shape[d];
+        }
+        if (!(s->dropped & (1u << d))) shape[(*ndim)++] = s->length[d];
+    }
+    return AC_OK;
+}
+
 AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices)
 {
     SliceCtx s, *ctx;
     int64_t shape[AC_MAX_DIMS];
-    int d, ndim = 0;
+    int ndim;
     AcTensor *out;
-    if (tensor_check_any("slice", a, "a")) return NULL;
-    if (n_slices < 0) return error_null(AC_ERR_ARG, "slice: n_slices is %d", n_slices);
-    if (n_slices > 0 && !slices) return error_null(AC_ERR_ARG, "slice: slices is NULL");
-    if (n_slices > a->ndim)
-        return error_null(AC_ERR_INDEX, "slice: %d indices for a tensor of shape %s", n_slices,
-                          tensor_shape_str(a));
-    memset(&s, 0, sizeof s);
-    for (d = 0; d < a->ndim; d++) {
-        if (d < n_slices && slice_resolve(&slices[d], d, a->shape[d], &s)) return NULL;
-        if (d >= n_slices) {
-            s.step[d] = 1;
-            s.length[d] = a->shape[d];
-        }
-        if (!(s.dropped & (1u << d))) shape[ndim++] = s.length[d];
-    }
+    if (tensor_check_any("slice", a, "a") || slice_plan(a, slices, n_slices, &s, shape, &ndim))
+        return NULL;
     out = op_output_as("slice", a->dtype, shape, ndim, &a, 1, slice_backward, sizeof(SliceCtx));
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) *ctx = s;
     window_copy(a, &s, out->data, 0);
     return out;
+}
+
+int ac_slice_put_(AcTensor *a, const AcSlice *slices, int n_slices, const AcTensor *values)
+{
+    int64_t shape[AC_MAX_DIMS], size = 1;
+    size_t bytes;
+    SliceCtx s;
+    void *dense;
+    int ndim, d, rc;
+    if (tensor_check_any("slice_put_", a, "a") || tensor_check_any("slice_put_", values, "values") ||
+        slice_plan(a, slices, n_slices, &s, shape, &ndim))
+        return ac_last_error_code();
+    for (d = 0; d < ndim; d++) size *= shape[d];
+    bytes = (size_t)size * elem_size(a) + 1;
+    dense = scratch_alloc(bytes);
+    rc = dense ? broadcast_into("slice_put_", values, shape, ndim, a->dtype, dense) : AC_ERR_MEMORY;
+    if (rc == AC_OK) window_copy(a, &s, dense, 1);
+    scratch_free(dense, bytes);
+    return rc;
 }
 
 /* ---- cat and stack ----------------------------------------------------------- */
