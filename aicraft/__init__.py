@@ -23,6 +23,6 @@ from aicraft.io import load, save
 from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memory_limit,
                             set_num_threads)
 from aicraft.tensor import Tensor
-from aicraft import nn, optim
+from aicraft import accelerator, backends, cuda, nn, optim, utils
 
 __version__ = "0.1.0"

@@ -1,81 +1,221 @@
-"""io.py - ac.save and ac.load: state dicts in the safetensors format.
+"""io.py - ac.save and ac.load, as torch.save/torch.load but never pickle: the
+file is safetensors, and loading one runs no code.
 
-The reading and writing are libac's (ac_save_safetensors / ac_load_safetensors),
-so a C program reads the same files. Here a Python dict becomes an AcStateDict
-and back. Loaded tensors are root tensors owned by Python, whatever
-ac.checkpoint() is open.
+What can be saved: a Tensor (or NumPy array), an int, float, bool, str or
+None, and dicts (str or int keys), lists and tuples of those, nested: a
+model's or an optimizer's state_dict, a checkpoint {"model": ..., "epoch": 3}.
+A plain {name: tensor} dict is written as a plain safetensors file, which C
+(ac_load_safetensors) and other safetensors readers load as is. Anything else
+stores its tensors under the generated names "0", "1", ... and the structure
+as JSON in the header's __metadata__ under the key "aicraft".
+
+Writing is here (a NumPy array per tensor, its dtype named from the array's
+dtype). Reading is libac's strict reader (ac_load_safetensors), which checks
+the whole file before anything is made; then the structure is read back from
+the header it has checked. libac reads paths, so a file object is copied to
+a temporary file first. Loaded tensors are root tensors owned by Python,
+whatever ac.checkpoint() is open.
 """
+import itertools
+import json
+import numbers
 import os
+import struct
+import tempfile
 from collections.abc import Mapping
 
 import numpy as np
 
 from aicraft._ffi import ffi, lib
 from aicraft.creation import from_numpy
-from aicraft.errors import raise_error
+from aicraft.errors import FormatError, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
+
+__all__ = ["save", "load"]
+
+STRUCTURE_KEY = "aicraft"
+_DTYPE_NAMES = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.bool_): "BOOL"}
+_serial = itertools.count()                  # temporary names of saves in flight
+_SAVABLE = "Tensors, NumPy arrays, numbers, strings, None, and dicts, lists and tuples of them"
 
 
 def _c_path(path, what):
     try:
         return os.fsencode(path)
     except TypeError:
-        raise TypeError("%s: path must be a str, bytes or os.PathLike, not %s"
+        raise TypeError("%s: f must be a path (str, bytes, os.PathLike) or a binary file object, not %s"
                         % (what, type(path).__name__)) from None
 
 
-def _c_name(name):
+def _check_name(name):
     if not isinstance(name, str):
         raise TypeError("save: state_dict keys must be str, not %s" % type(name).__name__)
     if "\0" in name:
         raise ValueError("save: the name %r holds a NUL character" % name)
-    return name.encode("utf-8")
+    if name == "__metadata__":
+        raise ValueError('save: the name "__metadata__" is reserved by safetensors')
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("save: the name %r is not valid Unicode (a lone surrogate?)" % name) from None
+    return name
 
 
-def save(state_dict, path):
-    """Write state_dict (name -> Tensor or NumPy array) to path as float32 safetensors.
+def _as_tensor(value):
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise TypeError("save: cannot save a NumPy array of dtype %s; ac.save takes %s" % (value.dtype, _SAVABLE))
+        return from_numpy(value)
+    _live(value)                             # raises ScopeError for a tensor whose scope ended
+    return value
 
-    The file is written whole to a temporary file and renamed into place.
+
+def _is_plain(obj):
+    return isinstance(obj, Mapping) and all(
+        isinstance(k, str) and isinstance(v, (Tensor, np.ndarray)) for k, v in obj.items())
+
+
+def _refuse(obj, where):
+    if hasattr(obj, "state_dict"):
+        raise TypeError("save: cannot save a %s object%s; save its model.state_dict() (or "
+                        "optimizer.state_dict()) instead" % (type(obj).__name__, where))
+    raise TypeError("save: cannot save a %s%s; ac.save takes %s" % (type(obj).__name__, where, _SAVABLE))
+
+
+def _describe(obj, tensors, where):
+    """obj as JSON-ready structure; its tensors appended to tensors, named by position."""
+    if isinstance(obj, (Tensor, np.ndarray)):
+        tensors.append((str(len(tensors)), _as_tensor(obj)))
+        return {"tensor": tensors[-1][0]}
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, numbers.Integral):
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        return float(obj)
+    if isinstance(obj, Mapping):
+        items = []
+        for key, value in obj.items():
+            if isinstance(key, bool) or not isinstance(key, (str, numbers.Integral)):
+                raise TypeError("save: dict keys must be str or int, not %s (at %s)"
+                                % (type(key).__name__, where or "the top level"))
+            key = key if isinstance(key, str) else int(key)
+            items.append([key, _describe(value, tensors, "%s[%r]" % (where, key))])
+        return {"dict": items}
+    if isinstance(obj, (list, tuple)):
+        kind = "list" if isinstance(obj, list) else "tuple"
+        return {kind: [_describe(v, tensors, "%s[%d]" % (where, i)) for i, v in enumerate(obj)]}
+    _refuse(obj, " (at %s)" % where if where else "")
+
+
+def _rebuild(desc, tensors):
+    if isinstance(desc, dict):
+        if len(desc) != 1:
+            raise FormatError("load: the saved structure holds an object with keys %s" % sorted(desc))
+        (kind, body), = desc.items()
+        if kind == "tensor" and body in tensors:
+            return tensors[body]
+        if kind == "dict" and isinstance(body, list) and all(
+                isinstance(p, list) and len(p) == 2 and isinstance(p[0], (str, int)) for p in body):
+            return {key: _rebuild(value, tensors) for key, value in body}
+        if kind in ("list", "tuple") and isinstance(body, list):
+            items = [_rebuild(value, tensors) for value in body]
+            return items if kind == "list" else tuple(items)
+        raise FormatError("load: the saved structure holds a bad %r entry" % kind)
+    if isinstance(desc, list):
+        raise FormatError("load: the saved structure holds a bare list")
+    return desc
+
+
+def _safetensors_bytes(named, metadata):
+    """The whole file for [(name, Tensor)] and a metadata dict (or None)."""
+    arrays = [(name, t.numpy()) for name, t in named]
+    header, offset = {}, 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, array in arrays:
+        dtype = _DTYPE_NAMES.get(array.dtype)
+        if dtype is None:
+            raise TypeError("save: tensor '%s' has dtype %s, which safetensors files here do not hold"
+                            % (name, array.dtype))
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)          # the data starts 8-byte aligned
+    parts = [struct.pack("<Q", len(text)), text]
+    parts += [array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes() for _, array in arrays]
+    return b"".join(parts)
+
+
+def save(obj, f):
+    """Write obj (see the module's docstring) to f, a path or a binary file object.
+
+    A path is written whole to a temporary file and renamed into place. A
+    Module, or any object other than those listed, raises TypeError.
     """
-    if not isinstance(state_dict, Mapping):
-        hint = "; pass model.state_dict()" if hasattr(state_dict, "state_dict") else ""
-        raise TypeError("save: expected a dict of name -> Tensor, got %s%s"
-                        % (type(state_dict).__name__, hint))
-    c_path = _c_path(path, "save")
-    entries = []
-    for name, value in state_dict.items():
-        c_name = _c_name(name)
-        if isinstance(value, np.ndarray):
-            value = from_numpy(value)
-        elif not isinstance(value, Tensor):
-            raise TypeError("save: state_dict['%s'] is a %s; only Tensors and NumPy arrays can be saved"
-                            % (name, type(value).__name__))
-        entries.append((c_name, value))
-    d = lib.ac_state_dict_new()
+    if _is_plain(obj):
+        named = [(_check_name(k), _as_tensor(v)) for k, v in obj.items()]
+        metadata = None
+    else:
+        named = []
+        structure = _describe(obj, named, "")
+        metadata = {STRUCTURE_KEY: json.dumps(structure, allow_nan=True)}
+    data = _safetensors_bytes(named, metadata)
+    if hasattr(f, "write"):
+        f.write(data)
+        return
+    path = os.fsdecode(_c_path(f, "save"))
+    tmp = "%s.tmp-%d-%d" % (path, os.getpid(), next(_serial))
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _load_path(c_path):
+    """{name: Tensor} in file order, and the __metadata__ dict, from a file libac has checked."""
+    d = lib.ac_load_safetensors(c_path)
     if d == ffi.NULL:
         raise_error()
     try:
-        for c_name, tensor in entries:
-            if lib.ac_state_dict_set(d, c_name, _live(tensor)) < 0:
-                raise_error(tensor)
-        if lib.ac_save_safetensors(d, c_path) < 0:
-            raise_error()
-    finally:
-        lib.ac_state_dict_free(d)
-
-
-def load(path):
-    """Read a safetensors file of float32 tensors into a dict name -> Tensor, in file order."""
-    d = lib.ac_load_safetensors(_c_path(path, "load"))
-    if d == ffi.NULL:
-        raise_error()
-    try:
-        out = {}
+        tensors = {}
         for i in range(lib.ac_state_dict_size(d)):
             name = ffi.string(lib.ac_state_dict_name(d, i)).decode("utf-8")
             p = lib.ac_state_dict_tensor(d, i)
             lib.ac_tensor_retain(p)          # the wrapper owns this reference
-            out[name] = _wrap(p)
-        return out
+            tensors[name] = _wrap(p)
     finally:
         lib.ac_state_dict_free(d)
+    with open(c_path, "rb") as f:            # the header libac just checked
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length).decode("utf-8"))
+    return tensors, header.get("__metadata__", {})
+
+
+def load(f):
+    """What save wrote to f (a path or a binary file object): a {name: Tensor} dict
+    for a plain safetensors file, else the saved structure with its tensors."""
+    if hasattr(f, "read"):
+        fd, tmp = tempfile.mkstemp(suffix=".safetensors")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(f.read())
+            tensors, metadata = _load_path(os.fsencode(tmp))
+        finally:
+            os.remove(tmp)
+    else:
+        tensors, metadata = _load_path(_c_path(f, "load"))
+    if STRUCTURE_KEY not in metadata:
+        return tensors
+    try:
+        structure = json.loads(metadata[STRUCTURE_KEY])
+    except ValueError as exc:
+        raise FormatError("load: the saved structure is not valid JSON (%s)" % exc) from None
+    return _rebuild(structure, tensors)

@@ -228,7 +228,9 @@ def test_subset_batches_take_the_fast_path_and_the_plain_one():
 def test_to_tensor_scales_uint8_to_unit_range_with_a_channel_dim():
     image = np.random.default_rng(1).integers(0, 256, (5, 4), dtype=np.uint8)
     out = T.ToTensor()(image)
-    assert out.shape == (1, 5, 4) and out.dtype == np.float32
+    assert isinstance(out, ac.Tensor) and out.shape == (1, 5, 4)
+    out = out.numpy()
+    assert out.dtype == np.float32
     np.testing.assert_allclose(out[0], image.astype(np.float64) / 255.0, rtol=1e-6, atol=1e-7)
     assert out.max() <= 1.0 and out.min() >= 0.0
 
@@ -259,6 +261,9 @@ def test_normalize_per_channel_and_single_value():
     expected = (x.astype(np.float64) - np.array(mean)[:, None, None]) / np.array(std)[:, None, None]
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(T.Normalize(mean, std)(x[0]), expected[0], rtol=1e-6, atol=1e-6)
+    on_tensor = T.Normalize(mean, std)(ac.tensor(x[0]))
+    assert isinstance(on_tensor, ac.Tensor)
+    np.testing.assert_allclose(on_tensor.numpy(), expected[0], rtol=1e-6, atol=1e-6)
     flat = rng.random((3, 784)).astype(np.float32)
     out = T.Normalize((0.1307,), (0.3081,)).batch(flat)
     assert out.shape == (3, 784) and out.dtype == np.float32
@@ -279,6 +284,19 @@ def test_flatten_sample_and_batch():
     assert T.Flatten()(x).shape == (24,)
     assert T.Flatten().batch(x).shape == (2, 12)
     np.testing.assert_array_equal(T.Flatten().batch(x)[1], np.arange(12, 24))
+    assert T.Flatten()(ac.ones(2, 3)).shape == (6,)
+
+
+def test_lambda_applies_its_function_to_samples_and_batches():
+    images = np.random.default_rng(6).integers(0, 256, (3, 2, 2), dtype=np.uint8)
+    pipeline = T.Compose([T.ToTensor(), T.Lambda(lambda x: x * 3 + 1)])
+    one = pipeline(images[0])
+    assert isinstance(one, ac.Tensor)
+    np.testing.assert_allclose(one.numpy(), images[0][None] / 255.0 * 3 + 1, rtol=1e-6)
+    np.testing.assert_allclose(pipeline.batch(images), images[:, None] / 255.0 * 3 + 1, rtol=1e-6)
+    assert repr(pipeline) == "Compose(ToTensor(), Lambda())"
+    with pytest.raises(TypeError, match="Lambda"):
+        T.Lambda(3)
 
 
 def test_compose_batch_equals_stacked_per_sample_results_even_with_a_lambda():
@@ -286,7 +304,7 @@ def test_compose_batch_equals_stacked_per_sample_results_even_with_a_lambda():
     pipeline = T.Compose([T.ToTensor(), T.Normalize((0.5,), (0.25,)), lambda x: x * 2, T.Flatten()])
     batch = pipeline.batch(images)
     assert batch.shape == (4, 9) and batch.dtype == np.float32
-    np.testing.assert_allclose(batch, np.stack([pipeline(im) for im in images]), rtol=1e-6)
+    np.testing.assert_allclose(batch, np.stack([pipeline(im).numpy() for im in images]), rtol=1e-6)
     np.testing.assert_allclose(batch, ((images.reshape(4, 9) / 255.0 - 0.5) / 0.25) * 2, rtol=1e-5, atol=1e-5)
 
 

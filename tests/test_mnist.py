@@ -161,13 +161,38 @@ def test_mnist_reads_train_and_test_splits_from_root_mnist_raw(tmp_path, gz):
     arrays = write_split_files(tmp_path / "MNIST" / "raw", gz=gz)
     train, test = MNIST(tmp_path), MNIST(str(tmp_path), train=False)
     assert len(train) == 12 and len(test) == 5
-    assert train.data.dtype == np.uint8 and train.targets.dtype == np.uint8
+    assert train.images.dtype == np.uint8 and train.labels.dtype == np.uint8
     image, label = train[3]
     np.testing.assert_array_equal(image, arrays["train-images-idx3-ubyte"][3])
     assert label == 3 and isinstance(label, int)
     image, label = test[4]
     np.testing.assert_array_equal(image, arrays["t10k-images-idx3-ubyte"][4])
     assert label == 2
+
+
+def test_mnist_data_and_targets_are_tensors_as_in_torchvision(tmp_path):
+    arrays = write_split_files(tmp_path / "MNIST" / "raw")
+    train = MNIST(tmp_path)
+    images, labels = arrays["train-images-idx3-ubyte"], arrays["train-labels-idx1-ubyte"]
+    assert isinstance(train.data, ac.Tensor) and train.data.shape == (12, 28, 28)
+    np.testing.assert_array_equal(train.data.numpy(), images)     # the pixel values 0-255
+    assert isinstance(train.targets, ac.Tensor) and train.targets.tolist() == labels.tolist()
+    assert train.data is train.data                                  # made once
+
+
+def test_assigning_mnist_data_and_targets_changes_the_batches(tmp_path):
+    arrays = write_split_files(tmp_path / "MNIST" / "raw")
+    train = MNIST(tmp_path)
+    keep = np.arange(12) % 3 == 0                                    # filter as torchvision users do
+    train.data, train.targets = train.data.numpy()[keep], train.targets.numpy()[keep]
+    assert len(train) == 4 and train.data.shape == (4, 28, 28)
+    x, y = next(iter(DataLoader(train, batch_size=4)))
+    np.testing.assert_array_equal(x.numpy(), arrays["train-images-idx3-ubyte"][keep])
+    assert y.tolist() == arrays["train-labels-idx1-ubyte"][keep].tolist()
+    with pytest.raises(ValueError, match="MNIST: data"):
+        train.data = np.full((2, 3), 300)
+    with pytest.raises(ValueError, match="MNIST: targets"):
+        train.targets = np.zeros((2, 2))
 
 
 def test_mnist_batches_are_transformed_as_batches(tmp_path):
@@ -228,8 +253,8 @@ def test_fashion_mnist_reads_files_directly_under_root(tmp_path):
 def test_fashion_mnist_from_the_debian_package():
     train, test = FashionMNIST(), FashionMNIST(train=False)
     assert train.data.shape == (60000, 28, 28) and test.data.shape == (10000, 28, 28)
-    assert np.bincount(train.targets).tolist() == [6000] * 10
-    assert np.bincount(test.targets).tolist() == [1000] * 10
+    assert np.bincount(train.labels).tolist() == [6000] * 10
+    assert np.bincount(test.labels).tolist() == [1000] * 10
 
 
 # ---- the restricted unpickler ------------------------------------------------------

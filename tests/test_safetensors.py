@@ -201,20 +201,18 @@ def test_save_and_load_do_not_leak(tmp_path):
 
 # ---- errors --------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", [[1.0, 2.0], 3.0, "text", None, np.array(["a", "b"])])
-def test_save_of_a_non_tensor_raises_type_error(tmp_path, value):
-    with pytest.raises(TypeError):
-        ac.save({"a": ac.ones(1), "bad": value}, tmp_path / "x.safetensors")
+@pytest.mark.parametrize("value", [object(), {1, 2}, b"bytes", np.array(["a", "b"]), ac.nn.Linear(2, 2)])
+def test_save_of_an_unsupported_value_raises_type_error(tmp_path, value):
+    with pytest.raises(TypeError, match="save"):
+        ac.save({"a": ac.ones(1), "bad": [1, value]}, tmp_path / "x.safetensors")
     assert not os.path.exists(tmp_path / "x.safetensors")
 
 
 def test_save_checks_the_dict_and_its_keys(tmp_path):
     path = tmp_path / "x.safetensors"
-    with pytest.raises(TypeError):
-        ac.save([("a", ac.ones(1))], path)
-    with pytest.raises(TypeError):
-        ac.save({1: ac.ones(1)}, path)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="keys must be str or int"):
+        ac.save({(1, 2): ac.ones(1)}, path)
+    with pytest.raises(TypeError, match="path"):
         ac.save({"a": ac.ones(1)}, 3.5)
     with pytest.raises(ValueError, match="NUL"):
         ac.save({"a\0b": ac.ones(1)}, path)

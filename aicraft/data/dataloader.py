@@ -14,20 +14,19 @@ import numbers
 import numpy as np
 
 from aicraft.creation import from_numpy, stack
+from aicraft.data.sampler import BatchSampler, RandomSampler, SequentialSampler, check_generator
 from aicraft.tensor import Tensor
 
-__all__ = ["DataLoader", "default_collate", "stack_samples", "to_tensors", "make_rng"]
+__all__ = ["DataLoader", "default_collate", "get_worker_info", "stack_samples", "to_tensors", "make_rng"]
 
 
 def make_rng(generator, seed, what):
-    """The numpy Generator to draw from: generator, or a new one from seed (fresh entropy if both are None)."""
+    """The numpy Generator to draw from: generator, or a new one from seed; None when both are None."""
     if generator is not None and seed is not None:
         raise ValueError("%s: pass a generator or a seed, not both" % what)
-    if generator is None:
+    if seed is not None:
         return np.random.default_rng(seed)
-    if not isinstance(generator, np.random.Generator):
-        raise TypeError("%s: generator must be a numpy.random.Generator, not %s" % (what, type(generator).__name__))
-    return generator
+    return check_generator(generator, what)
 
 
 def stack_samples(samples):
@@ -70,42 +69,91 @@ def default_collate(samples):
     return to_tensors(stack_samples(samples))
 
 
-class DataLoader:
-    """Batches of a dataset, each sample once per epoch.
+def get_worker_info():
+    """None: batches are always loaded in the main process (see DataLoader)."""
+    return None
 
-    shuffle: a new random order every epoch, drawn from generator (a
-    numpy.random.Generator the loader keeps using) or from a Generator made
-    from seed; the same seed gives the same sequence of epochs.
+
+def _count(value, what):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError("DataLoader: %s must be a non-negative int, got %r" % (what, value))
+    return int(value)
+
+
+class DataLoader:
+    """Batches of a dataset, as torch.utils.data.DataLoader.
+
+    Order: sampler (indices), or shuffle=True for a RandomSampler, or the
+    dataset's order; batch_sampler (lists of indices) replaces batch_size,
+    shuffle, sampler and drop_last. A shuffle draws from generator (a
+    numpy.random.Generator the loader keeps using), from a Generator made
+    once from seed (the same seed, the same sequence of epochs), or else
+    from aicraft's generator at the start of each epoch, so ac.manual_seed
+    makes runs repeat.
     drop_last: leave out the last batch when it would be short.
     collate_fn: called with the list of samples of a batch (PyTorch's
     meaning); without it, array-backed datasets skip the per-sample path.
+
+    Workers: batches are loaded in the main process, always. num_workers,
+    prefetch_factor, persistent_workers, worker_init_fn and pin_memory are
+    checked as PyTorch checks them and then change nothing: the batches are
+    the ones num_workers=0 gives, and worker_init_fn is never called (there
+    are no workers; get_worker_info() returns None). Batching is one C call
+    per field, so a worker pool would mostly add copies between processes.
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None,
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, prefetch_factor=None, persistent_workers=False,
                  generator=None, seed=None):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        num_workers = _count(num_workers, "num_workers")
+        _count(timeout, "timeout")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("DataLoader: prefetch_factor needs num_workers > 0")
+        if prefetch_factor is not None:
+            _count(prefetch_factor, "prefetch_factor")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers needs num_workers > 0")
+        for name, fn in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn)):
+            if fn is not None and not callable(fn):
+                raise TypeError("DataLoader: %s must be callable" % name)
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler and shuffle=True are mutually exclusive")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler is mutually exclusive with batch_size, "
+                                 "shuffle, sampler and drop_last")
+        elif isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
             raise ValueError("DataLoader: batch_size must be a positive int, got %r" % (batch_size,))
-        if collate_fn is not None and not callable(collate_fn):
-            raise TypeError("DataLoader: collate_fn must be callable")
+        rng = make_rng(generator, seed, "DataLoader")
+        if batch_sampler is None:
+            if sampler is None:
+                sampler = RandomSampler(dataset, generator=rng) if shuffle else SequentialSampler(dataset)
+            batch_sampler = BatchSampler(sampler, int(batch_size), bool(drop_last))
+            self.batch_size = int(batch_size)
+        else:
+            self.batch_size = None   # as PyTorch: the batch sampler decides
         self.dataset = dataset
-        self.batch_size = int(batch_size)
-        self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
         self.collate_fn = collate_fn
-        self.generator = make_rng(generator, seed, "DataLoader")
+        self.generator = rng
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = bool(persistent_workers)
+        self.pin_memory = bool(pin_memory)
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
 
     def __len__(self):
-        n = len(self.dataset)
-        if self.drop_last:
-            return n // self.batch_size
-        return -(-n // self.batch_size)
+        return len(self.batch_sampler)
 
     def __iter__(self):
-        n = len(self.dataset)
-        order = self.generator.permutation(n) if self.shuffle else np.arange(n)
-        stop = n - n % self.batch_size if self.drop_last else n
-        for start in range(0, stop, self.batch_size):
-            yield self._fetch(order[start:start + self.batch_size])
+        get = getattr(self.batch_sampler, "epoch_batches", None)
+        batches = get() if get is not None else self.batch_sampler
+        for indices in batches:
+            yield self._fetch(np.asarray(indices, dtype=np.int64))
 
     def _fetch(self, indices):
         if self.collate_fn is not None:

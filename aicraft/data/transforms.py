@@ -1,18 +1,27 @@
-"""transforms.py - Compose, ToTensor, Normalize, Flatten: torchvision's image
-transforms, working on NumPy arrays.
+"""transforms.py - Compose, ToTensor, Normalize, Flatten, Lambda: torchvision's
+image transforms.
 
-Each transform applies to one sample (`t(image)`) or to a whole batch at once
-(`t.batch(images)`, one vectorised NumPy expression for the batch). Datasets
-keep their images as uint8 and the DataLoader transforms each batch with
-`apply_batch`, then turns it into one aicraft Tensor; so the result of a
-transform is a float32 NumPy array, not a Tensor.
+Each transform applies to one sample (`t(image)`, as torchvision: ToTensor
+gives an aicraft Tensor, and the transforms after it take and give Tensors)
+or to a whole batch at once (`t.batch(images)`, one vectorised NumPy
+expression for the batch, NumPy in and out). Datasets keep their images as
+uint8; the DataLoader transforms each batch with `apply_batch`, then turns it
+into one aicraft Tensor, so no Tensor is made per sample.
 
 A plain callable (a lambda, a function) works too, one sample at a time:
 `apply_batch` and `Compose.batch` run it on each sample and stack the results.
 """
 import numpy as np
 
-__all__ = ["Transform", "Compose", "ToTensor", "Normalize", "Flatten", "apply_batch"]
+from aicraft.creation import from_numpy
+from aicraft.tensor import Tensor
+
+__all__ = ["Transform", "Compose", "ToTensor", "Normalize", "Flatten", "Lambda", "apply_batch"]
+
+
+def _like(sample, out):
+    """out as a Tensor when sample was one (the per-sample path after ToTensor), else as NumPy."""
+    return from_numpy(out) if isinstance(sample, Tensor) else out
 
 
 def apply_batch(transform, batch):
@@ -72,17 +81,17 @@ def _to_float(x):
 
 
 class ToTensor(Transform):
-    """An image, (H, W) or (H, W, C), as float32 (C, H, W); uint8 pixels scaled to [0, 1].
+    """An image, (H, W) or (H, W, C), as a float32 Tensor (C, H, W); uint8 pixels scaled to [0, 1].
 
-    `batch` takes (B, H, W) or (B, H, W, C) and gives (B, C, H, W).
+    `batch` takes (B, H, W) or (B, H, W, C) and gives a NumPy (B, C, H, W).
     """
 
     def __call__(self, image):
         x = _to_float(image)
         if x.ndim == 2:
-            return x[None]
+            return from_numpy(x[None])
         if x.ndim == 3:
-            return np.ascontiguousarray(x.transpose(2, 0, 1))
+            return from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1)))
         raise ValueError("ToTensor: expected an image of shape (H, W) or (H, W, C), got %s" % (x.shape,))
 
     def batch(self, images):
@@ -115,14 +124,14 @@ class Normalize(Transform):
         self.mean = np.broadcast_to(mean, (channels,)).reshape(shape)
         self.std = np.broadcast_to(std, (channels,)).reshape(shape)
 
-    def __call__(self, x):
-        x = np.asarray(x, dtype=np.float32)
+    def __call__(self, sample):
+        x = np.asarray(sample, dtype=np.float32)
         if self.mean.ndim and (x.ndim < 3 or x.shape[-3] != self.mean.shape[0]):
             raise ValueError("Normalize: %d channels in mean/std, but the input has shape %s (channels at dim -3)"
                              % (self.mean.shape[0], x.shape))
         out = x - self.mean
         out /= self.std
-        return out
+        return _like(sample, out)
 
     batch = __call__   # channels sit at dim -3 in a batch too
 
@@ -134,8 +143,23 @@ class Flatten(Transform):
     """A sample as one dimension; a batch as (B, everything else)."""
 
     def __call__(self, x):
-        return np.asarray(x).reshape(-1)
+        return x.reshape(-1) if isinstance(x, Tensor) else np.asarray(x).reshape(-1)
 
     def batch(self, x):
         x = np.asarray(x)
         return x.reshape(len(x), -1)
+
+
+class Lambda(Transform):
+    """fn as a transform, one sample at a time (a batch: fn on each sample, stacked)."""
+
+    def __init__(self, lambd):
+        if not callable(lambd):
+            raise TypeError("Lambda: expected a callable, got %s" % type(lambd).__name__)
+        self.lambd = lambd
+
+    def __call__(self, sample):
+        return self.lambd(sample)
+
+    def __repr__(self):
+        return "Lambda()"
