@@ -75,6 +75,8 @@ def log_softmax(input, dim):
 
 mse_loss = _loss("mse_loss", lib.ac_mse_loss)
 mse_loss.__doc__ = "Mean (or summed, or elementwise) squared error."
+l1_loss = _loss("l1_loss", lib.ac_l1_loss)
+l1_loss.__doc__ = "Mean (or summed, or elementwise) absolute error."
 binary_cross_entropy = _loss("binary_cross_entropy", lib.ac_binary_cross_entropy)
 binary_cross_entropy.__doc__ = "BCE of probabilities in [0, 1] against targets in [0, 1]."
 binary_cross_entropy_with_logits = _loss("binary_cross_entropy_with_logits", lib.ac_bce_with_logits)

@@ -620,16 +620,20 @@ class Tensor:
 
     # ---- autograd ----------------------------------------------------------
 
-    def backward(self, gradient=None):
+    def backward(self, gradient=None, retain_graph=None):
         """Accumulate d(self)/d(leaf) into every leaf's .grad (self must be scalar
-        unless gradient, of self's shape, is given)."""
-        if gradient is None:
+        unless gradient, of self's shape, is given). The graph behind self is freed
+        as it is walked, unless retain_graph is true."""
+        if gradient is None and not retain_graph:
             rc = _backward(self._ptr)
         else:
-            g = _operand(gradient)
-            if not isinstance(g, Tensor):
-                raise TypeError("backward: gradient must be a Tensor, not %s" % type(gradient).__name__)
-            rc = lib.ac_backward_with(self._ptr, g._ptr)
+            g = _NULL
+            if gradient is not None:
+                g = _operand(gradient)
+                if not isinstance(g, Tensor):
+                    raise TypeError("backward: gradient must be a Tensor, not %s" % type(gradient).__name__)
+                g = _live(g)   # NULL would mean "ones" to C
+            rc = lib.ac_backward_ex(self._ptr, g, 1 if retain_graph else 0)
         if rc < 0:
             raise_error(self, gradient)
 

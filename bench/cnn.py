@@ -14,7 +14,11 @@ entropy. Measured, each framework in processes of its own:
     `with ac.checkpoint():`;
   * inference samples/s at batch 256 in eval mode under no_grad, the same way;
   * peak RSS of a fresh process that imports the framework and trains 200 steps
-    at batch 64, and of another that runs 50 inference batches of 256.
+    at batch 64, and of another that runs 50 inference batches of 256;
+  * aicraft only: the peak of libac's bytes_in_use during one training step
+    at batch 64, above what was in use before it, with the step at root (as
+    a PyTorch script runs it) and inside `with ac.checkpoint():`, each in a
+    fresh process.
 The data: the first 10,000 MNIST training images when data/MNIST/raw holds them
 (demos/mnist_cnn.py downloads them), else 10,000 synthetic uint8 images of 10
 noisy prototypes; both frameworks convert each uint8 batch to float the same
@@ -29,9 +33,10 @@ import subprocess
 import sys
 
 from common import (ROOT, SAMPLES, Batches, load_mnist_uint8, measure_interleaved, peak_rss, spawn,
-                    timed_steps, torch_version)
+                    step_peak_bytes, step_scope, timed_steps, torch_version)
 
 FRAMEWORKS = ("aicraft", "torch")
+SCOPES = ("root", "checkpoint")
 TRAIN_BATCH, INFER_BATCH = 64, 256
 PAUSE_SECONDS = 0.5   # between turns: longer than OpenMP's and OpenBLAS's spin before sleeping
 
@@ -44,8 +49,9 @@ def load_data():
     return images.reshape(SAMPLES, 1, 28, 28), labels, description
 
 
-def make_model(framework):
-    """(train_step(images, labels), infer(images), set_threads) for one framework."""
+def make_model(framework, scoped=True):
+    """(train_step(images, labels), infer(images), set_threads) for one framework;
+    aicraft's train_step runs in ac.checkpoint() when scoped, else at root."""
     if framework == "aicraft":
         sys.path.insert(0, ROOT)
         import aicraft as ac
@@ -63,7 +69,7 @@ def make_model(framework):
 
         def train_step(images, labels):
             model.train()
-            with ac.checkpoint():
+            with step_scope(ac, scoped):
                 loss = loss_fn(model(to_input(images)), ac.from_numpy(labels))
                 optimizer.zero_grad()
                 loss.backward()
@@ -134,6 +140,16 @@ def memory_worker(framework, mode, steps):
     print(json.dumps({"peak_rss": peak_rss()}))
 
 
+def step_peak_worker(scope):
+    """Print the peak bytes of one aicraft training step, at root or in a checkpoint."""
+    images, labels, _ = load_data()
+    train_step, _, set_threads = make_model("aicraft", scoped=scope == "checkpoint")
+    set_threads(1)
+    import aicraft as ac
+    print(step_peak_bytes(ac, lambda: train_step(images[:8], labels[:8]),
+                          lambda: train_step(images[:TRAIN_BATCH], labels[:TRAIN_BATCH])))
+
+
 # ---- the driver ---------------------------------------------------------------------
 
 def worker_env():
@@ -155,6 +171,13 @@ def measure_memory(framework, mode, steps):
     return json.loads(out.strip().splitlines()[-1])["peak_rss"]
 
 
+def measure_step_peak(scope):
+    out = subprocess.run(spawn(__file__, "--step-peak-worker", scope), check=True,
+                         capture_output=True, text=True, env=worker_env()).stdout
+    peak = out.strip().splitlines()[-1]
+    return None if peak == "None" else int(peak)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", default="1,2", help="thread counts, comma separated")
@@ -164,12 +187,15 @@ def main():
                         metavar=("TRAIN", "INFER"))
     parser.add_argument("--throughput-worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--memory-worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--step-peak-worker", choices=SCOPES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.throughput_worker:
         return throughput_worker(args.throughput_worker)
     if args.memory_worker:
         fw, mode, steps = args.memory_worker
         return memory_worker(fw, mode, int(steps))
+    if args.step_peak_worker:
+        return step_peak_worker(args.step_peak_worker)
 
     version = torch_version()
     frameworks = FRAMEWORKS if version else ("aicraft",)
@@ -180,6 +206,7 @@ def main():
     speed = measure_throughput(frameworks, configs, args.repeats, args.seconds)
     peak = {(fw, mode): measure_memory(fw, mode, steps) / (1 << 20) for fw in frameworks
             for mode, steps in zip(("train", "infer"), args.memory_steps)}
+    step_peak = {scope: measure_step_peak(scope) for scope in SCOPES}
 
     _, _, data = load_data()
     print("MNIST CNN (2 conv, 2 linear), Adam 1e-3; aicraft vs PyTorch %s on the CPU"
@@ -188,7 +215,8 @@ def main():
     row = "%-44s %10s %10s %8s   %s"
     print(row % ("", "aicraft", "PyTorch", "ratio", "target"))
     result = {"bench": "cnn", "data": data, "torch": version, "repeats": args.repeats,
-              "train_samples_per_s": {}, "infer_samples_per_s": {}, "peak_rss_mb": {}}
+              "train_samples_per_s": {}, "infer_samples_per_s": {}, "peak_rss_mb": {},
+              "step_peak_mb": {}}
     for mode, t in configs:
         ours, theirs = speed[("aicraft", mode, t)], speed.get(("torch", mode, t))
         if mode == "train":
@@ -208,6 +236,12 @@ def main():
         print(row % (label, "%.1f" % ours, "%.1f" % theirs if theirs else "-",
                      "%.3f" % (ours / theirs) if theirs else "", "ratio <= 0.25"))
         result["peak_rss_mb"][mode] = {fw: round(peak[(fw, mode)], 1) for fw in frameworks}
+    print("peak bytes_in_use of one training step (MB), batch %d:" % TRAIN_BATCH)
+    for scope in SCOPES:
+        value = step_peak[scope]
+        print(row % ("  at root" if scope == "root" else "  in ac.checkpoint()",
+                     "%.2f" % (value / (1 << 20)) if value is not None else "-", "-", "", ""))
+        result["step_peak_mb"][scope] = value and round(value / (1 << 20), 3)
     print()
     print(json.dumps(result))
 

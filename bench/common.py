@@ -1,6 +1,8 @@
 """common.py - what the training benchmarks share: the MNIST images as uint8,
-batches over them, timed runs and RSS inside a worker process, and the driver
-that interleaves runs of long-lived worker processes and takes medians."""
+batches over them, timed runs, RSS and libac's peak bytes inside a worker
+process, and the driver that interleaves runs of long-lived worker processes
+and takes medians."""
+import contextlib
 import os
 import statistics
 import subprocess
@@ -66,6 +68,23 @@ def peak_rss():
 def current_rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def step_peak_bytes(ac, warm_up, step):
+    """The peak of libac's bytes_in_use during step(), above the bytes in use
+    before it. peak_bytes only grows, so it is compared around the step rather
+    than reset: warm_up() (a step at a smaller batch, after which grads and
+    optimizer state exist) must stay below the step's peak; None if it did not."""
+    warm_up()
+    before = ac.memory_stats()
+    step()
+    peak = ac.memory_stats()["peak_bytes"]
+    return peak - before["bytes_in_use"] if peak > before["peak_bytes"] else None
+
+
+def step_scope(ac, scoped):
+    """The context a training step runs in: ac.checkpoint(), or none (at root)."""
+    return ac.checkpoint() if scoped else contextlib.nullcontext()
 
 
 def torch_version():

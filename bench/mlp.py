@@ -11,7 +11,11 @@ Measured, each framework in processes of its own:
   * peak RSS of a fresh process that imports the framework and trains 500
     steps at batch 64 from uint8 data, and how much its RSS grows between
     step 500 and step 5,000;
-  * import time (median over fresh processes).
+  * import time (median over fresh processes);
+  * aicraft only: the peak of libac's bytes_in_use during one training step
+    at batch 128, above what was in use before it, with the step at root (as
+    a PyTorch script runs it) and inside `with ac.checkpoint():`, each in a
+    fresh process.
 The data: the first 10,000 MNIST training images when data/MNIST/raw holds
 them (demos/mnist_mlp.py downloads them), else 10,000 synthetic uint8 images
 of 10 noisy prototypes. Both frameworks read the same uint8 arrays and
@@ -26,15 +30,17 @@ import subprocess
 import sys
 
 from common import (ROOT, Batches, current_rss, load_mnist_uint8, measure_interleaved, peak_rss,
-                    spawn, timed_steps, torch_version)
+                    spawn, step_peak_bytes, step_scope, timed_steps, torch_version)
 
 FRAMEWORKS = ("aicraft", "torch")
+SCOPES = ("root", "checkpoint")
 
 
 # ---- the work each worker process does ------------------------------------------
 
-def make_trainer(framework, threads):
-    """A function step(images_u8, labels_u8) doing one training step, and set_threads(n)."""
+def make_trainer(framework, threads, scoped=True):
+    """A function step(images_u8, labels_u8) doing one training step (aicraft's in
+    ac.checkpoint() when scoped, else at root), and set_threads(n)."""
     if framework == "aicraft":
         sys.path.insert(0, ROOT)
         import aicraft as ac
@@ -46,7 +52,7 @@ def make_trainer(framework, threads):
         loss_fn = nn.CrossEntropyLoss()
 
         def step(images, labels):
-            with ac.checkpoint():
+            with step_scope(ac, scoped):
                 x = (ac.from_numpy(images) * (1 / 255) - 0.1307) * (1 / 0.3081)
                 loss = loss_fn(model(x), ac.from_numpy(labels))
                 optimizer.zero_grad()
@@ -100,6 +106,14 @@ def memory_worker(framework, steps, more_steps):
     print(json.dumps({"peak_rss": peak, "rss_first": rss_at_steps, "rss_last": current_rss()}))
 
 
+def step_peak_worker(scope):
+    """Print the peak bytes of one aicraft training step at batch 128, at root or in a checkpoint."""
+    images, labels, _ = load_mnist_uint8()
+    step, _ = make_trainer("aicraft", 1, scoped=scope == "checkpoint")
+    import aicraft as ac
+    print(step_peak_bytes(ac, lambda: step(images[:8], labels[:8]), lambda: step(images[:128], labels[:128])))
+
+
 # ---- the driver ---------------------------------------------------------------------
 
 def import_seconds(framework):
@@ -120,6 +134,13 @@ def measure_memory(framework, steps, more_steps):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def measure_step_peak(scope):
+    out = subprocess.run(spawn(__file__, "--step-peak-worker", scope), check=True,
+                         capture_output=True, text=True).stdout
+    peak = out.strip().splitlines()[-1]
+    return None if peak == "None" else int(peak)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", default="1,2", help="thread counts, comma separated")
@@ -129,12 +150,15 @@ def main():
     parser.add_argument("--memory-steps", type=int, nargs=2, default=(500, 5000), metavar=("FIRST", "LAST"))
     parser.add_argument("--throughput-worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--memory-worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--step-peak-worker", choices=SCOPES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.throughput_worker:
         return throughput_worker(args.throughput_worker)
     if args.memory_worker:
         fw, steps, more = args.memory_worker
         return memory_worker(fw, int(steps), int(more))
+    if args.step_peak_worker:
+        return step_peak_worker(args.step_peak_worker)
 
     version = torch_version()
     frameworks = FRAMEWORKS if version else ("aicraft",)
@@ -149,6 +173,7 @@ def main():
         for fw in (frameworks if rep % 2 == 0 else frameworks[::-1]):
             imports[fw].append(import_seconds(fw))
     import_time = {fw: statistics.median(v) for fw, v in imports.items()}
+    step_peak = {scope: measure_step_peak(scope) for scope in SCOPES}
 
     _, _, data = load_mnist_uint8()
     print("MLP 784-128-10, Adam 1e-3, cross entropy; aicraft vs PyTorch %s on the CPU" % (version or "-"))
@@ -163,7 +188,8 @@ def main():
 
     targets = {32: "ratio >= 1.5", 128: "ratio >= 1.2"}
     result = {"bench": "mlp", "data": data, "torch": version, "repeats": args.repeats,
-              "train_samples_per_s": {}, "peak_rss_mb": {}, "rss_growth_mb": {}, "import_ms": {}}
+              "train_samples_per_s": {}, "peak_rss_mb": {}, "rss_growth_mb": {}, "import_ms": {},
+              "step_peak_mb": {}}
     for batch, threads in configs:
         ours, theirs = speed[("aicraft", batch, threads)], speed.get(("torch", batch, threads))
         add_row("train samples/s, batch %d, %d thread%s" % (batch, threads, "s" * (threads > 1)),
@@ -180,6 +206,12 @@ def main():
             "%.2f", None, "aicraft < 1 MB")
     add_row("import time (ms)", 1000 * import_time["aicraft"],
             1000 * import_time["torch"] if "torch" in import_time else None, "%.0f", "%.3f", "")
+    print("peak bytes_in_use of one training step (MB), batch 128:")
+    for scope in SCOPES:
+        value = step_peak[scope]
+        print(row % ("  at root" if scope == "root" else "  in ac.checkpoint()",
+                     "%.2f" % (value / mb) if value is not None else "-", "-", "", ""))
+        result["step_peak_mb"][scope] = value and round(value / mb, 3)
     for fw in frameworks:
         result["peak_rss_mb"][fw] = round(peak[fw], 1)
         result["rss_growth_mb"][fw] = round(growth[fw], 3)

@@ -12,15 +12,20 @@ PyTorch's names and behaviour.
 """
 from aicraft.nn import functional, init, utils
 from aicraft.nn.conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
-                             MaxPool2d)
+                             Dropout2d, MaxPool2d)
 from aicraft.nn.layers import (GELU, Flatten, Identity, Linear, LogSoftmax, ModuleList, ReLU,
                                Sequential, Sigmoid, Softmax, Tanh)
-from aicraft.nn.loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from aicraft.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss,
+                             SmoothL1Loss)
 from aicraft.nn.module import Module, Parameter
-from aicraft.nn.rnn import GRU, LSTM, Embedding, GRUCell, LSTMCell
+from aicraft.nn.norm import LayerNorm
+from aicraft.nn.rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
+from aicraft.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", "Sigmoid", "Tanh",
-           "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "MSELoss", "CrossEntropyLoss",
-           "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "Conv2d", "MaxPool2d", "AvgPool2d",
-           "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "Dropout", "Embedding", "LSTM", "GRU",
-           "LSTMCell", "GRUCell", "functional", "init", "utils"]
+           "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "MSELoss", "L1Loss",
+           "SmoothL1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "Conv2d",
+           "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
+           "Dropout", "Dropout2d", "Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "functional",
+           "init", "utils"]

@@ -1,7 +1,8 @@
 """functional.py - aicraft.nn.functional (`import aicraft.nn.functional as F`).
 
 Everything aicraft.functional offers is re-exported from it; this module adds
-`linear`, `nll_loss`, and gives the losses torch.nn.functional's signatures
+`linear`, `nll_loss`, `smooth_l1_loss`, the layer functions (conv2d, layer_norm,
+dropout2d, ...), and gives the losses torch.nn.functional's signatures
 (`F.cross_entropy(x, y, label_smoothing=0.1)`). Arguments PyTorch takes that
 aicraft does not implement raise NotImplementedError when given a non-default
 value, rather than being silently ignored; its deprecated size_average and
@@ -12,11 +13,12 @@ import numpy as np
 import aicraft.functional as _base
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ShapeError, raise_error
-from aicraft.functional import _input, _reduction
+from aicraft.functional import _input, _reduction, _target
 from aicraft.nn.conv import (adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d,  # noqa: F401
-                             dropout, max_pool2d)
+                             dropout, dropout2d, max_pool2d)
+from aicraft.nn.norm import layer_norm  # noqa: F401
 from aicraft.nn.rnn import embedding
-from aicraft.tensor import Tensor, _wrap
+from aicraft.tensor import Tensor, _scalar, _wrap
 
 # Every public function of aicraft.functional, including ones added there later.
 for _name, _value in list(vars(_base).items()):
@@ -47,6 +49,27 @@ def _unsupported(fn, what):
 def mse_loss(input, target, *, reduction="mean"):
     """Mean (or summed, or elementwise) squared error."""
     return _base.mse_loss(input, target, reduction)
+
+
+def l1_loss(input, target, *, reduction="mean"):
+    """Mean (or summed, or elementwise) absolute error."""
+    return _base.l1_loss(input, target, reduction)
+
+
+def smooth_l1_loss(input, target, *, reduction="mean", beta=1.0):
+    """Huber-like loss: 0.5 (x - t)^2 / beta where |x - t| < beta, else |x - t| - 0.5 beta
+    (beta 0 is l1_loss)."""
+    _input(input, "smooth_l1_loss")
+    target = _target(target, "smooth_l1_loss")
+    b = _scalar(beta)
+    if b is None:
+        raise TypeError("smooth_l1_loss(): beta must be a number, not %s" % type(beta).__name__)
+    if b < 0:
+        raise ValueError("smooth_l1_loss(): beta must be >= 0, got %g" % b)
+    p = lib.ac_smooth_l1_loss(input._ptr, target._ptr, _reduction(reduction, "smooth_l1_loss"), b)
+    if p:
+        return _wrap(p)
+    raise_error(input, target)
 
 
 def binary_cross_entropy(input, target, weight=None, *, reduction="mean"):

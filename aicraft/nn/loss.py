@@ -1,11 +1,12 @@
-"""loss.py - the loss layers: MSELoss, CrossEntropyLoss, NLLLoss, BCELoss,
-BCEWithLogitsLoss. Each holds its options and calls aicraft.nn.functional.
+"""loss.py - the loss layers: MSELoss, L1Loss, SmoothL1Loss, CrossEntropyLoss,
+NLLLoss, BCELoss, BCEWithLogitsLoss. Each holds its options and calls aicraft.nn.functional.
 """
 from aicraft.functional import _reduction
 from aicraft.nn import functional as F
 from aicraft.nn.module import Module
 
-__all__ = ["MSELoss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
+__all__ = ["MSELoss", "L1Loss", "SmoothL1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
+           "BCEWithLogitsLoss"]
 
 
 class _Loss(Module):
@@ -20,6 +21,26 @@ class MSELoss(_Loss):
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """Mean absolute error; reduction 'mean', 'sum' or 'none'."""
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Squared error below beta, absolute error above it (F.smooth_l1_loss)."""
+
+    def __init__(self, reduction="mean", beta=1.0):
+        super().__init__(reduction)
+        if not isinstance(beta, (int, float)) or isinstance(beta, bool) or beta < 0:
+            raise ValueError("SmoothL1Loss: beta must be a number >= 0, got %r" % (beta,))
+        self.beta = float(beta)
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
 class BCELoss(_Loss):

@@ -12,6 +12,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from aicraft import dtypes
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
 from aicraft.tensor import Tensor, _live, _shape_of
@@ -242,6 +243,42 @@ class Module:
         for module in self.children():
             module.apply(fn)
         fn(self)
+        return self
+
+    # ---- devices, dtypes and sharing ---------------------------------------
+
+    def to(self, *args, **kwargs):
+        """PyTorch's Module.to for what aicraft has: the CPU and float32. Accepts a
+        device ("cpu", "cpu:0", or an object whose .type is "cpu"), the dtype
+        float32, or a tensor (its device and dtype); returns self. Any other device
+        or dtype raises, rather than leaving the module where it was unnoticed."""
+        unknown = set(kwargs) - {"device", "dtype", "non_blocking", "memory_format", "copy"}
+        if unknown:
+            raise TypeError("Module.to() got an unexpected keyword argument %r" % sorted(unknown)[0])
+        if len(args) > 3:
+            raise TypeError("Module.to() takes at most 3 positional arguments, got %d" % len(args))
+        for arg in list(args) + [kwargs.get("device"), kwargs.get("dtype")]:
+            if arg is None or isinstance(arg, bool):   # None, or non_blocking given positionally
+                continue
+            if isinstance(arg, Tensor):
+                arg = arg.dtype
+            if isinstance(arg, (str, dtypes.device)):
+                dtypes.checked_device(arg, "Module.to")
+            elif dtypes.checked(arg, "Module.to") is not dtypes.float32:
+                raise TypeError("Module.to(): aicraft modules hold float32 only, not %s" % (arg,))
+        return self
+
+    def cpu(self):
+        """Returns self: parameters already live in CPU memory."""
+        return self
+
+    def float(self):
+        """Returns self: parameters are already float32."""
+        return self
+
+    def share_memory(self):
+        """Returns self. Parameters already live in libac's memory, which every thread
+        of this process shares; other processes (multiprocessing) do not share them."""
         return self
 
     # ---- modes and gradients -----------------------------------------------

@@ -1,10 +1,10 @@
-"""rnn.py - sequence layers: nn.Embedding, nn.LSTM, nn.GRU, nn.LSTMCell, nn.GRUCell,
-and the functional `embedding`.
+"""rnn.py - sequence layers: nn.Embedding, nn.RNN, nn.LSTM, nn.GRU, nn.RNNCell,
+nn.LSTMCell, nn.GRUCell, and the functional `embedding`.
 
 Parameter names, shapes, initialisation and gate order are PyTorch's
 (`weight_ih_l0`, `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0`, `..._reverse`), so a
 state_dict saved from PyTorch loads and gives the same outputs. Each layer and
-direction is one C call (ac_lstm / ac_gru: one GEMM for the input projection of
+direction is one C call (ac_rnn_tanh / ac_rnn_relu / ac_lstm / ac_gru: one GEMM for the input projection of
 all steps, then one GEMM and one fused gate loop per step); this module only
 stacks layers, joins directions and shapes the states.
 """
@@ -20,7 +20,7 @@ from aicraft.nn import init
 from aicraft.nn.module import Module, Parameter
 from aicraft.tensor import Tensor, _as_int, _live, _wrap
 
-__all__ = ["Embedding", "LSTM", "GRU", "LSTMCell", "GRUCell", "embedding"]
+__all__ = ["Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "embedding"]
 
 _NULL = ffi.NULL
 
@@ -149,12 +149,21 @@ def _run_layer(c_fn, is_lstm, x, h0, c0, weights, batch_first, reverse):
     return _wrap(p), _wrap(h_n[0]), (_wrap(c_n[0]) if is_lstm else None)
 
 
+def _plain_rnn_fn(nonlinearity, what):
+    """The C layer function of a plain RNN with nonlinearity 'tanh' or 'relu'."""
+    if nonlinearity == "tanh":
+        return lib.ac_rnn_tanh
+    if nonlinearity == "relu":
+        return lib.ac_rnn_relu
+    raise ValueError("%s: unknown nonlinearity %r (expected 'tanh' or 'relu')" % (what, nonlinearity))
+
+
 class _RNNBase(Module):
-    """What LSTM and GRU share: parameters per layer and direction, the state checks,
+    """What RNN, LSTM and GRU share: parameters per layer and direction, the state checks,
     and the walk over layers (with dropout on the outputs of all but the last layer
     while training, as PyTorch's)."""
 
-    _mode = None      # "LSTM" or "GRU"
+    _mode = None      # "RNN", "LSTM" or "GRU"
     _gates = 0
     _c_fn = None
 
@@ -287,6 +296,32 @@ class _RNNBase(Module):
         return text
 
 
+class RNN(_RNNBase):
+    """A multi-layer Elman RNN: h' = tanh(W_ih x + b_ih + W_hh h + b_hh), or relu with
+    nonlinearity='relu'.
+
+    forward(input, h0=None) -> output, h_n, with LSTM's shapes."""
+
+    _mode = "RNN"
+    _gates = 1
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        c_fn = _plain_rnn_fn(nonlinearity, "RNN")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional)
+        self.nonlinearity = nonlinearity
+        self._c_fn = c_fn
+
+    def forward(self, input, hx=None):
+        output, h_n, _ = self._run(input, hx)
+        return output, h_n
+
+    def extra_repr(self):
+        text = _RNNBase.extra_repr(self)
+        return text + ", nonlinearity='relu'" if self.nonlinearity == "relu" else text
+
+
 class LSTM(_RNNBase):
     """A multi-layer LSTM (PyTorch's equations, gate order i, f, g, o).
 
@@ -380,6 +415,29 @@ class _CellBase(Module):
 
     def extra_repr(self):
         return "%d, %d%s" % (self.input_size, self.hidden_size, "" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    """One Elman RNN step: forward(input, h=None) -> h' = tanh (or relu) of
+    W_ih x + b_ih + W_hh h + b_hh."""
+
+    _mode = "RNNCell"
+    _gates = 1
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        c_fn = _plain_rnn_fn(nonlinearity, "RNNCell")
+        super().__init__(input_size, hidden_size, bias)
+        self.nonlinearity = nonlinearity
+        self._c_fn = c_fn
+
+    def forward(self, input, hx=None):
+        self._check(input, hx, "h")
+        return self._step(input, hx, None)[0]
+
+    def extra_repr(self):
+        text = _CellBase.extra_repr(self)
+        return text + ", nonlinearity='relu'" if self.nonlinearity == "relu" else text
 
 
 class LSTMCell(_CellBase):

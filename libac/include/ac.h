@@ -15,7 +15,8 @@
  *    says the caller is done with it: if nothing else refers to it (a graph
  *    node, a view, ac_tensor_retain) and its scope is the thread's innermost,
  *    its memory is reused by the scope's later allocations; otherwise nothing
- *    happens. A tensor made at root (no scope open) is reference counted: the
+ *    happens, though one that only graph nodes held goes back when backward
+ *    frees those nodes. A tensor made at root (no scope open) is reference counted: the
  *    caller owns one reference and drops it with ac_tensor_free.
  *  - Binary ops broadcast their operands by NumPy's rules.
  *  - Ops record a graph node when grad mode is on and an input requires grad.
@@ -123,7 +124,8 @@ struct AcGradNode {
     AcTensor *output;
     AcTensor *inputs[AC_MAX_INPUTS];
     int32_t n_inputs;
-    AcBackwardFn backward;             /* fills grad_in[i] for inputs that need it */
+    AcBackwardFn backward;             /* fills grad_in[i] for inputs that need it; NULL
+                                          once backward freed the node's graph */
     void *context;                     /* what forward saved for backward */
     AcTensor *pending_grad;            /* used inside ac_backward only */
     uint32_t visit;                    /* used inside ac_backward only */
@@ -253,6 +255,10 @@ AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim);
 typedef enum { AC_REDUCTION_NONE = 0, AC_REDUCTION_MEAN = 1, AC_REDUCTION_SUM = 2 } AcReduction;
 
 AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction);
+AcTensor *ac_l1_loss(const AcTensor *input, const AcTensor *target, int reduction);
+/* PyTorch's: 0.5 (x - t)^2 / beta where |x - t| < beta, else |x - t| - 0.5 beta; beta >= 0 */
+AcTensor *ac_smooth_l1_loss(const AcTensor *input, const AcTensor *target, int reduction,
+                            float beta);
 /* logits (N, C) or (C); target holds class indices (int64, or whole float32 values),
    shape (N) or () */
 AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int reduction,
@@ -262,8 +268,14 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 
 /* ---- Autograd ------------------------------------------------------------ */
 
+/* Backward frees the graph behind its output as it walks, as PyTorch does: the
+   tensors only the graph held are freed, the output keeps its values, and a
+   second backward through a freed node fails with AC_ERR_STATE. */
 int ac_backward(AcTensor *loss);                          /* loss must have one element */
 int ac_backward_with(AcTensor *out, const AcTensor *grad); /* grad has out's shape */
+/* Either of the above (grad NULL: ones, for a one-element out); retain_graph 1
+   keeps the graph for another backward. */
+int ac_backward_ex(AcTensor *out, const AcTensor *grad, int retain_graph);
 int ac_set_grad_enabled(int enabled);                     /* per thread; returns the previous mode */
 int ac_is_grad_enabled(void);
 /* Write the graph behind t as indented text (ac_graph_text) or Graphviz DOT (ac_graph_dot)
@@ -299,8 +311,14 @@ AcTensor *ac_adaptive_avg_pool2d(const AcTensor *x, int out_h, int out_w);
 AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
                         AcTensor *running_mean, AcTensor *running_var, int training,
                         float momentum, float eps);
+/* PyTorch's F.layer_norm: x (..., *normalized_shape) normalised over its last normalized_ndim
+   dims (mean and biased variance per row); weight and bias (normalized_shape) or NULL */
+AcTensor *ac_layer_norm(const AcTensor *x, const int64_t *normalized_shape, int normalized_ndim,
+                        const AcTensor *weight, const AcTensor *bias, float eps);
 /* zero each element with probability p, scale the rest by 1/(1-p); a view of x in eval or p == 0 */
 AcTensor *ac_dropout(const AcTensor *x, float p, int training);
+/* dropout of whole features: x (N, C, ...) keeps or zeroes each (n, c) block as one (F.dropout2d) */
+AcTensor *ac_feature_dropout(const AcTensor *x, float p, int training);
 
 /* ---- Sequence layers ------------------------------------------------------ */
 
@@ -325,6 +343,13 @@ AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, con
 AcTensor *ac_gru(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
                  const AcTensor *b_ih, const AcTensor *b_hh, int batch_first, int reverse,
                  AcTensor **h_n);
+/* Plain (Elman) RNN: G = 1, h' = tanh (or relu) of W_ih x + b_ih + W_hh h + b_hh */
+AcTensor *ac_rnn_tanh(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih,
+                      const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                      int batch_first, int reverse, AcTensor **h_n);
+AcTensor *ac_rnn_relu(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih,
+                      const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                      int batch_first, int reverse, AcTensor **h_n);
 
 /* ---- Layers -------------------------------------------------------------- */
 

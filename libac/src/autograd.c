@@ -9,6 +9,12 @@
  * gradients or, for leaves, into their .grad. Everything backward allocates
  * besides leaf grads lives in a scope of its own, restored before returning.
  *
+ * Unless asked to retain it, the walk frees the graph as it goes, as PyTorch
+ * does: once a node has run, it drops its inputs (tensor.c's node_free_graph),
+ * so activations nothing else holds are freed then (root) or given back to
+ * their scope when backward returns (scoped). A freed node keeps its output's
+ * values; backward through it again is an error.
+ *
  * Not here: the ops' own backward functions (ops/), tensor memory (tensor.c).
  */
 #include "internal.h"
@@ -53,7 +59,7 @@ static AcTensor *make_output(const char *op, int dtype, const int64_t *shape, in
     node->context = ctx_bytes ? (char *)node + node_head_bytes() : NULL;
     for (i = 0; i < n_inputs; i++) {
         if (!inputs[i]) continue;
-        if (scope_hold((AcTensor *)inputs[i])) return NULL;
+        if (node_hold((AcTensor *)inputs[i])) return NULL;
         node->inputs[node->n_inputs++] = (AcTensor *)inputs[i];
     }
     out->requires_grad = 1;
@@ -193,38 +199,58 @@ static int accumulate(AcTensor *t, AcTensor *g)
     return AC_OK;
 }
 
-static int backward_nodes(const NodeList *order)
+static int backward_node(AcGradNode *node)
 {
-    int64_t k;
-    int i, rc;
-    for (k = order->n - 1; k >= 0; k--) {
-        AcGradNode *node = order->nodes[k];
-        AcTensor *gin[AC_MAX_INPUTS] = {NULL};
-        if (!node->pending_grad) continue;
-        rc = node->backward(node, node->pending_grad, gin);
+    AcTensor *gin[AC_MAX_INPUTS] = {NULL};
+    int i, rc = node->backward(node, node->pending_grad, gin);
+    if (rc) return rc;
+    for (i = 0; i < node->n_inputs; i++) {
+        if (!input_needs_grad(node, i) || !gin[i]) continue;
+        if (!same_shape(gin[i], node->inputs[i]))
+            return error_set(AC_ERR_STATE, "backward: %s gave a gradient of shape %s for input %d of shape %s",
+                             node->op, tensor_shape_str(gin[i]), i, tensor_shape_str(node->inputs[i]));
+        rc = accumulate(node->inputs[i], gin[i]);
         if (rc) return rc;
-        for (i = 0; i < node->n_inputs; i++) {
-            if (!input_needs_grad(node, i) || !gin[i]) continue;
-            if (!same_shape(gin[i], node->inputs[i]))
-                return error_set(AC_ERR_STATE, "backward: %s gave a gradient of shape %s for input %d of shape %s",
-                                 node->op, tensor_shape_str(gin[i]), i, tensor_shape_str(node->inputs[i]));
-            rc = accumulate(node->inputs[i], gin[i]);
-            if (rc) return rc;
-        }
-        node->pending_grad = NULL;
     }
     return AC_OK;
 }
 
-static int run_backward(AcTensor *out, const AcTensor *grad, int grad_is_ones)
+/* Run the nodes, users before their inputs. When free_graph, each root output
+   was retained by the caller so that no node is freed before it has run: drop
+   that reference after freeing the node's graph. After an error, the nodes
+   not run yet keep their graph. */
+static int backward_nodes(const NodeList *order, int free_graph, AcTensor **dead)
+{
+    int64_t k;
+    int rc = AC_OK;
+    for (k = order->n - 1; k >= 0; k--) {
+        AcGradNode *node = order->nodes[k];
+        AcTensor *output = node->output;
+        if (rc == AC_OK && node->pending_grad) rc = backward_node(node);
+        node->pending_grad = NULL;
+        if (!free_graph) continue;
+        if (rc == AC_OK) node_free_graph(node, dead);
+        if (output->scope_depth == 0) ac_tensor_free(output);
+    }
+    return rc;
+}
+
+static const char graph_freed[] =
+    "backward: Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed when you "
+    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through "
+    "the graph a second time or if you need to access saved tensors after calling backward.";
+
+static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
 {
     NodeList order = {NULL, 0, 0};
+    AcTensor *dead = NULL;
     AcCheckpoint cp = ac_mem_checkpoint();
     int previous, rc = AC_OK;
     int64_t k;
     if (cp.depth < 0) return ac_last_error_code();
     previous = ac_set_grad_enabled(0);
-    if (grad_is_ones) {
+    if (!grad) {
         grad = ac_full(out->shape, out->ndim, 1.0f);
         if (!grad) rc = AC_ERR_MEMORY;
     }
@@ -232,15 +258,19 @@ static int run_backward(AcTensor *out, const AcTensor *grad, int grad_is_ones)
         rc = leaf_accumulate(out, grad);
     } else if (rc == AC_OK) {
         rc = topo_sort(out->node, &order);
+        for (k = 0; k < order.n && rc == AC_OK; k++)
+            if (!order.nodes[k]->backward) rc = error_set(AC_ERR_STATE, "%s", graph_freed);
         if (rc == AC_OK) {
+            if (!retain_graph)
+                for (k = 0; k < order.n; k++)
+                    if (order.nodes[k]->output->scope_depth == 0) ac_tensor_retain(order.nodes[k]->output);
             out->node->pending_grad = (AcTensor *)grad;
-            rc = backward_nodes(&order);
+            rc = backward_nodes(&order, !retain_graph, &dead);
         }
-        for (k = 0; k < order.n; k++) order.nodes[k]->pending_grad = NULL;
-        out->node->pending_grad = NULL;
     }
     ac_set_grad_enabled(previous);
     ac_mem_restore(cp);
+    dead_tensors_release(dead);   /* now that their scope is the innermost again */
     return rc;
 }
 
@@ -253,23 +283,27 @@ static int backward_check(const char *op, const AcTensor *out)
     return AC_OK;
 }
 
-int ac_backward(AcTensor *loss)
-{
-    if (backward_check("backward", loss)) return ac_last_error_code();
-    if (loss->size != 1)
-        return error_set(AC_ERR_SHAPE, "backward: loss has shape %s; a non-scalar output needs an "
-                         "explicit gradient (backward_with)", tensor_shape_str(loss));
-    return run_backward(loss, NULL, 1);
-}
+int ac_backward(AcTensor *loss) { return ac_backward_ex(loss, NULL, 0); }
 
 int ac_backward_with(AcTensor *out, const AcTensor *grad)
 {
     if (backward_check("backward", out)) return ac_last_error_code();
     if (!grad) return error_set(AC_ERR_ARG, "backward: gradient is NULL");
-    if (!same_shape(out, grad))
+    return ac_backward_ex(out, grad, 0);
+}
+
+int ac_backward_ex(AcTensor *out, const AcTensor *grad, int retain_graph)
+{
+    if (backward_check("backward", out)) return ac_last_error_code();
+    if (retain_graph != 0 && retain_graph != 1)
+        return error_set(AC_ERR_ARG, "backward: retain_graph %d must be 0 or 1", retain_graph);
+    if (!grad && out->size != 1)
+        return error_set(AC_ERR_SHAPE, "backward: loss has shape %s; a non-scalar output needs an "
+                         "explicit gradient (backward_with)", tensor_shape_str(out));
+    if (grad && !same_shape(out, grad))
         return error_set(AC_ERR_SHAPE, "backward: gradient of shape %s does not match output %s",
                          tensor_shape_str(grad), tensor_shape_str(out));
-    return run_backward(out, grad, 0);
+    return run_backward(out, grad, retain_graph);
 }
 
 /* ---- graph dumps --------------------------------------------------------- */

@@ -86,6 +86,17 @@ uint32_t current_serial(void);
 
 /* ---- tensor.c ------------------------------------------------------------ */
 
+/* A graph node's hold on its input t: a root t gets a reference (scope_hold);
+   a scoped t counts one more node use, so it is not given back early. */
+int node_hold(AcTensor *t);
+/* Free node's graph once backward has run it: drop its holds on its inputs (a
+   root node's references, a scoped node's uses) and mark it freed (backward
+   NULL). Scoped inputs this leaves unreferenced and already freed by their
+   owner are chained on *dead, for dead_tensors_release. */
+void node_free_graph(AcGradNode *node, AcTensor **dead);
+/* Give back the chained scoped tensors (and, in turn, the inputs their graphs
+   alone held) to their scope, when it is the calling thread's innermost. */
+void dead_tensors_release(AcTensor *dead);
 /* Check ndim and shape; on error name op. Writes the element count to *size. */
 int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size);
 /* A new uninitialised float32 tensor in the current home (scope or root), no graph. */

@@ -9,6 +9,8 @@
  * chain of 100,000 ops is freed in constant stack. Scoped tensors live in the
  * arena until their scope ends; one that nothing else refers to (no node
  * input, view or retain) gives its box back to the scope when freed earlier.
+ * Graph nodes count their uses of scoped inputs, so one freed while a node
+ * used it goes back too once backward has freed that node's graph.
  *
  * A root parameter whose grad is dropped (zero_grad) while nothing else refers
  * to the grad keeps it as a spare, counted in spare_grad_bytes instead of
@@ -27,7 +29,10 @@ typedef struct {
     AcTensor tensor;       /* first: an AcTensor* is a TensorBox* */
     size_t alloc_bytes;    /* what root_free or arena_release must give back */
     uint32_t scope_serial; /* scoped: the scope it was made in */
-    int32_t referenced;    /* scoped: a node, a view or a retain refers to it */
+    int32_t referenced;    /* scoped: a view or a retain refers to it: it lives to its scope's end */
+    int32_t node_uses;     /* scoped: graph nodes that hold it as an input */
+    int32_t dropped;       /* scoped: its owner called ac_tensor_free */
+    AcTensor *next_dead;   /* scoped: the next on a chain of tensors to give back */
     AcTensor *spare_grad;  /* root: a dropped grad kept for the next backward, or NULL */
 } TensorBox;
 
@@ -202,18 +207,62 @@ int ac_tensor_retain(AcTensor *t)
     return AC_OK;
 }
 
-/* A scoped tensor's box goes back to its scope when nothing else refers to it
-   and the scope is the calling thread's innermost; else it stays until the
-   scope ends. */
-static void scoped_free(AcTensor *t)
+/* Chain scoped t on *dead when nothing refers to it any more. */
+static void chain_if_dead(AcTensor *t, AcTensor **dead)
 {
     TensorBox *box = (TensorBox *)t;
-    int had_node = t->node != NULL;
-    if (__atomic_load_n(&box->referenced, __ATOMIC_RELAXED) ||
-        !arena_release(box, box->alloc_bytes, box->scope_serial))
-        return;
-    counters_tensor(-1, 1);
-    if (had_node) counters_node(-1, 1);
+    if (box->dropped && box->node_uses == 0 && !__atomic_load_n(&box->referenced, __ATOMIC_RELAXED)) {
+        box->next_dead = *dead;
+        *dead = t;
+    }
+}
+
+int node_hold(AcTensor *t)
+{
+    if (t->scope_depth == 0) return scope_hold(t);
+    ((TensorBox *)t)->node_uses++;
+    return AC_OK;
+}
+
+void node_free_graph(AcGradNode *node, AcTensor **dead)
+{
+    int i;
+    for (i = 0; i < node->n_inputs; i++) {
+        AcTensor *in = node->inputs[i];
+        node->inputs[i] = NULL;
+        if (node->output->scope_depth == 0) {
+            ac_tensor_free(in);   /* a root node owns a reference of each input */
+        } else if (in->scope_depth != 0) {
+            ((TensorBox *)in)->node_uses--;
+            chain_if_dead(in, dead);
+        }   /* a scoped node's root input is held by its scope, which drops it */
+    }
+    node->n_inputs = 0;
+    node->backward = NULL;
+}
+
+void dead_tensors_release(AcTensor *dead)
+{
+    while (dead) {
+        AcTensor *t = dead;
+        TensorBox *box = (TensorBox *)t;
+        int had_node = t->node != NULL;
+        dead = box->next_dead;
+        if (t->node) node_free_graph(t->node, &dead);   /* nothing can reach it any more */
+        /* The box goes back when its scope is the calling thread's innermost;
+           else it stays until the scope ends. */
+        if (!arena_release(box, box->alloc_bytes, box->scope_serial)) continue;
+        counters_tensor(-1, 1);
+        if (had_node) counters_node(-1, 1);
+    }
+}
+
+static void scoped_free(AcTensor *t)
+{
+    AcTensor *dead = NULL;
+    ((TensorBox *)t)->dropped = 1;
+    chain_if_dead(t, &dead);
+    dead_tensors_release(dead);
 }
 
 /* Drop one reference; report whether it was the last. */

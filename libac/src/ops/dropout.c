@@ -1,14 +1,17 @@
 /*
- * dropout.c - inverted dropout (PyTorch's F.dropout) and its backward.
+ * dropout.c - inverted dropout (PyTorch's F.dropout) and feature dropout
+ * (F.dropout2d's whole channels), and their backward.
  *
- * Each element is kept when a draw from the calling thread's generator is
- * >= p, and scaled by 1/(1-p) so the expected value is unchanged; the draws
- * run in element order on the calling thread, so ac_manual_seed makes the
- * mask repeatable whatever the thread count. The mask is saved, one byte per
- * element, in the node context for backward. When not training, or for
- * p == 0, the output is a view of the input with an identity gradient.
+ * Dropout draws per element, feature dropout per block: x (N, C, ...) has
+ * N * C blocks, each the rest of the dims, kept or zeroed as a whole. A block
+ * is kept when a draw from the calling thread's generator is >= p, and scaled
+ * by 1/(1-p) so the expected value is unchanged; the draws run in block order
+ * on the calling thread, so ac_manual_seed makes the mask repeatable whatever
+ * the thread count. The mask is saved, one byte per block, in the node context
+ * for backward. When not training, or for p == 0, the output is a view of the
+ * input with an identity gradient.
  *
- * Not here: Dropout as a module (Python).
+ * Not here: Dropout and Dropout2d as modules (Python).
  */
 #include "internal.h"
 
@@ -16,7 +19,8 @@
 
 typedef struct {
     float scale;
-    uint8_t keep[];   /* per element: 1 kept, 0 dropped */
+    int64_t block;    /* elements per draw */
+    uint8_t keep[];   /* per block: 1 kept, 0 dropped */
 } DropoutCtx;
 
 static int dropout_identity_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -28,42 +32,68 @@ static int dropout_identity_backward(AcGradNode *node, const AcTensor *gout, AcT
 
 static int dropout_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
-AcTensor *ac_dropout(const AcTensor *x, float p, int training)
+static AcTensor *dropout_blocks(const char *op, const AcTensor *x, float p, int training,
+                                int64_t block)
 {
-    const char *op = "dropout";
+    const int64_t blocks = block > 0 ? x->size / block : 0;
     DropoutCtx *ctx;
     AcTensor *out;
     float scale;
-    int64_t i;
-    if (tensor_check(op, x, "input")) return NULL;
+    int64_t b, i;
     if (!(p >= 0.0f && p <= 1.0f))
         return error_null(AC_ERR_ARG, "%s: probability has to be between 0 and 1, but got %g", op,
                           (double)p);
     if (!training || p == 0.0f)
         return op_view(op, x, x->shape, x->ndim, dropout_identity_backward, 0);
     out = op_output(op, x->shape, x->ndim, &x, 1, dropout_backward,
-                    sizeof(DropoutCtx) + (size_t)x->size);
+                    sizeof(DropoutCtx) + (size_t)blocks);
     if (!out) return NULL;
     ctx = op_context(out);
     scale = p == 1.0f ? 0.0f : 1.0f / (1.0f - p);
-    if (ctx) ctx->scale = scale;
-    for (i = 0; i < x->size; i++) {
-        int keep = rng_uniform() >= p;
-        out->data[i] = keep ? x->data[i] * scale : 0.0f;
-        if (ctx) ctx->keep[i] = (uint8_t)keep;
+    if (ctx) {
+        ctx->scale = scale;
+        ctx->block = block;
+    }
+    for (b = 0; b < blocks; b++) {
+        const int keep = rng_uniform() >= p;
+        const float *xb = x->data + b * block;
+        float *ob = out->data + b * block;
+        for (i = 0; i < block; i++) ob[i] = keep ? xb[i] * scale : 0.0f;
+        if (ctx) ctx->keep[b] = (uint8_t)keep;
     }
     return out;
+}
+
+AcTensor *ac_dropout(const AcTensor *x, float p, int training)
+{
+    if (tensor_check("dropout", x, "input")) return NULL;
+    return dropout_blocks("dropout", x, p, training, 1);
+}
+
+AcTensor *ac_feature_dropout(const AcTensor *x, float p, int training)
+{
+    const char *op = "feature_dropout";
+    int64_t block = 1;
+    int d;
+    if (tensor_check(op, x, "input")) return NULL;
+    if (x->ndim < 2)
+        return error_null(AC_ERR_SHAPE, "%s: input %s must be (N, C, ...)", op, tensor_shape_str(x));
+    for (d = 2; d < x->ndim; d++) block *= x->shape[d];
+    return dropout_blocks(op, x, p, training, block);
 }
 
 static int dropout_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 {
     const DropoutCtx *ctx = node->context;
-    const float *g = gout->data;
-    float *dx;
-    int64_t i;
-    gin[0] = tensor_alloc_like("dropout", node->inputs[0]);
+    const int64_t block = ctx->block, blocks = block > 0 ? gout->size / block : 0;
+    int64_t b, i;
+    gin[0] = tensor_alloc_like(node->op, node->inputs[0]);
     if (!gin[0]) return ac_last_error_code();
-    dx = gin[0]->data;
-    for (i = 0; i < gout->size; i++) dx[i] = ctx->keep[i] ? g[i] * ctx->scale : 0.0f;
+    for (b = 0; b < blocks; b++) {
+        const float *g = gout->data + b * block;
+        float *dx = gin[0]->data + b * block;
+        if (!ctx->keep[b]) memset(dx, 0, (size_t)block * sizeof(float));
+        else for (i = 0; i < block; i++) dx[i] = g[i] * ctx->scale;
+    }
     return AC_OK;
 }

@@ -1,7 +1,7 @@
 /*
- * loss.c - mse_loss, cross_entropy (class indices, label smoothing),
- * binary_cross_entropy and bce_with_logits, each with reductions none, mean
- * and sum, and each forward with its backward right under it.
+ * loss.c - mse_loss, l1_loss, smooth_l1_loss, cross_entropy (class indices,
+ * label smoothing), binary_cross_entropy and bce_with_logits, each with
+ * reductions none, mean and sum, and each forward beside its backward.
  *
  * A reduced loss is summed in double over chunks whose boundaries depend on
  * the element count alone, then the chunk sums are added in order: the result
@@ -82,6 +82,7 @@ static int pair_check(const char *op, const AcTensor *input, const AcTensor *tar
 /* What every loss's backward needs besides its inputs. */
 typedef struct {
     int32_t reduction;
+    float beta;   /* smooth_l1_loss's; unused by the others */
 } LossCtx;
 
 /* The loss's output: shaped like shape/ndim for none, a scalar otherwise. */
@@ -106,10 +107,11 @@ static void loss_store(AcTensor *out, int reduction, double sum, int64_t n)
 
 /* ---- mse, bce and bce with logits: elementwise terms --------------------- */
 
-typedef enum { LOSS_MSE, LOSS_BCE, LOSS_BCE_LOGITS } LossKind;
+typedef enum { LOSS_MSE, LOSS_L1, LOSS_SMOOTH_L1, LOSS_BCE, LOSS_BCE_LOGITS } LossKind;
 
 typedef struct {
     LossKind kind;
+    float beta;
     const float *x, *t;
     float *out;     /* the terms, for reduction none; else NULL */
 } TermsJob;
@@ -129,10 +131,19 @@ static float bce_logits_term(float x, float t)
     return (x > 0.0f ? x : 0.0f) - x * t + log1pf(expf(-fabsf(x)));
 }
 
-static float loss_term(LossKind kind, float x, float t)
+/* PyTorch's: 0.5 d^2 / beta below beta, |d| - 0.5 beta above; beta 0 is l1. */
+static float smooth_l1_term(float d, float beta)
+{
+    float a = fabsf(d);
+    return a < beta ? 0.5f * d * d / beta : a - 0.5f * beta;
+}
+
+static float loss_term(LossKind kind, float beta, float x, float t)
 {
     switch (kind) {
     case LOSS_MSE: return (x - t) * (x - t);
+    case LOSS_L1: return fabsf(x - t);
+    case LOSS_SMOOTH_L1: return smooth_l1_term(x - t, beta);
     case LOSS_BCE: return bce_term(x, t);
     case LOSS_BCE_LOGITS: return bce_logits_term(x, t);
     }
@@ -145,18 +156,19 @@ static double elementwise_terms(const void *ctx, int64_t begin, int64_t end)
     double sum = 0.0;
     int64_t i;
     for (i = begin; i < end; i++) {
-        float term = loss_term(job->kind, job->x[i], job->t[i]);
+        float term = loss_term(job->kind, job->beta, job->x[i], job->t[i]);
         if (job->out) job->out[i] = term;
         sum += term;
     }
     return sum;
 }
 
-static AcTensor *elementwise_loss(const char *op, LossKind kind, const AcTensor *input,
+static AcTensor *elementwise_loss(const char *op, LossKind kind, float beta, const AcTensor *input,
                                   const AcTensor *target, int reduction, AcBackwardFn backward)
 {
     const AcTensor *inputs[2];
     TermsJob job;
+    LossCtx *ctx;
     AcTensor *out;
     double sum;
     inputs[0] = input;
@@ -164,7 +176,9 @@ static AcTensor *elementwise_loss(const char *op, LossKind kind, const AcTensor 
     out = loss_output(op, input->shape, input->ndim, inputs, 2, reduction, backward,
                       sizeof(LossCtx));
     if (!out) return NULL;
+    if ((ctx = op_context(out))) ctx->beta = beta;
     job.kind = kind;
+    job.beta = beta;
     job.x = input->data;
     job.t = target->data;
     job.out = reduction == AC_REDUCTION_NONE ? out->data : NULL;
@@ -175,6 +189,7 @@ static AcTensor *elementwise_loss(const char *op, LossKind kind, const AcTensor 
 
 typedef struct {
     LossKind kind;
+    float beta;
     const float *x, *t, *g;   /* g: grad_out, one per element or one for all */
     int64_t g_step;           /* 1 for reduction none, else 0 */
     float scale;              /* 1/N for mean, else 1 */
@@ -182,11 +197,20 @@ typedef struct {
 } GradJob;
 
 /* Writes d loss / d x and d loss / d t for one element, as PyTorch defines them. */
-static void loss_grad(LossKind kind, float x, float t, float g, float *gx, float *gt)
+static void loss_grad(LossKind kind, float beta, float x, float t, float g, float *gx, float *gt)
 {
+    float d = x - t;
     switch (kind) {
     case LOSS_MSE:
-        *gx = 2.0f * (x - t) * g;
+        *gx = 2.0f * d * g;
+        *gt = -*gx;
+        break;
+    case LOSS_L1:
+        *gx = d > 0.0f ? g : d < 0.0f ? -g : 0.0f;
+        *gt = -*gx;
+        break;
+    case LOSS_SMOOTH_L1:
+        *gx = fabsf(d) < beta ? g * d / beta : d > 0.0f ? g : d < 0.0f ? -g : 0.0f;
         *gt = -*gx;
         break;
     case LOSS_BCE: {
@@ -210,7 +234,7 @@ static void grad_chunk(void *ctx, int64_t begin, int64_t end)
     int64_t i;
     for (i = begin; i < end; i++) {
         float gx = 0.0f, gt = 0.0f;
-        loss_grad(job->kind, job->x[i], job->t[i], job->g[i * job->g_step] * job->scale, &gx, &gt);
+        loss_grad(job->kind, job->beta, job->x[i], job->t[i], job->g[i * job->g_step] * job->scale, &gx, &gt);
         if (job->gx) job->gx[i] = gx;
         if (job->gt) job->gt[i] = gt;
     }
@@ -229,6 +253,7 @@ static int elementwise_loss_backward(LossKind kind, AcGradNode *node, const AcTe
         if (!gin[i]) return ac_last_error_code();
     }
     job.kind = kind;
+    job.beta = ctx->beta;
     job.x = x->data;
     job.t = node->inputs[1]->data;
     job.g = gout->data;
@@ -248,7 +273,33 @@ static int mse_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction)
 {
     if (pair_check("mse_loss", input, target, reduction)) return NULL;
-    return elementwise_loss("mse_loss", LOSS_MSE, input, target, reduction, mse_backward);
+    return elementwise_loss("mse_loss", LOSS_MSE, 0.0f, input, target, reduction, mse_backward);
+}
+
+static int l1_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    return elementwise_loss_backward(LOSS_L1, node, gout, gin);
+}
+
+AcTensor *ac_l1_loss(const AcTensor *input, const AcTensor *target, int reduction)
+{
+    if (pair_check("l1_loss", input, target, reduction)) return NULL;
+    return elementwise_loss("l1_loss", LOSS_L1, 0.0f, input, target, reduction, l1_backward);
+}
+
+static int smooth_l1_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    return elementwise_loss_backward(LOSS_SMOOTH_L1, node, gout, gin);
+}
+
+AcTensor *ac_smooth_l1_loss(const AcTensor *input, const AcTensor *target, int reduction,
+                            float beta)
+{
+    const char *op = "smooth_l1_loss";
+    if (pair_check(op, input, target, reduction)) return NULL;
+    if (!(beta >= 0.0f) || isinf(beta))
+        return error_null(AC_ERR_ARG, "%s: beta must be finite and >= 0, got %g", op, (double)beta);
+    return elementwise_loss(op, LOSS_SMOOTH_L1, beta, input, target, reduction, smooth_l1_backward);
 }
 
 static int bce_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -266,7 +317,7 @@ AcTensor *ac_binary_cross_entropy(const AcTensor *probs, const AcTensor *target,
             return error_null(AC_ERR_ARG,
                               "%s: input %g at position %lld of %s is not a probability in [0, 1]",
                               op, (double)probs->data[i], (long long)i, tensor_shape_str(probs));
-    return elementwise_loss(op, LOSS_BCE, probs, target, reduction, bce_backward);
+    return elementwise_loss(op, LOSS_BCE, 0.0f, probs, target, reduction, bce_backward);
 }
 
 static int bce_logits_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -277,14 +328,15 @@ static int bce_logits_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
 AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int reduction)
 {
     if (pair_check("bce_with_logits", logits, target, reduction)) return NULL;
-    return elementwise_loss("bce_with_logits", LOSS_BCE_LOGITS, logits, target, reduction,
+    return elementwise_loss("bce_with_logits", LOSS_BCE_LOGITS, 0.0f, logits, target, reduction,
                             bce_logits_backward);
 }
 
 /* ---- cross entropy ------------------------------------------------------- */
 
-/* Followed in memory by the rows' target classes (int64), then rows * classes
-   softmax probabilities. */
+/* The rows' target classes (int64), then the softmax probabilities (rows *
+   classes), sit in a saved tensor, the node's input 1, rather than in this
+   context: freeing the graph then frees them, though the caller keeps the loss. */
 typedef struct {
     LossCtx loss;
     float smoothing;
@@ -364,7 +416,7 @@ static int cross_entropy_backward(AcGradNode *node, const AcTensor *gout, AcTens
     gin[0] = tensor_alloc_like("backward", node->inputs[0]);
     if (!gin[0] || ctx->rows == 0) return gin[0] ? AC_OK : ac_last_error_code();
     job.ctx = ctx;
-    job.target = (const int64_t *)(ctx + 1);
+    job.target = (const int64_t *)(const void *)node->inputs[1]->data;
     job.probs = (const float *)(job.target + ctx->rows);
     job.g = gout->data;
     job.g_step = ctx->loss.reduction == AC_REDUCTION_NONE ? 1 : 0;
@@ -412,22 +464,27 @@ AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int r
 {
     CrossEntropyJob job;
     CrossEntropyCtx *ctx;
-    AcTensor *out;
-    int64_t rows, classes;
-    size_t ctx_bytes;
+    const AcTensor *inputs[2];
+    AcTensor *out, *saved = NULL;
+    int64_t rows, classes, saved_size;
     double sum;
     int64_t *ids, i;
     if (cross_entropy_check(logits, target, reduction, label_smoothing)) return NULL;
     rows = logits->ndim == 2 ? logits->shape[0] : 1;
     classes = logits->shape[logits->ndim - 1];
-    ctx_bytes = sizeof(CrossEntropyCtx) + (size_t)rows * sizeof(int64_t) +
-                (size_t)logits->size * sizeof(float);
-    out = loss_output("cross_entropy", logits->shape, logits->ndim - 1, &logits, 1, reduction,
-                      cross_entropy_backward, ctx_bytes);
+    saved_size = 2 * rows + logits->size;   /* int64 ids take two floats' room */
+    if (ac_is_grad_enabled() && logits->requires_grad &&
+        !(saved = tensor_alloc("cross_entropy", &saved_size, 1)))
+        return NULL;
+    inputs[0] = logits;
+    inputs[1] = saved;
+    out = loss_output("cross_entropy", logits->shape, logits->ndim - 1, inputs, 2, reduction,
+                      cross_entropy_backward, sizeof(CrossEntropyCtx));
+    ac_tensor_free(saved);   /* the node holds it */
     if (!out) return NULL;
     ctx = op_context(out);
-    /* the class ids as int64: kept in the context for backward, else scratch */
-    ids = ctx ? (int64_t *)(ctx + 1) : target->dtype == AC_INT64 ? data_i64(target) : NULL;
+    /* the class ids as int64: saved for backward, else scratch */
+    ids = ctx ? data_i64(saved) : target->dtype == AC_INT64 ? data_i64(target) : NULL;
     if (!ids && !(ids = scratch_alloc((size_t)(rows + 1) * sizeof(int64_t)))) return NULL;
     if (ids != data_i64(target))
         for (i = 0; i < rows; i++) ids[i] = (int64_t)elem_get(target, i);

@@ -1,5 +1,6 @@
 /*
- * norm.c - batch normalisation (PyTorch's F.batch_norm) and its backward.
+ * norm.c - batch normalisation (PyTorch's F.batch_norm) and layer
+ * normalisation (F.layer_norm), each forward beside its backward.
  *
  * x (N, C, ...) is seen as (N, C, S): channel c holds N*S values. In
  * training the mean and variance are the batch's, computed in two passes
@@ -11,7 +12,13 @@
  * depend on the thread count. Backward is the fused formula:
  * dx = w * invstd * (g - mean(g) - xhat * mean(g * xhat)) in training.
  *
- * Not here: BatchNorm1d/2d as modules (Python).
+ * Layer norm sees x as (M, D) rows, D the product of the normalized dims: each
+ * row gets its own mean and biased variance (same two passes), and the
+ * elementwise weight and bias have the normalized shape. Backward is the same
+ * fused formula per row, with g * w in place of g; the weight and bias
+ * gradients are summed over rows by tasks that each own a block of columns.
+ *
+ * Not here: BatchNorm1d/2d and LayerNorm as modules (Python).
  */
 #include "internal.h"
 #include "kernels/vecmath.h"
@@ -288,5 +295,206 @@ static int norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         job.dbias = gin[ctx->bias_at]->data;
     }
     parallel_for(job.c, channel_grain(&job), norm_backward_task, &job);
+    return AC_OK;
+}
+
+/* ---- layer norm ---------------------------------------------------------- */
+
+typedef struct {
+    int64_t rows, cols;
+    int weight_at, bias_at;   /* their input index in the node, or -1 */
+    float stats[];            /* mean[rows] then invstd[rows] */
+} LayerNormCtx;
+
+typedef struct {
+    int64_t rows, cols;
+    const float *x, *gy, *weight, *bias;
+    float *y, *dx, *dweight, *dbias, *mean, *invstd;
+    float eps;
+} LayerNormJob;
+
+static int64_t row_grain(int64_t cols)
+{
+    return NORM_GRAIN / (cols > 0 ? cols : 1) + 1;
+}
+
+static void layer_norm_forward_task(void *ctx, int64_t begin, int64_t end)
+{
+    const LayerNormJob *job = ctx;
+    int64_t r, q;
+    for (r = begin; r < end; r++) {
+        const float *x = job->x + r * job->cols;
+        float *y = job->y + r * job->cols;
+        float mean = vec_sum(x, job->cols) / (float)job->cols;
+        float var = sum_squared_deviations(x, job->cols, mean) / (float)job->cols;
+        float invstd = (float)(1.0 / sqrt((double)var + (double)job->eps));
+        job->mean[r] = mean;
+        job->invstd[r] = invstd;
+        for (q = 0; q < job->cols; q++) {
+            float v = (x[q] - mean) * invstd;
+            if (job->weight) v *= job->weight[q];
+            if (job->bias) v += job->bias[q];
+            y[q] = v;
+        }
+    }
+}
+
+/* weight or bias: NULL, or the normalized shape. */
+static int affine_check(const AcTensor *t, const char *what, const int64_t *shape, int ndim)
+{
+    int i;
+    if (!t) return AC_OK;
+    for (i = 0; i < ndim && t->ndim == ndim; i++)
+        if (t->shape[i] != shape[i]) break;
+    if (t->ndim != ndim || i < ndim)
+        return error_set(AC_ERR_SHAPE, "layer_norm: %s %s must have the normalized shape %s", what,
+                         tensor_shape_str(t), shape_str(shape, ndim));
+    return AC_OK;
+}
+
+static int layer_norm_check(const AcTensor *x, const int64_t *normalized_shape, int normalized_ndim,
+                            const AcTensor *weight, const AcTensor *bias, float eps)
+{
+    const char *op = "layer_norm";
+    int i;
+    if (tensor_check(op, x, "input")) return -1;
+    if (!normalized_shape || normalized_ndim < 1 || normalized_ndim > AC_MAX_DIMS)
+        return error_set(AC_ERR_ARG, "%s: normalized_shape must have 1 to %d dims, got %d", op,
+                         AC_MAX_DIMS, normalized_ndim);
+    if (normalized_ndim > x->ndim)
+        return error_set(AC_ERR_SHAPE, "%s: input %s has fewer dims than normalized_shape %s", op,
+                         tensor_shape_str(x), shape_str(normalized_shape, normalized_ndim));
+    for (i = 0; i < normalized_ndim; i++)
+        if (x->shape[x->ndim - normalized_ndim + i] != normalized_shape[i])
+            return error_set(AC_ERR_SHAPE,
+                             "%s: input %s does not end in normalized_shape %s", op,
+                             tensor_shape_str(x), shape_str(normalized_shape, normalized_ndim));
+    if (affine_check(weight, "weight", normalized_shape, normalized_ndim) ||
+        affine_check(bias, "bias", normalized_shape, normalized_ndim))
+        return -1;
+    if (!(eps >= 0.0f) || isinf(eps))
+        return error_set(AC_ERR_ARG, "%s: eps must be finite and >= 0, got %g", op, (double)eps);
+    return AC_OK;
+}
+
+static int layer_norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
+
+AcTensor *ac_layer_norm(const AcTensor *x, const int64_t *normalized_shape, int normalized_ndim,
+                        const AcTensor *weight, const AcTensor *bias, float eps)
+{
+    const AcTensor *inputs[3];
+    int n_inputs = 1, i;
+    LayerNormCtx *ctx;
+    LayerNormJob job;
+    AcTensor *out;
+    size_t stats_bytes;
+    if (layer_norm_check(x, normalized_shape, normalized_ndim, weight, bias, eps)) return NULL;
+    memset(&job, 0, sizeof job);
+    job.cols = 1;
+    for (i = x->ndim - normalized_ndim; i < x->ndim; i++) job.cols *= x->shape[i];
+    job.rows = job.cols > 0 ? x->size / job.cols : 0;
+    stats_bytes = 2 * (size_t)job.rows * sizeof(float);
+    inputs[0] = x;
+    if (weight) inputs[n_inputs++] = weight;
+    if (bias) inputs[n_inputs++] = bias;
+    out = op_output("layer_norm", x->shape, x->ndim, inputs, n_inputs, layer_norm_backward,
+                    sizeof(LayerNormCtx) + stats_bytes);
+    if (!out) return NULL;
+    job.x = x->data;
+    job.y = out->data;
+    job.weight = weight ? weight->data : NULL;
+    job.bias = bias ? bias->data : NULL;
+    job.eps = eps;
+    ctx = op_context(out);
+    if (ctx) {
+        ctx->rows = job.rows;
+        ctx->cols = job.cols;
+        ctx->weight_at = weight ? 1 : -1;
+        ctx->bias_at = bias ? (weight ? 2 : 1) : -1;
+        job.mean = ctx->stats;
+    }
+    if (out->size == 0) return out;
+    if (!ctx && !(job.mean = scratch_alloc(stats_bytes))) {   /* only needed while forward runs */
+        ac_tensor_free(out);
+        return NULL;
+    }
+    job.invstd = job.mean + job.rows;
+    parallel_for(job.rows, row_grain(job.cols), layer_norm_forward_task, &job);
+    if (!ctx) scratch_free(job.mean, stats_bytes);
+    return out;
+}
+
+static void layer_norm_dx_task(void *ctx, int64_t begin, int64_t end)
+{
+    const LayerNormJob *job = ctx;
+    const int64_t d = job->cols;
+    int64_t r, q;
+    for (r = begin; r < end; r++) {
+        const float *x = job->x + r * d, *g = job->gy + r * d;
+        const float mean = job->mean[r], invstd = job->invstd[r];
+        float *dx = job->dx + r * d;
+        float sum_g, sum_gx, mean_g, mean_gx;
+        if (job->weight) {   /* dx holds g * w until it is overwritten below */
+            for (q = 0; q < d; q++) dx[q] = g[q] * job->weight[q];
+            g = dx;
+        }
+        sum_g = vec_sum(g, d);
+        sum_gx = sum_products(g, x, d, mean) * invstd;
+        mean_g = sum_g / (float)d;
+        mean_gx = sum_gx / (float)d;
+        for (q = 0; q < d; q++) dx[q] = invstd * (g[q] - mean_g - (x[q] - mean) * invstd * mean_gx);
+    }
+}
+
+/* The weight and bias gradients of columns [begin, end), summed over rows in order. */
+static void layer_norm_affine_task(void *ctx, int64_t begin, int64_t end)
+{
+    const LayerNormJob *job = ctx;
+    int64_t r, q;
+    for (q = begin; q < end; q++) {
+        if (job->dweight) job->dweight[q] = 0.0f;
+        if (job->dbias) job->dbias[q] = 0.0f;
+    }
+    for (r = 0; r < job->rows; r++) {
+        const float *x = job->x + r * job->cols, *g = job->gy + r * job->cols;
+        const float mean = job->mean[r], invstd = job->invstd[r];
+        for (q = begin; q < end; q++) {
+            if (job->dweight) job->dweight[q] += g[q] * (x[q] - mean) * invstd;
+            if (job->dbias) job->dbias[q] += g[q];
+        }
+    }
+}
+
+/* A gradient for the node's input i shaped like it, when it needs one. */
+static float *grad_for(AcGradNode *node, int i, AcTensor **gin)
+{
+    if (i < 0 || !input_needs_grad(node, i)) return NULL;
+    gin[i] = tensor_alloc_like(node->op, node->inputs[i]);
+    return gin[i] ? gin[i]->data : NULL;
+}
+
+static int layer_norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const LayerNormCtx *ctx = node->context;
+    LayerNormJob job;
+    memset(&job, 0, sizeof job);
+    job.rows = ctx->rows;
+    job.cols = ctx->cols;
+    job.mean = (float *)ctx->stats;
+    job.invstd = job.mean + ctx->rows;
+    job.x = node->inputs[0]->data;
+    job.gy = gout->data;
+    job.weight = ctx->weight_at >= 0 ? node->inputs[ctx->weight_at]->data : NULL;
+    job.dx = grad_for(node, 0, gin);
+    job.dweight = grad_for(node, ctx->weight_at, gin);
+    job.dbias = grad_for(node, ctx->bias_at, gin);
+    if ((input_needs_grad(node, 0) && !job.dx) ||
+        (ctx->weight_at >= 0 && input_needs_grad(node, ctx->weight_at) && !job.dweight) ||
+        (ctx->bias_at >= 0 && input_needs_grad(node, ctx->bias_at) && !job.dbias))
+        return ac_last_error_code();
+    if (job.dx) parallel_for(job.rows, row_grain(job.cols), layer_norm_dx_task, &job);
+    if (job.dweight || job.dbias)
+        parallel_for(job.cols, NORM_GRAIN / (job.rows > 0 ? job.rows : 1) + 1,
+                     layer_norm_affine_task, &job);
     return AC_OK;
 }

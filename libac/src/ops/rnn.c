@@ -1,6 +1,8 @@
 /*
- * rnn.c - the LSTM and GRU layers (one layer, one direction) as fused ops,
- * forward and backward through time, with PyTorch's equations and gate order.
+ * rnn.c - the LSTM, GRU and plain (Elman, tanh or relu) recurrent layers (one
+ * layer, one direction) as fused ops, forward and backward through time, with
+ * PyTorch's equations and gate order. The plain RNN is the LSTM's machinery
+ * with one gate and no cell: G = 1, h' = act(pre-activation).
  *
  * A layer is one node with inputs (x, W, state, saved), within AC_MAX_INPUTS:
  *   W      = [w_ih | w_hh | bias columns], one cat (and an add: the LSTM's two
@@ -129,6 +131,27 @@ GATE_KERNEL static void gru_gates(int64_t n, int64_t span, const float *restrict
 /* GRU backward: dx gets the pre-activation gradients of the input part (r, z,
    n), dgh those of the hidden part, which differ in n by the factor r; dh
    becomes the direct part of dh_prev, dh * z. */
+/* Plain RNN: h = tanh(pre) or relu(pre). */
+GATE_KERNEL static void plain_gates(int64_t n, int relu, const float *restrict pre, float *restrict h)
+{
+    int64_t k;
+    if (relu)
+        for (k = 0; k < n; k++) h[k] = pre[k] > 0.0f ? pre[k] : 0.0f;
+    else
+        for (k = 0; k < n; k++) h[k] = tanh_scalar(pre[k]);
+}
+
+/* Plain RNN backward: the pre-activation gradient from h and dh. */
+GATE_KERNEL static void plain_gates_back(int64_t n, int relu, const float *restrict h,
+                                         const float *restrict dh, float *restrict dg)
+{
+    int64_t k;
+    if (relu)
+        for (k = 0; k < n; k++) dg[k] = h[k] > 0.0f ? dh[k] : 0.0f;
+    else
+        for (k = 0; k < n; k++) dg[k] = dh[k] * (1.0f - h[k] * h[k]);
+}
+
 GATE_KERNEL static void gru_gates_back(int64_t n, int64_t span, const float *restrict gates,
                                        const float *restrict hn, const float *restrict h_prev,
                                        float *restrict dh, float *restrict dx,
@@ -228,9 +251,12 @@ static void add_column(float *m, int64_t rows, int64_t cols, const float *col, i
 
 /* ---- argument checks ------------------------------------------------------- */
 
+typedef enum { CELL_LSTM, CELL_GRU, CELL_TANH, CELL_RELU } Cell;
+
 typedef struct {
     const char *op;
-    int n_gates;    /* 4 (LSTM) or 3 (GRU) */
+    int n_gates;    /* 4 (LSTM), 3 (GRU) or 1 (plain) */
+    Cell cell;
 } RnnKind;
 
 static int check_state(const RnnKind *k, const AcTensor *state, const char *what,
@@ -298,19 +324,20 @@ static int rnn_check(const RnnKind *k, const AcTensor *x, const AcTensor *h0, co
 
 /*
  * One node per layer, inputs (x, W, state, saved):
- *   W      [w_ih | w_hh | bias columns], (G*H, I + H + bias_cols): the LSTM has
- *          one bias column, b_ih + b_hh, the GRU two, b_ih and b_hh.
- *   state  the initial state or NULL: LSTM (2, B, H), h0 then c0; GRU (B, H).
+ *   W      [w_ih | w_hh | bias columns], (G*H, I + H + bias_cols): the LSTM and
+ *          the plain RNN have one bias column, b_ih + b_hh, the GRU two.
+ *   state  the initial state or NULL: LSTM (2, B, H), h0 then c0; else (B, H).
  *   saved  what backward needs, made by forward when it records a graph: LSTM
  *          gates (T, 4H, B), the cells the steps started from and tanh of the
  *          cells they made (T, H, B each); GRU gates r, z, n (T, 3H, B) and the
- *          hidden part of n, W_hn h + b_hn (T, H, B). Blocks go by position.
+ *          hidden part of n, W_hn h + b_hn (T, H, B); plain RNN the states it
+ *          made (T, H, B). Blocks go by position.
  *          Until step t runs, its gates block holds its rows of the input
  *          projection, which the step reads before writing its gates there.
  */
 typedef struct {
     SeqShape s;
-    int lstm;                        /* else GRU */
+    Cell cell;
     int64_t features;                /* I */
     int bias_cols;
     int state_index, saved_index;    /* recorded input index, -1 when NULL */
@@ -318,6 +345,7 @@ typedef struct {
 
 typedef struct {
     int64_t span;
+    int relu;   /* plain RNN: relu, else tanh */
     const float *pre, *hs, *c_prev, *tanh_c, *h_prev;
     float *gates, *hn, *c_next, *tanh_out, *h, *dh, *dc, *dg, *dgh;
 } GateJob;
@@ -348,6 +376,18 @@ static void gru_back_task(void *ctx, int64_t begin, int64_t end)
     const GateJob *j = ctx;
     gru_gates_back(end - begin, j->span, j->gates + begin, j->hn + begin, j->h_prev + begin,
                    j->dh + begin, j->dg + begin, j->dgh + begin);
+}
+
+static void plain_task(void *ctx, int64_t begin, int64_t end)
+{
+    const GateJob *j = ctx;
+    plain_gates(end - begin, j->relu, j->pre + begin, j->h + begin);
+}
+
+static void plain_back_task(void *ctx, int64_t begin, int64_t end)
+{
+    const GateJob *j = ctx;
+    plain_gates_back(end - begin, j->relu, j->gates + begin, j->dh + begin, j->dg + begin);
 }
 
 /* The input projection of all steps, ONE gemm: xp (T*B, G*H) = x W_ih^T, rows
@@ -458,14 +498,44 @@ static int gru_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, 
     return AC_OK;
 }
 
+static int plain_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, float *saved,
+                       const float *xp, float *out)
+{
+    const SeqShape *s = &c->s;
+    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
+    const int64_t I = c->features, ldw = W->shape[1];
+    const size_t scratch_bytes = (size_t)(2 * HB) * sizeof(float);
+    float *scratch = scratch_alloc(scratch_bytes);
+    GateJob job;
+    int64_t k;
+    if (!scratch) return AC_ERR_MEMORY;
+    job.span = HB;
+    job.relu = c->cell == CELL_RELU;
+    job.pre = scratch;
+    for (k = 0; k < T; k++) {
+        const int64_t t = position(s, k);
+        const float *h_in = k == 0 ? (state ? state->data : NULL)
+                                   : out + step_row(s, position(s, k - 1)) * H;
+        const int64_t h_in_ld = k == 0 ? H : bs * H;
+        job.h = saved ? saved + t * HB : scratch + HB;
+        matrix_transpose(scratch, B, xp + t * B * H, H, B, H, 0);
+        if (c->bias_cols) add_column(scratch, H, B, W->data + I + H, ldw);
+        if (h_in) gemm(0, 1, H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, scratch, B);
+        parallel_for(HB, GATE_GRAIN, plain_task, &job);
+        matrix_transpose(out + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
+    }
+    scratch_free(scratch, scratch_bytes);
+    return AC_OK;
+}
+
 static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
 static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTensor *W,
                              const AcTensor *state, const SeqShape *s, int bias_cols)
 {
-    const int lstm = kind->n_gates == 4;
+    const int lstm = kind->cell == CELL_LSTM;
     const int64_t T = s->steps, B = s->batch, H = s->hidden;
-    const int64_t saved_size = (lstm ? 6 : 4) * H * B * T, xp_size = W->shape[0] * T * B;
+    const int64_t saved_size = (lstm ? 6 : kind->cell == CELL_GRU ? 4 : 1) * H * B * T, xp_size = W->shape[0] * T * B;
     const int record = ac_is_grad_enabled() &&
                        (x->requires_grad || W->requires_grad || (state && state->requires_grad));
     const AcTensor *inputs[4];
@@ -487,16 +557,17 @@ static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTen
     c = op_context(out);
     if (!c) c = &local;
     c->s = *s;
-    c->lstm = lstm;
+    c->cell = kind->cell;
     c->features = x->shape[2];
     c->bias_cols = bias_cols;
     c->state_index = recorded_index(inputs, 2);
     c->saved_index = recorded_index(inputs, 3);
     xp = c != &local ? saved->data : scratch_alloc((size_t)xp_size * sizeof(float));
     rc = xp ? project_inputs(x, W, c, xp) : AC_ERR_MEMORY;
-    if (rc == AC_OK)
-        rc = lstm ? lstm_steps(W, state, c, c != &local ? xp : NULL, xp, out->data)
-                  : gru_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
+    if (rc == AC_OK && lstm) rc = lstm_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
+    else if (rc == AC_OK && kind->cell == CELL_GRU)
+        rc = gru_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
+    else if (rc == AC_OK) rc = plain_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
     if (c == &local && xp) scratch_free(xp, (size_t)xp_size * sizeof(float));
     if (rc) {
         ac_tensor_free(out);
@@ -512,7 +583,8 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     const RnnCtx *c = node->context;
     const SeqShape *s = &c->s;
     const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, I = c->features;
-    const int64_t G = c->lstm ? 4 : 3, GH = G * H, bs = batch_stride(s), x_ld = bs * I;
+    const int lstm = c->cell == CELL_LSTM, gru = c->cell == CELL_GRU;
+    const int64_t G = lstm ? 4 : gru ? 3 : 1, GH = G * H, bs = batch_stride(s), x_ld = bs * I;
     const AcTensor *x = node->inputs[0], *W = node->inputs[1];
     const AcTensor *state = c->state_index >= 0 ? node->inputs[c->state_index] : NULL;
     const float *saved = node->inputs[c->saved_index]->data, *out = node->output->data;
@@ -525,7 +597,7 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     float *work = arena_alloc((size_t)(3 * HB + 2 * GH * B + CB * (GH + I + H)) * sizeof(float));
     int64_t t_ld, k;
     float *w_t = transposed_block(W->data + I, GH, H, ldw, &t_ld);   /* W_hh^T, (H, G*H) */
-    /* the LSTM's dG of DW_CHUNK steps side by side, (G*H, CB), and their
+    /* the LSTM's (and plain RNN's) dG of DW_CHUNK steps side by side, (G*H, CB), and their
        [x_t | h_prev] rows, (CB, I + H): dW += one product per chunk */
     float *dg_chunk = work ? work + 3 * HB + 2 * GH * B : NULL, *xh_chunk = dg_chunk + GH * CB;
     GateJob job;
@@ -537,7 +609,8 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     job.dc = work + HB;
     job.dg = work + 3 * HB;
     job.dgh = job.dg + GH * B;
-    if (c->lstm) state_in(job.dc, gout->data + T * HB, H, B, H);
+    job.relu = c->cell == CELL_RELU;
+    if (lstm) state_in(job.dc, gout->data + T * HB, H, B, H);
     state_in(job.dh, gout->data + step_row(s, position(s, T - 1)) * H, bs * H, B, H);
     for (k = T - 1; k >= 0; k--) {
         const int64_t t = position(s, k);
@@ -545,11 +618,14 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
                                     : state ? state->data : NULL;
         const int64_t h_ld = k > 0 ? bs * H : H;
         const float *x_t = x->data + step_row(s, t) * I;
-        if (c->lstm) {
+        if (lstm) {
             job.gates = (float *)saved + t * 4 * HB;
             job.c_prev = saved + 4 * HB * T + t * HB;
             job.tanh_c = saved + 5 * HB * T + t * HB;
             parallel_for(HB, GATE_GRAIN, lstm_back_task, &job);
+        } else if (!gru) {
+            job.gates = (float *)saved + t * HB;
+            parallel_for(HB, GATE_GRAIN, plain_back_task, &job);
         } else {
             float *h_prev_t = work + 2 * HB;
             state_in(h_prev_t, h_prev, h_ld, B, H);
@@ -558,7 +634,7 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
             job.h_prev = h_prev_t;
             parallel_for(HB, GATE_GRAIN, gru_back_task, &job);
         }
-        if (dw && c->lstm) {   /* dW_ih and dW_hh in one product: dG [x_t | h_prev] */
+        if (dw && !gru) {   /* dW_ih and dW_hh in one product: dG [x_t | h_prev] */
             const int64_t slot = (T - 1 - k) % DW_CHUNK;
             float *xh = xh_chunk + slot * B * (I + H);
             copy_rows(dg_chunk + slot * B, CB, job.dg, B, GH, B);
@@ -581,14 +657,14 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
            plus W_hh^T times the hidden part's pre-activation gradients */
         if (k > 0)
             matrix_transpose(job.dh, B, gout->data + step_row(s, position(s, k - 1)) * H, bs * H,
-                             B, H, !c->lstm);
+                             B, H, gru);
         if (k > 0 || need_state)
-            gemm(0, 0, H, B, GH, 1.0f, w_t, t_ld, c->lstm ? job.dg : job.dgh, B,
-                 c->lstm && k == 0 ? 0.0f : 1.0f, job.dh, B);
+            gemm(0, 0, H, B, GH, 1.0f, w_t, t_ld, gru ? job.dgh : job.dg, B,
+                 !gru && k == 0 ? 0.0f : 1.0f, job.dh, B);
     }
     if (dstate) {
         matrix_transpose(dstate->data, H, job.dh, B, H, B, 0);
-        if (c->lstm) matrix_transpose(dstate->data + HB, H, job.dc, B, H, B, 0);
+        if (lstm) matrix_transpose(dstate->data + HB, H, job.dc, B, H, B, 0);
     }
     gin[0] = dx;
     gin[1] = dw;
@@ -674,16 +750,28 @@ static AcTensor *or_zeros(Temps *temps, const AcTensor *b, const int64_t *shape,
     return b ? (AcTensor *)b : keep(temps, ac_full(shape, ndim, 0.0f));
 }
 
-static const RnnKind lstm_kind = {"lstm", 4}, gru_kind = {"gru", 3};
+static const RnnKind lstm_kind = {"lstm", 4, CELL_LSTM}, gru_kind = {"gru", 3, CELL_GRU};
+static const RnnKind tanh_kind = {"rnn_tanh", 1, CELL_TANH}, relu_kind = {"rnn_relu", 1, CELL_RELU};
+
+/* W with one bias column, b_ih + b_hh (LSTM, plain RNN); *has_bias says
+   whether there is one. */
+static AcTensor *summed_bias_weights(Temps *temps, const AcTensor *w_ih, const AcTensor *w_hh,
+                                     const AcTensor *b_ih, const AcTensor *b_hh, int *has_bias)
+{
+    AcTensor *bias = (AcTensor *)(b_ih ? b_ih : b_hh);
+    if (b_ih && b_hh && !(bias = keep(temps, ac_add(b_ih, b_hh)))) return NULL;
+    *has_bias = bias != NULL;
+    return packed_weights(temps, w_ih, w_hh, &bias, bias ? 1 : 0);
+}
 
 /* The LSTM node's packed output, its intermediates kept in temps. */
 static AcTensor *lstm_layer(Temps *temps, const AcTensor *x, const AcTensor *h0, const AcTensor *c0,
                             const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
                             const AcTensor *b_hh, const SeqShape *s)
 {
-    AcTensor *bias = (AcTensor *)(b_ih ? b_ih : b_hh), *W, *state = NULL;
-    if (b_ih && b_hh && !(bias = keep(temps, ac_add(b_ih, b_hh)))) return NULL;
-    if (!(W = packed_weights(temps, w_ih, w_hh, &bias, bias ? 1 : 0))) return NULL;
+    AcTensor *W, *state = NULL;
+    int has_bias;
+    if (!(W = summed_bias_weights(temps, w_ih, w_hh, b_ih, b_hh, &has_bias))) return NULL;
     if (h0 || c0) {
         const int64_t shape[2] = {s->batch, s->hidden};
         AcTensor *pair[2];
@@ -691,7 +779,7 @@ static AcTensor *lstm_layer(Temps *temps, const AcTensor *x, const AcTensor *h0,
         pair[1] = or_zeros(temps, c0, shape, 2);
         if (!pair[0] || !pair[1] || !(state = keep(temps, ac_stack(pair, 2, 0)))) return NULL;
     }
-    return keep(temps, rnn_forward(&lstm_kind, x, W, state, s, bias != NULL));
+    return keep(temps, rnn_forward(&lstm_kind, x, W, state, s, has_bias));
 }
 
 AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcTensor *w_ih,
@@ -736,17 +824,32 @@ static AcTensor *gru_layer(Temps *temps, const AcTensor *x, const AcTensor *h0,
     return rnn_forward(&gru_kind, x, W, h0, s, n_biases);
 }
 
-AcTensor *ac_gru(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
-                 const AcTensor *b_ih, const AcTensor *b_hh, int batch_first, int reverse,
-                 AcTensor **h_n)
+/* The plain RNN node's output, its intermediates kept in temps. */
+static AcTensor *plain_layer(Temps *temps, const RnnKind *kind, const AcTensor *x,
+                             const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
+                             const AcTensor *b_ih, const AcTensor *b_hh, const SeqShape *s)
+{
+    AcTensor *W;
+    int has_bias;
+    if (!(W = summed_bias_weights(temps, w_ih, w_hh, b_ih, b_hh, &has_bias))) return NULL;
+    return rnn_forward(kind, x, W, h0, s, has_bias);
+}
+
+/* A GRU or plain RNN layer: its output and, when h_n is not NULL, h_n. */
+static AcTensor *one_state_layer(const RnnKind *kind, const AcTensor *x, const AcTensor *h0,
+                                 const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
+                                 const AcTensor *b_hh, int batch_first, int reverse,
+                                 AcTensor **h_n)
 {
     Temps temps = {{NULL}, 0};
     SeqShape s;
     AcTensor *rows, *out;
     if (h_n) *h_n = NULL;
-    if (rnn_check(&gru_kind, x, h0, NULL, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, &s))
+    if (rnn_check(kind, x, h0, NULL, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, &s))
         return NULL;
-    rows = keep(&temps, gru_layer(&temps, x, h0, w_ih, w_hh, b_ih, b_hh, &s));
+    rows = kind->cell == CELL_GRU ? gru_layer(&temps, x, h0, w_ih, w_hh, b_ih, b_hh, &s)
+                                  : plain_layer(&temps, kind, x, h0, w_ih, w_hh, b_ih, b_hh, &s);
+    keep(&temps, rows);
     out = rows ? output_view(rows, &s) : NULL;
     if (out && h_n && !(*h_n = final_hidden(rows, &s))) {
         keep(&temps, out);
@@ -754,4 +857,25 @@ AcTensor *ac_gru(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih, co
     }
     free_temps(&temps);
     return out;
+}
+
+AcTensor *ac_gru(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
+                 const AcTensor *b_ih, const AcTensor *b_hh, int batch_first, int reverse,
+                 AcTensor **h_n)
+{
+    return one_state_layer(&gru_kind, x, h0, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, h_n);
+}
+
+AcTensor *ac_rnn_tanh(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih,
+                      const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                      int batch_first, int reverse, AcTensor **h_n)
+{
+    return one_state_layer(&tanh_kind, x, h0, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, h_n);
+}
+
+AcTensor *ac_rnn_relu(const AcTensor *x, const AcTensor *h0, const AcTensor *w_ih,
+                      const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                      int batch_first, int reverse, AcTensor **h_n)
+{
+    return one_state_layer(&relu_kind, x, h0, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, h_n);
 }

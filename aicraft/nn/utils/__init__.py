@@ -1,14 +1,16 @@
-"""utils.py - gradient clipping: clip_grad_norm_ and clip_grad_value_ (torch.nn.utils).
+"""utils - gradient clipping: clip_grad_norm_ and clip_grad_value_ (torch.nn.utils),
+and the `rnn` submodule (pad_sequence).
 
 Both change the parameters' .grad in place with C ops; neither records a graph.
 """
 import math
 
 from aicraft.autograd import no_grad
+from aicraft.nn.utils import rnn
 from aicraft.creation import tensor
 from aicraft.tensor import Tensor, _scalar
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
 
 
 def _grads(parameters, fn):
