@@ -17,34 +17,23 @@ EXAMPLES = Path(__file__).resolve().parent
 REPO = EXAMPLES.parents[1]
 
 
-def missing(*pieces):
-    """xfail, while a script needs pieces that other branches are still adding."""
-    return pytest.mark.xfail(reason="aicraft still lacks " + ", ".join(pieces), strict=False)
-
-
-# (script, arguments, files the run must leave in its folder, marks on the aicraft run)
+# (script, arguments, files the run must leave in its folder)
 CASES = {
     "mnist": ("mnist.py", ["--epochs", "2", "--batch-size", "32", "--train-size", "512",
-                           "--test-size", "256", "--save-model"], ["mnist_cnn.pt"],
-              [missing("indexing by an int64 tensor (templates[labels])", "optim.Adadelta",
-                       "Tensor.view_as")]),
+                           "--test-size", "256", "--save-model"], ["mnist_cnn.pt"]),
     "rnn_classifier_rnn": ("rnn_classifier.py", ["--model", "RNN", "--epochs", "3", "--train-size", "512"],
-                           [], []),
+                           []),
     "rnn_classifier_lstm": ("rnn_classifier.py", ["--model", "LSTM", "--epochs", "3", "--train-size", "512"],
-                            [], []),
+                            []),
     "vae": ("vae.py", ["--epochs", "2", "--train-size", "512", "--results", "results"],
-            ["results/sample_2.png", "results/reconstruction_2.png"],
-            [missing("indexing by an int64 tensor (prototypes[picks])")]),
+            ["results/sample_2.png", "results/reconstruction_2.png"]),
     "word_language_model_lstm": ("word_language_model.py", ["--model", "LSTM", "--epochs", "2",
                                                             "--sentences", "400", "--save", "model.pt"],
-                                 ["model.pt"],
-                                 [missing("Tensor.narrow", "Tensor.t", "Tensor.contiguous")]),
+                                 ["model.pt"]),
     "word_language_model_transformer": ("word_language_model.py", ["--model", "Transformer", "--epochs", "2",
                                                                    "--sentences", "400", "--save", "model.pt"],
-                                        ["model.pt"],
-                                        [missing("Tensor.__setitem__", "Tensor.narrow", "Tensor.t",
-                                                 "Tensor.contiguous")]),
-    "regression_lbfgs": ("regression_lbfgs.py", ["--steps", "5"], [], [missing("optim.LBFGS")]),
+                                        ["model.pt"]),
+    "regression_lbfgs": ("regression_lbfgs.py", ["--steps", "5"], []),
 }
 
 
@@ -66,17 +55,16 @@ def run_script(script, args, outputs, cwd):
         assert (cwd / name).is_file(), "%s did not write %s" % (script.name, name)
 
 
-@pytest.mark.parametrize("case", [pytest.param(name, marks=marks, id=name)
-                                  for name, (_, _, _, marks) in CASES.items()])
+@pytest.mark.parametrize("case", list(CASES))
 def test_example_runs_on_aicraft(case, tmp_path):
-    script, args, outputs, _ = CASES[case]
+    script, args, outputs = CASES[case]
     run_script(EXAMPLES / script, args, outputs, tmp_path)
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_example_runs_on_torch_with_only_the_imports_changed(case, tmp_path):
     pytest.importorskip("torch")
-    script, args, outputs, _ = CASES[case]
+    script, args, outputs = CASES[case]
     source = (EXAMPLES / script).read_text()
     if "aicraft.viz" in source:
         pytest.importorskip("torchvision")
