@@ -1,9 +1,11 @@
 """dtypes.py - aicraft's dtypes and devices, as PyTorch names them.
 
 Tensors compute in float32; int64 tensors hold indices and counts, bool tensors
-masks and comparison results. float64 exists as a name so that asking for it is
-a clear error rather than a silent narrowing. int32 and uint8 data is held as
-int64 (wider, so every value is kept); `ac.int32` and `ac.uint8` name int64.
+masks and comparison results, uint8 tensors bytes as they come (image pixels, a
+quarter of float32's memory). float64 exists as a name so that asking for it is
+a clear error rather than a silent narrowing. Other integer data (int8, int16,
+int32, uint16, ...) is held as int64 (wider, so every value is kept); `ac.int32`
+names int64.
 
 A device is "cpu" for now; the CUDA backend adds "cuda".
 """
@@ -46,15 +48,16 @@ class dtype:
 float32 = dtype("float32", 0, np.float32, True)
 int64 = dtype("int64", 1, np.int64, False)
 bool = dtype("bool", 2, np.bool_, False)
+uint8 = dtype("uint8", 3, np.uint8, False)
 float64 = dtype("float64", None, np.float64, True)
 float16 = dtype("float16", None, np.float16, True)
 float = float32
 long = int64
-int = int32 = uint8 = int64
+int = int32 = int64
 double = float64
 half = float16
 
-BY_CODE = (float32, int64, bool)
+BY_CODE = (float32, int64, bool, uint8)
 _DEFAULT = float32
 
 
@@ -72,7 +75,7 @@ def checked(d, what):
     if d is None or (isinstance(d, dtype) and d.code is not None):
         return d
     if isinstance(d, dtype):
-        raise TypeError("%s: aicraft computes in float32 and holds int64 and bool; %r is not "
+        raise TypeError("%s: aicraft computes in float32 and holds int64, bool and uint8; %r is not "
                         "supported (use aicraft.float32)" % (what, d))
     if d is builtins.float:
         return float32
@@ -84,9 +87,12 @@ def checked(d, what):
 
 
 def of_numpy(np_dtype):
-    """The dtype an array of np_dtype becomes: floats float32, integers int64, bools bool."""
-    kind = np.dtype(np_dtype).kind
-    return bool if kind == "b" else int64 if kind in "iu" else float32
+    """The dtype an array of np_dtype becomes: floats float32, uint8 uint8, other
+    integers int64, bools bool."""
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype == np.uint8:
+        return uint8
+    return bool if np_dtype.kind == "b" else int64 if np_dtype.kind in "iu" else float32
 
 
 class device:

@@ -34,7 +34,8 @@ from aicraft.tensor import Tensor, _live, _wrap
 __all__ = ["save", "load"]
 
 STRUCTURE_KEY = "aicraft"
-_DTYPE_NAMES = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.bool_): "BOOL"}
+_DTYPE_NAMES = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.bool_): "BOOL",
+                np.dtype(np.uint8): "U8"}
 _serial = itertools.count()                  # temporary names of saves in flight
 _SAVABLE = "Tensors, NumPy arrays, numbers, strings, None, and dicts, lists and tuples of them"
 

@@ -818,7 +818,8 @@ class Tensor:
     def type(self, dtype=None):
         """The dtype's name ("aicraft.FloatTensor"), or self converted to dtype."""
         if dtype is None:
-            return {0: "aicraft.FloatTensor", 1: "aicraft.LongTensor", 2: "aicraft.BoolTensor"}[_live(self).dtype]
+            return ("aicraft.FloatTensor", "aicraft.LongTensor", "aicraft.BoolTensor",
+                    "aicraft.ByteTensor")[_live(self).dtype]
         return self.to(dtype)
 
     def float(self):
@@ -831,6 +832,9 @@ class Tensor:
 
     def bool(self):
         return self.to(dtypes.bool)
+
+    def byte(self):
+        return self.to(dtypes.uint8)
 
     def double(self):
         return self.to(dtypes.float64)

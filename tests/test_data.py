@@ -118,8 +118,8 @@ def test_collate_keeps_integer_data_integer_with_batch_shapes():
     x, y = next(iter(DataLoader(TensorDataset(images, labels), batch_size=4)))
     assert isinstance(x, ac.Tensor) and isinstance(y, ac.Tensor)
     assert x.shape == (4, 2, 3) and y.shape == (4,)
-    assert x.dtype == ac.int64 and y.dtype == ac.int64     # uint8 is held as int64
-    np.testing.assert_array_equal(x.numpy(), images[:4].astype(np.int64))
+    assert x.dtype == ac.uint8 and y.dtype == ac.uint8      # as PyTorch's default_collate
+    np.testing.assert_array_equal(x.numpy(), images[:4])
     np.testing.assert_array_equal(y.numpy(), [0, 1, 2, 3])
 
 

@@ -13,7 +13,8 @@ rng = np.random.default_rng(7)
 
 @pytest.mark.parametrize("data,dtype", [
     ([1, 2, 3], ac.int64), ([True, False], ac.bool), ([1.5, 2], ac.float32), (3, ac.int64),
-    (np.arange(4, dtype=np.uint8), ac.int64), (np.arange(4, dtype=np.int32), ac.int64),
+    (np.arange(4, dtype=np.uint8), ac.uint8), (np.arange(4, dtype=np.int32), ac.int64),
+    (np.arange(4, dtype=np.int8), ac.int64),
     (np.ones(2), ac.float32), (np.array([True]), ac.bool), (2.5, ac.float32)])
 def test_tensor_infers_the_dtype_pytorch_does(data, dtype):
     t = ac.tensor(data)
@@ -64,6 +65,9 @@ def test_conversions():
     x = ac.tensor([-1.5, 0.0, 2.7, float("nan")])
     assert x.long().tolist() == [-1, 0, 2, 0]
     assert x.int().dtype is ac.int64          # int32 is held as int64
+    assert ac.tensor([-1.0, 255.0, 256.0, 3.9]).byte().tolist() == [255, 255, 0, 3]   # wraps
+    assert ac.tensor([300, 7]).byte().tolist() == [44, 7]
+    assert ac.tensor([200], dtype=ac.uint8).long().tolist() == [200]
     assert x.bool().tolist() == [True, False, True, True]
     assert ac.tensor([0, 3]).float().tolist() == [0.0, 3.0]
     assert ac.tensor([True, False]).long().tolist() == [1, 0]
@@ -350,3 +354,21 @@ def test_matches_pytorch_where_installed():
     mask = theirs > 0
     np.testing.assert_array_equal(ours.masked_fill(ac.tensor(mask.numpy()), -1.0).numpy(),
                                   theirs.masked_fill(mask, -1.0).numpy())
+
+
+def test_uint8_images_stay_one_byte_a_pixel_until_converted():
+    images = rng.integers(0, 256, (64, 784)).astype(np.uint8)
+    x = ac.from_numpy(images)
+    assert x.dtype is ac.uint8 and x.element_size() == 1 and x.type() == "aicraft.ByteTensor"
+    np.testing.assert_array_equal(x.numpy(), images)
+    scaled = x.float() * (1 / 255)
+    np.testing.assert_allclose(scaled.numpy(), images / 255, rtol=1e-6)
+    np.testing.assert_allclose((x * (1 / 255)).numpy(), images / 255, rtol=1e-6)   # promotes
+    assert (x > 128).sum().item() == int((images > 128).sum())
+    assert x.sum().dtype is ac.int64 and x.sum().item() == int(images.sum())
+    assert x[3, 5:9].tolist() == images[3, 5:9].tolist()
+    assert ac.cat([x, x]).shape == (128, 784) and x.T.numpy().dtype == np.uint8
+    full = ac.full((2,), 7, dtype=ac.uint8)
+    assert full.tolist() == [7, 7] and full.dtype is ac.uint8
+    with pytest.raises(TypeError):
+        F.embedding(ac.tensor([1], dtype=ac.uint8), ac.ones(3, 2))

@@ -28,7 +28,7 @@ def numpy_read(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        kind = {"F32": "<f4", "I64": "<i8", "BOOL": "?"}[info["dtype"]]
+        kind = {"F32": "<f4", "I64": "<i8", "BOOL": "?", "U8": "u1"}[info["dtype"]]
         begin, end = info["data_offsets"]
         arrays[name] = np.frombuffer(data[begin:end], dtype=kind).reshape(info["shape"])
     return header, arrays, n, len(data)
@@ -131,13 +131,14 @@ def test_save_converts_float64_to_float32_and_keeps_int64_and_bool(tmp_path):
     path = tmp_path / "np.safetensors"
     big = np.array([1, -2, 2 ** 40 + 1])                  # past float32's whole numbers
     ac.save({"f64": np.arange(6, dtype=np.float64).reshape(2, 3) / 3, "i": big,
-             "b": np.array([[True, False]])}, path)
+             "b": np.array([[True, False]]), "u": np.array([0, 200, 255], np.uint8)}, path)
     header = numpy_read(path)[0]
-    assert [header[k]["dtype"] for k in ("f64", "i", "b")] == ["F32", "I64", "BOOL"]
+    assert [header[k]["dtype"] for k in ("f64", "i", "b", "u")] == ["F32", "I64", "BOOL", "U8"]
     loaded = ac.load(path)
     assert same_bits(loaded["f64"].numpy(), (np.arange(6).reshape(2, 3) / 3).astype(np.float32))
     assert loaded["i"].dtype == ac.int64 and loaded["i"].tolist() == big.tolist()
     assert loaded["b"].dtype == ac.bool and loaded["b"].tolist() == [[True, False]]
+    assert loaded["u"].dtype == ac.uint8 and loaded["u"].tolist() == [0, 200, 255]
 
 
 def test_save_keeps_0d_numpy_arrays_0d(tmp_path):

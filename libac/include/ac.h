@@ -94,8 +94,8 @@ typedef struct AcTensor AcTensor;
 typedef struct AcGradNode AcGradNode;
 
 /* Element types. Math is float32; int64 holds indices and counts, bool (one byte,
-   0 or 1) masks and comparison results. */
-typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2 } AcDtype;
+   0 or 1) masks and comparison results, uint8 bytes as they come (image pixels). */
+typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2, AC_UINT8 = 3 } AcDtype;
 
 /* Where a tensor's data lives: AC_CPU, the only device so far. */
 typedef enum { AC_CPU = 0 } AcDevice;
@@ -103,8 +103,8 @@ typedef int (*AcBackwardFn)(AcGradNode *node, const AcTensor *grad_out, AcTensor
 
 /* Fields are for reading; change a tensor only through the functions below. */
 struct AcTensor {
-    float *data;             /* the elements; int64 and bool tensors: cast to
-                                int64_t * or uint8_t * (see dtype) */
+    float *data;             /* the elements; int64, bool and uint8 tensors: cast
+                                to int64_t * or uint8_t * (see dtype) */
     int64_t shape[AC_MAX_DIMS];
     int64_t size;            /* number of elements */
     int32_t ndim;
@@ -133,13 +133,14 @@ struct AcGradNode {
 
 AcTensor *ac_tensor_new(const int64_t *shape, int ndim);            /* zero-filled */
 AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim); /* copies */
-/* The same for any dtype: data holds float, int64_t or uint8_t (0 or 1) elements. */
+/* The same for any dtype: data holds float, int64_t or uint8_t elements (bool: 0 or 1). */
 AcTensor *ac_tensor_new_typed(const int64_t *shape, int ndim, int dtype);
 AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim, int dtype);
 int64_t ac_dtype_size(int dtype);        /* bytes per element; < 0 for an unknown dtype */
-const char *ac_dtype_name(int dtype);    /* "float32", "int64", "bool"; "unknown" otherwise */
-/* a converted to dtype: float to int64 truncates toward zero, anything to bool is
-   != 0. float32 to float32 is a differentiable copy; other casts record no graph. */
+const char *ac_dtype_name(int dtype);    /* "float32", "int64", "bool", "uint8"; else "unknown" */
+/* a converted to dtype: to int64 and uint8 truncates toward zero (uint8 then wraps
+   modulo 256, as C's cast from int64), to bool is != 0. float32 to float32 is a
+   differentiable copy; other casts record no graph. */
 AcTensor *ac_to_dtype(const AcTensor *a, int dtype);
 AcTensor *ac_full(const int64_t *shape, int ndim, float value);
 AcTensor *ac_arange(double start, double stop, double step);
@@ -433,7 +434,7 @@ AcTensor *ac_state_dict_tensor(const AcStateDict *dict, int index);    /* borrow
 AcTensor *ac_state_dict_get(const AcStateDict *dict, const char *name); /* borrowed; NULL if absent */
 int ac_state_dict_free(AcStateDict *dict);
 
-int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* F32, I64, BOOL */
+int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* F32, I64, BOOL, U8 */
 AcStateDict *ac_load_safetensors(const char *path);                   /* the same, at root */
 
 /* An IDX file (the MNIST format, not gzipped) as a float tensor of its values

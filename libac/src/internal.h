@@ -107,13 +107,17 @@ AcTensor *tensor_alloc(const char *op, const int64_t *shape, int ndim);
    at t->node. */
 AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtype,
                         const AcTensor *share, size_t node_bytes, int at_root);
-/* Bytes per element of t; and the int64 / bool views of its data. */
+/* Bytes per element of t; and the int64 / one-byte (bool, uint8) views of its data. */
 size_t elem_size(const AcTensor *t);
 static inline int64_t *data_i64(const AcTensor *t) { return (int64_t *)(void *)t->data; }
-static inline uint8_t *data_bool(const AcTensor *t) { return (uint8_t *)(void *)t->data; }
+static inline uint8_t *data_u8(const AcTensor *t) { return (uint8_t *)(void *)t->data; }
 /* Element i of t as a double, whatever its dtype (exact for int64 below 2^53,
    which covers every index a tensor can have). */
 double elem_get(const AcTensor *t, int64_t i);
+/* Store v as element i of out, an array of dtype: float32 rounds, int64 and uint8
+   truncate toward zero (uint8 then wraps modulo 256; NaN gives 0, values past
+   int64's range clamp), bool is v != 0. */
+void elem_set(void *out, int dtype, int64_t i, double v);
 /* The same shape as t; uninitialised. */
 AcTensor *tensor_alloc_like(const char *op, const AcTensor *t);
 /* A new grad for leaf, uninitialised, at root: the leaf's spare (a grad that

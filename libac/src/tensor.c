@@ -95,6 +95,7 @@ int64_t ac_dtype_size(int dtype)
     case AC_FLOAT32: return 4;
     case AC_INT64: return 8;
     case AC_BOOL: return 1;
+    case AC_UINT8: return 1;
     default: return error_set(AC_ERR_DTYPE, "dtype_size: unknown dtype %d", dtype);
     }
 }
@@ -105,18 +106,36 @@ const char *ac_dtype_name(int dtype)
     case AC_FLOAT32: return "float32";
     case AC_INT64: return "int64";
     case AC_BOOL: return "bool";
+    case AC_UINT8: return "uint8";
     default: return "unknown";
     }
 }
 
-size_t elem_size(const AcTensor *t) { return t->dtype == AC_FLOAT32 ? 4 : t->dtype == AC_INT64 ? 8 : 1; }
+size_t elem_size(const AcTensor *t) { return (size_t)ac_dtype_size(t->dtype); }
 
 double elem_get(const AcTensor *t, int64_t i)
 {
     switch (t->dtype) {
     case AC_INT64: return (double)data_i64(t)[i];
-    case AC_BOOL: return (double)data_bool(t)[i];
+    case AC_BOOL:
+    case AC_UINT8: return (double)data_u8(t)[i];
     default: return (double)t->data[i];
+    }
+}
+
+/* Truncated toward zero; NaN gives 0 and values past int64's range clamp, never trap. */
+static int64_t to_int64(double v)
+{
+    return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+}
+
+void elem_set(void *out, int dtype, int64_t i, double v)
+{
+    switch (dtype) {
+    case AC_FLOAT32: ((float *)out)[i] = (float)v; break;
+    case AC_INT64: ((int64_t *)out)[i] = to_int64(v); break;
+    case AC_BOOL: ((uint8_t *)out)[i] = v != 0.0; break;
+    default: ((uint8_t *)out)[i] = (uint8_t)to_int64(v); break;
     }
 }
 
@@ -373,7 +392,7 @@ AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim,
     if (!t || size == 0) return t;
     memcpy(t->data, data, (size_t)size * elem_size(t));
     if (dtype == AC_BOOL)   /* a bool byte is 0 or 1, whatever the caller's bytes held */
-        for (i = 0; i < size; i++) data_bool(t)[i] = data_bool(t)[i] != 0;
+        for (i = 0; i < size; i++) data_u8(t)[i] = data_u8(t)[i] != 0;
     return t;
 }
 
@@ -495,12 +514,6 @@ AcTensor *ac_tensor_clone(const AcTensor *t)
     return out;
 }
 
-/* Truncated toward zero; NaN gives 0 and values past int64's range clamp, never trap. */
-static int64_t to_int64(double v)
-{
-    return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
-}
-
 /* Convert n elements from src's dtype to dst's. */
 static void convert(const AcTensor *src, AcTensor *dst, int64_t n)
 {
@@ -509,21 +522,7 @@ static void convert(const AcTensor *src, AcTensor *dst, int64_t n)
         if (dst->data != src->data) memmove(dst->data, src->data, (size_t)n * elem_size(src));
         return;
     }
-    switch (dst->dtype) {
-    case AC_FLOAT32:
-        for (i = 0; i < n; i++) dst->data[i] = (float)elem_get(src, i);
-        break;
-    case AC_INT64:
-        if (src->dtype == AC_FLOAT32) {
-            for (i = 0; i < n; i++) data_i64(dst)[i] = to_int64(src->data[i]);
-        } else {
-            for (i = 0; i < n; i++) data_i64(dst)[i] = data_bool(src)[i];
-        }
-        break;
-    default:
-        for (i = 0; i < n; i++) data_bool(dst)[i] = elem_get(src, i) != 0.0;
-        break;
-    }
+    for (i = 0; i < n; i++) elem_set(dst->data, dst->dtype, i, elem_get(src, i));
 }
 
 AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
@@ -624,6 +623,7 @@ int ac_tensor_fill_(AcTensor *t, double value)
 {
     int64_t i, whole;
     if (!t) return error_set(AC_ERR_ARG, "fill_: tensor is NULL");
+    if (t->size == 0) return AC_OK;
     switch (t->dtype) {
     case AC_FLOAT32:
         for (i = 0; i < t->size; i++) t->data[i] = (float)value;
@@ -632,8 +632,9 @@ int ac_tensor_fill_(AcTensor *t, double value)
         whole = to_int64(value);
         for (i = 0; i < t->size; i++) data_i64(t)[i] = whole;
         break;
-    default:
-        memset(t->data, value != 0.0, (size_t)t->size);
+    default:   /* one byte: bool or uint8 */
+        elem_set(t->data, t->dtype, 0, value);
+        memset(t->data, data_u8(t)[0], (size_t)t->size);
         break;
     }
     return AC_OK;

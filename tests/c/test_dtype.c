@@ -21,11 +21,15 @@ static void test_typed_tensors_are_made_and_converted(void)
     CHECK(b && u8(b)[0] == 1 && u8(b)[1] == 0 && u8(b)[2] == 1 && u8(b)[3] == 1);
     back = ac_to_dtype(t, AC_FLOAT32);
     CHECK(back && back->data[0] == -3.0f && back->data[2] == 5.0f);
+    z = ac_to_dtype(t, AC_UINT8);   /* -3, 0, 5, 2^40 wrap modulo 256 */
+    CHECK(z && z->dtype == AC_UINT8 && u8(z)[0] == 253 && u8(z)[1] == 0 && u8(z)[2] == 5 &&
+          u8(z)[3] == 0);
+    ac_tensor_free(z);
     z = ac_tensor_new_typed(shape, 1, AC_BOOL);
     CHECK(z && z->dtype == AC_BOOL && u8(z)[0] == 0 && u8(z)[3] == 0);
     CHECK(ac_tensor_fill_(z, 3.0) == AC_OK && u8(z)[2] == 1);
     CHECK(ac_tensor_copy_(t, x) == AC_OK && i64(t)[2] == 2);
-    CHECK(ac_dtype_size(AC_INT64) == 8 && ac_dtype_size(AC_BOOL) == 1 && ac_dtype_size(9) < 0);
+    CHECK(ac_dtype_size(AC_INT64) == 8 && ac_dtype_size(AC_UINT8) == 1 && ac_dtype_size(9) < 0);
     CHECK(strcmp(ac_dtype_name(AC_BOOL), "bool") == 0);
     ac_tensor_free(t);
     ac_tensor_free(x);

@@ -12,8 +12,8 @@
  * "__metadata__" map of strings), decodes strings in place, and checks every
  * index against the header's length. Before any tensor is made, the records
  * must tile the data region exactly: no gaps, no overlaps, nothing past its
- * end. F32, I64 and BOOL are read and written (aicraft's float32, int64 and
- * bool). Bytes are (de)coded as little-endian explicitly, so the code is
+ * end. F32, I64, BOOL and U8 are read and written (aicraft's float32, int64,
+ * bool and uint8). Bytes are (de)coded as little-endian explicitly, so the code is
  * right on big-endian hosts too.
  *
  * Not here: the AcStateDict container (state_dict.c).
@@ -33,7 +33,8 @@
 #define ELEM_CHUNK 1024               /* elements encoded per fwrite */
 
 /* safetensors' names of AcDtype's values, in its order. */
-static const char *const FILE_DTYPES[] = {"F32", "I64", "BOOL"};
+static const char *const FILE_DTYPES[] = {"F32", "I64", "BOOL", "U8"};
+#define N_FILE_DTYPES 4
 
 /* A bigger root block holding the first `used` bytes of old, which is freed.
    NULL (and old untouched) on failure. */
@@ -475,11 +476,11 @@ static int parse_record(Header *h, Record *rec)
             if (strcmp(field, "dtype") == 0 && !seen_dtype) {
                 seen_dtype = 1;
                 if (parse_string(h, &dtype)) return AC_ERR_FORMAT;
-                for (rec->dtype = 0; rec->dtype < 3; rec->dtype++)
+                for (rec->dtype = 0; rec->dtype < N_FILE_DTYPES; rec->dtype++)
                     if (strcmp(dtype, FILE_DTYPES[rec->dtype]) == 0) break;
-                if (rec->dtype == 3)
-                    return format_error(h, "tensor '%s' has dtype %s; only F32, I64 and BOOL are "
-                                        "supported", rec->name, dtype);
+                if (rec->dtype == N_FILE_DTYPES)
+                    return format_error(h, "tensor '%s' has dtype %s; only F32, I64, BOOL and U8 "
+                                        "are supported", rec->name, dtype);
             } else if (strcmp(field, "shape") == 0 && !seen_shape) {
                 seen_shape = 1;
                 if (parse_counts(h, rec->name, "shape", values, AC_MAX_DIMS, &rec->ndim))
@@ -667,6 +668,7 @@ static int from_le(const Header *h, const char *name, AcTensor *t)
                                     (long long)i, bytes[i]);
         return AC_OK;
     }
+    if (esize == 1) return AC_OK;   /* U8: bytes are bytes */
     for (i = 0; i < t->size; i++) {
         unsigned char *b = bytes + esize * (size_t)i;
         uint64_t bits = 0;

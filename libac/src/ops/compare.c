@@ -80,7 +80,7 @@ static AcTensor *compare_run(const char *op, const AcTensor *a, const AcTensor *
     if (broadcast_plan(op, in, b ? 2 : 1, &plan)) return NULL;
     out = tensor_create(op, plan.shape, plan.ndim, AC_BOOL, NULL, 0, 0);
     if (!out) return NULL;
-    o = data_bool(out);
+    o = data_u8(out);
     for (i = 0; i < out->size; i++) {
         double u = elem_get(a, at[0]), v = b ? elem_get(b, at[1]) : s;
         if (!logical)
@@ -150,7 +150,7 @@ static AcTensor *where_grad(const AcTensor *gout, const AcTensor *cond, int pick
     g = tensor_alloc("where", gout->shape, gout->ndim);
     if (!g) return NULL;
     for (i = 0; i < g->size; i++) {
-        g->data[i] = (data_bool(cond)[at[1]] != 0) == picked_when ? gout->data[i] : 0.0f;
+        g->data[i] = (data_u8(cond)[at[1]] != 0) == picked_when ? gout->data[i] : 0.0f;
         broadcast_next(&plan, 2, index, at);
     }
     return reduce_to_shape(g, like);
@@ -186,7 +186,7 @@ AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b)
     out = op_output_as("where", AC_FLOAT32, plan.shape, plan.ndim, in, 3, where_backward, 0);
     if (!out) return NULL;
     for (i = 0; i < out->size; i++) {
-        out->data[i] = data_bool(cond)[at[2]] ? a->data[at[0]] : b->data[at[1]];
+        out->data[i] = data_u8(cond)[at[2]] ? a->data[at[0]] : b->data[at[1]];
         broadcast_next(&plan, 3, index, at);
     }
     return out;

@@ -17,19 +17,12 @@
 /* Element `at` of src converted to dtype, stored at out[i]. */
 static void store(void *out, int dtype, int64_t i, const AcTensor *src, int64_t at)
 {
-    double v;
     if (src->dtype == dtype) {
         size_t esize = elem_size(src);
         memcpy((char *)out + (size_t)i * esize, (const char *)src->data + (size_t)at * esize, esize);
         return;
     }
-    v = elem_get(src, at);
-    if (dtype == AC_FLOAT32)
-        ((float *)out)[i] = (float)v;
-    else if (dtype == AC_INT64)   /* truncates toward zero, as PyTorch; NaN and inf give 0 */
-        ((int64_t *)out)[i] = v == v && v > -9.2e18 && v < 9.2e18 ? (int64_t)v : 0;
-    else
-        ((uint8_t *)out)[i] = v != 0.0;
+    elem_set(out, dtype, i, elem_get(src, at));
 }
 
 int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, int ndim, int dtype,
@@ -93,7 +86,8 @@ static int picks_plan(const char *op, const AcTensor *a, int dim, const AcTensor
     int k = index->dtype == AC_BOOL ? index->ndim : 1, d, n_dims = 0;
     int64_t i, j, n = 0;
     int index_dims;
-    if (index->dtype == AC_FLOAT32 || (mode == PICK_SELECT && index->dtype != AC_INT64))
+    if ((index->dtype != AC_INT64 && index->dtype != AC_BOOL) ||
+        (mode == PICK_SELECT && index->dtype != AC_INT64))
         return error_set(AC_ERR_DTYPE, "%s: index is %s; it must be int64%s", op,
                          ac_dtype_name(index->dtype), mode == PICK_SELECT ? "" : " or bool");
     if (mode == PICK_SELECT && index->ndim > 1)
@@ -110,7 +104,7 @@ static int picks_plan(const char *op, const AcTensor *a, int dim, const AcTensor
         *(d < dim ? &p->outer : d < dim + k ? &p->span : &p->inner) *= a->shape[d];
     }
     if (index->dtype == AC_BOOL)
-        for (i = 0; i < index->size; i++) n += data_bool(index)[i] != 0;
+        for (i = 0; i < index->size; i++) n += data_u8(index)[i] != 0;
     else
         n = index->size;
     index_dims = index->dtype == AC_BOOL || mode == PICK_SELECT ? 1 : index->ndim;
@@ -130,7 +124,7 @@ static int picks_plan(const char *op, const AcTensor *a, int dim, const AcTensor
     for (i = 0, j = 0; i < index->size; i++) {
         int64_t v;
         if (index->dtype == AC_BOOL) {
-            if (data_bool(index)[i]) (*pos)[j++] = i;
+            if (data_u8(index)[i]) (*pos)[j++] = i;
             continue;
         }
         v = data_i64(index)[i];

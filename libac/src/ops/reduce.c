@@ -573,7 +573,7 @@ static AcTensor *integer_sum(const AcTensor *a, unsigned mask, int keepdim)
         if (!(mask & (1u << d))) stride *= a->shape[d];
     }
     for (i = 0; i < a->size; i++) {
-        sum[at] += a->dtype == AC_INT64 ? data_i64(a)[i] : data_bool(a)[i];
+        sum[at] += a->dtype == AC_INT64 ? data_i64(a)[i] : data_u8(a)[i];
         for (d = a->ndim - 1; d >= 0; d--) {   /* next index, carrying into outer dims */
             at += out_stride[d];
             if (++index[d] < a->shape[d]) break;
