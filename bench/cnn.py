@@ -65,12 +65,12 @@ def make_model(framework, scoped=True):
         loss_fn = nn.CrossEntropyLoss()
 
         def to_input(images):
-            return (ac.from_numpy(images) * (1 / 255) - 0.1307) * (1 / 0.3081)
+            return (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
 
         def train_step(images, labels):
             model.train()
             with step_scope(ac, scoped):
-                loss = loss_fn(model(to_input(images)), ac.from_numpy(labels))
+                loss = loss_fn(model(to_input(images)), ac.from_numpy(labels).long())
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()

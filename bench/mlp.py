@@ -53,8 +53,8 @@ def make_trainer(framework, threads, scoped=True):
 
         def step(images, labels):
             with step_scope(ac, scoped):
-                x = (ac.from_numpy(images) * (1 / 255) - 0.1307) * (1 / 0.3081)
-                loss = loss_fn(model(x), ac.from_numpy(labels))
+                x = (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
+                loss = loss_fn(model(x), ac.from_numpy(labels).long())
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
