@@ -514,15 +514,24 @@ AcTensor *ac_tensor_clone(const AcTensor *t)
     return out;
 }
 
-/* Convert n elements from src's dtype to dst's. */
+/* Convert n elements from src's dtype to dst's. The conversions to float32 that
+   every input pipeline makes (uint8 pixels, int64 and bool) are plain loops the
+   compiler vectorises; the rest go through elem_set one element at a time. */
 static void convert(const AcTensor *src, AcTensor *dst, int64_t n)
 {
+    float *restrict out = dst->data;
     int64_t i;
     if (src->dtype == dst->dtype) {
         if (dst->data != src->data) memmove(dst->data, src->data, (size_t)n * elem_size(src));
-        return;
+    } else if (dst->dtype == AC_FLOAT32 && src->dtype == AC_INT64) {
+        const int64_t *restrict in = data_i64(src);
+        for (i = 0; i < n; i++) out[i] = (float)in[i];
+    } else if (dst->dtype == AC_FLOAT32) {   /* bool or uint8 */
+        const uint8_t *restrict in = data_u8(src);
+        for (i = 0; i < n; i++) out[i] = (float)in[i];
+    } else {
+        for (i = 0; i < n; i++) elem_set(dst->data, dst->dtype, i, elem_get(src, i));
     }
-    for (i = 0; i < n; i++) elem_set(dst->data, dst->dtype, i, elem_get(src, i));
 }
 
 AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
