@@ -176,6 +176,7 @@ def test_mnist_data_and_targets_are_tensors_as_in_torchvision(tmp_path):
     images, labels = arrays["train-images-idx3-ubyte"], arrays["train-labels-idx1-ubyte"]
     assert isinstance(train.data, ac.Tensor) and train.data.shape == (12, 28, 28)
     np.testing.assert_array_equal(train.data.numpy(), images)     # the pixel values 0-255
+    assert train.data.dtype is ac.uint8 and train.targets.dtype is ac.int64   # as torchvision's
     assert isinstance(train.targets, ac.Tensor) and train.targets.tolist() == labels.tolist()
     assert train.data is train.data                                  # made once
 

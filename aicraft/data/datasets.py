@@ -167,12 +167,12 @@ class _IdxImages(Dataset):
         self.images, self.labels = images, labels
         self._data = self._targets = None
 
-    # data and targets are torchvision's Tensors, made on first use (the images
-    # take 4 bytes a pixel as a Tensor); batches are cut from the uint8 arrays
-    # `images` and `labels`. Assigning either replaces the arrays.
+    # data and targets are torchvision's Tensors (uint8 images, int64 labels), made
+    # on first use; batches are cut from the uint8 arrays `images` and `labels`.
+    # Assigning either replaces the arrays.
     @property
     def data(self):
-        """The images as a Tensor (N, H, W) of the pixel values 0-255."""
+        """The images as a uint8 Tensor (N, H, W) of the pixel values 0-255."""
         if self._data is None:
             self._data = tensor(self.images)
         return self._data
@@ -187,7 +187,7 @@ class _IdxImages(Dataset):
 
     @property
     def targets(self):
-        """The labels as a Tensor (N,) of class indices."""
+        """The labels as an int64 Tensor (N,) of class indices."""
         if self._targets is None:
             self._targets = tensor(self.labels.astype(np.int64))
         return self._targets
