@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ac.h"
+
 static int test_failures = 0;
 static int test_checks = 0;
 
@@ -40,6 +42,16 @@ static int test_checks = 0;
         test_fn();                                                             \
         if (test_failures != before_) fprintf(stderr, "FAIL %s\n", #test_fn);  \
     } while (0)
+
+/* A leaf that requires grad, standard normal times scale (gradient checks' inputs). */
+static inline AcTensor *leaf_randn(const int64_t *shape, int ndim, float scale)
+{
+    AcTensor *t = ac_randn(shape, ndim);
+    int64_t i;
+    for (i = 0; t && i < t->size; i++) t->data[i] *= scale;
+    ac_tensor_set_requires_grad(t, 1);
+    return t;
+}
 
 #define TEST_REPORT()                                                          \
     (printf("%s: %d checks, %d failed\n", __FILE__, test_checks,               \

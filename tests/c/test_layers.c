@@ -10,15 +10,6 @@
 #include <ac.h>
 #include <string.h>
 
-static AcTensor *leaf_randn(const int64_t *shape, int ndim, float scale)
-{
-    AcTensor *t = ac_randn(shape, ndim);
-    int64_t i;
-    for (i = 0; t && i < t->size; i++) t->data[i] *= scale;
-    ac_tensor_set_requires_grad(t, 1);
-    return t;
-}
-
 /* inputs: x, h0, w_ih, w_hh, b_ih, b_hh; user: relu flag */
 static AcTensor *fn_plain_rnn(AcTensor *const *in, int n, void *user)
 {

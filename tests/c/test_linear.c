@@ -9,13 +9,6 @@
 #include <ac.h>
 #include <string.h>
 
-static AcTensor *leaf_randn(const int64_t *shape, int ndim)
-{
-    AcTensor *t = ac_randn(shape, ndim);
-    ac_tensor_set_requires_grad(t, 1);
-    return t;
-}
-
 /* y[r, o] = sum_i x[r, i] w[o, i] + b[o], in double. */
 static double reference(const AcTensor *x, const AcTensor *w, const AcTensor *b, int64_t r,
                         int64_t o)
@@ -82,7 +75,7 @@ static void test_empty_shapes(void)
     const int64_t no_rows[2] = {0, 3}, w_shape[2] = {2, 3}, b_shape[1] = {2};
     const int64_t no_in[2] = {4, 0}, w_no_in[2] = {2, 0};
     const float bv[2] = {1.5f, -2};
-    AcTensor *w = leaf_randn(w_shape, 2), *b = ac_tensor_from_data(bv, b_shape, 1);
+    AcTensor *w = leaf_randn(w_shape, 2, 1.0f), *b = ac_tensor_from_data(bv, b_shape, 1);
     AcTensor *x = ac_randn(no_rows, 2), *y, *loss;
     int i;
     ac_tensor_set_requires_grad(b, 1);
@@ -111,9 +104,9 @@ static void test_backward_against_loops(void)
     AcTensor *x, *w, *b, *g, *y;
     int64_t rows = 6, in = 5, out = 4, r, i, o;
     ac_manual_seed(2);
-    x = leaf_randn(xs, 3);
-    w = leaf_randn(ws, 2);
-    b = leaf_randn(bs, 1);
+    x = leaf_randn(xs, 3, 1.0f);
+    w = leaf_randn(ws, 2, 1.0f);
+    b = leaf_randn(bs, 1, 1.0f);
     g = ac_randn(ys, 3);
     y = ac_linear(x, w, b);
     CHECK(y && ac_backward_with(y, g) == AC_OK);
@@ -154,12 +147,12 @@ static void test_gradient_check(void)
     AcTensor *in[3];
     float err;
     ac_manual_seed(4);
-    in[0] = leaf_randn(xs, 3);
-    in[1] = leaf_randn(ws, 2);
-    in[2] = leaf_randn(bs, 1);
+    in[0] = leaf_randn(xs, 3, 1.0f);
+    in[1] = leaf_randn(ws, 2, 1.0f);
+    in[2] = leaf_randn(bs, 1, 1.0f);
     CHECK(ac_gradient_check(fn_linear, in, 3, NULL, 1e-2f, 1e-2f, 1e-2f, &err) == AC_OK);
     CHECK(ac_gradient_check(fn_linear, in, 2, NULL, 1e-2f, 1e-2f, 1e-2f, &err) == AC_OK);
-    in[0] = leaf_randn(x1, 1);
+    in[0] = leaf_randn(x1, 1, 1.0f);
     CHECK(ac_gradient_check(fn_linear, in, 3, NULL, 1e-2f, 1e-2f, 1e-2f, &err) == AC_OK);
     /* only the weight needs a gradient: x and b are plain data */
     ac_tensor_set_requires_grad(in[0], 0);
@@ -175,9 +168,9 @@ static void test_threads_bit_identical(void)
     AcTensor *x, *w, *b, *g, *y[2], *dx[2], *dw[2], *db[2];
     int previous = ac_get_num_threads(), t;
     ac_manual_seed(5);
-    x = leaf_randn(xs, 2);
-    w = leaf_randn(ws, 2);
-    b = leaf_randn(bs, 1);
+    x = leaf_randn(xs, 2, 1.0f);
+    w = leaf_randn(ws, 2, 1.0f);
+    b = leaf_randn(bs, 1, 1.0f);
     g = ac_randn(ys, 2);
     for (t = 0; t < 2; t++) {
         ac_set_num_threads(t + 1);
@@ -245,8 +238,8 @@ static void test_training_steps_in_scopes_leak_nothing(void)
     AcMemStats before, after;
     int step;
     ac_manual_seed(6);
-    w = leaf_randn(ws, 2);
-    b = leaf_randn(bs, 1);
+    w = leaf_randn(ws, 2, 1.0f);
+    b = leaf_randn(bs, 1, 1.0f);
     ac_memory_stats(&before);
     for (step = 0; step < 50; step++) {
         AcCheckpoint cp = ac_mem_checkpoint();

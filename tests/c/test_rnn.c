@@ -11,15 +11,6 @@
 #include <ac.h>
 #include <string.h>
 
-static AcTensor *leaf_randn(const int64_t *shape, int ndim, float scale)
-{
-    AcTensor *t = ac_randn(shape, ndim);
-    int64_t i;
-    for (i = 0; t && i < t->size; i++) t->data[i] *= scale;
-    ac_tensor_set_requires_grad(t, 1);
-    return t;
-}
-
 static double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
 
 /* ---- double-precision references ---------------------------------------- */
