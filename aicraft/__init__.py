@@ -9,6 +9,7 @@ PyTorch-shaped Python API.
     print(x.grad)
 """
 from aicraft import data, functional, viz
+from aicraft.compile import compile
 from aicraft.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, from_numpy, full,
                               full_like, manual_seed, ones, ones_like, rand, rand_like, randint,

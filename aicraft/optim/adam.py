@@ -6,6 +6,7 @@ The update (libac/src/optim/adam.c), per parameter p with gradient g, at step t:
     v = beta2 * v + (1 - beta2) * g * g
     p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 """
+from aicraft import _trace
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
 from aicraft.optim.optimizer import Optimizer, root_zeros_like
@@ -46,6 +47,7 @@ class Adam(Optimizer):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         weight_decay, decoupled = group["weight_decay"], self._decoupled
         state = self.state
+        trace = _trace.recording()
         for p in group["params"]:
             ptr = _live(p)
             if not ptr.grad:
@@ -60,6 +62,14 @@ class Adam(Optimizer):
                           beta2, eps, weight_decay, decoupled) < 0:
                 raise_error(p)
             entries["step"] = step
+            if trace is not None:   # a compiled step reads these per call
+                trace.bind_last(0, lambda entries=entries: _next_step(entries), step)
+                trace.bind_last(1, lambda group=group: group["lr"], lr)
+
+
+def _next_step(entries):
+    entries["step"] += 1
+    return entries["step"]
 
 
 class AdamW(Adam):

@@ -15,6 +15,7 @@ from numbers import Real
 
 import numpy as np
 
+from aicraft import _trace
 from aicraft._ffi import lib
 from aicraft.autograd import enable_grad
 from aicraft.creation import tensor as _tensor
@@ -103,10 +104,12 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Drop every parameter's gradient (or fill it with zeros when set_to_none is False)."""
+        # A compiled step records the call even without a grad: later calls have one.
+        tracing = _trace.recording() is not None
         for group in self.param_groups:
             for p in group["params"]:
                 ptr = _live(p)
-                if not ptr.grad:
+                if not ptr.grad and not (tracing and set_to_none):
                     continue
                 rc = lib.ac_tensor_zero_grad(ptr) if set_to_none else lib.ac_tensor_fill_(ptr.grad, 0.0)
                 if rc < 0:

@@ -6,6 +6,7 @@ The update (libac/src/optim/sgd.c), per parameter p with gradient g:
     g = g + momentum * buf if nesterov else buf      (when momentum != 0)
     p = p - lr * g
 """
+from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
 from aicraft.optim.optimizer import Optimizer, root_zeros_like
@@ -43,6 +44,7 @@ class SGD(Optimizer):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         nesterov, weight_decay = group["nesterov"], group["weight_decay"]
         state = self.state
+        trace = _trace.recording()
         for p in group["params"]:
             ptr = _live(p)
             if not ptr.grad:
@@ -58,7 +60,15 @@ class SGD(Optimizer):
                     rc = _sgd_step(ptr, buf._ptr, 1, lr, momentum, dampening, nesterov, weight_decay)
                     if rc == 0:
                         entries["momentum_buffer"] = buf
+                        if trace is not None:   # later calls find the buffer written
+                            trace.bind_last(0, _second_step, 1)
                 else:
                     rc = _sgd_step(ptr, buf._ptr, 2, lr, momentum, dampening, nesterov, weight_decay)
             if rc < 0:
                 raise_error(p)
+            if trace is not None:   # a compiled step reads the lr per call
+                trace.bind_last(1, lambda group=group: group["lr"], lr)
+
+
+def _second_step():
+    return 2

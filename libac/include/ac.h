@@ -441,6 +441,56 @@ AcStateDict *ac_load_safetensors(const char *path);                   /* the sam
    (uint8 images stay 0..255). */
 AcTensor *ac_read_idx(const char *path);
 
+/* ---- Graphs ---------------------------------------------------------------- */
+/* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
+   below are recorded into an AcGraph while they run (they still give their real
+   results): linear, matmul, the elementwise ops and activations, softmax and
+   log_softmax, the reductions, reshape / flatten / transpose / permute / squeeze /
+   unsqueeze, detach and clone, dropout, conv2d, the 2-D poolings, batch_norm,
+   the losses, ac_backward_ex (and its two shorthands), ac_tensor_zero_grad,
+   ac_set_grad_enabled, and the SGD and Adam steps; so a whole training step is
+   one graph. A node is an op with its input and output buffers and its scalar
+   arguments; a buffer is a parameter (a leaf that requires grad), an input, a
+   state (another tensor the graph reads: optimizer moments, running statistics,
+   constants), a temporary or an output.
+   Anything else that makes or writes a tensor the graph would read (indexing,
+   rand, in-place writes of a recorded tensor, a tensor made inside an op such as
+   a gradient) marks the graph failed: ac_graph_end then returns AC_ERR_STATE
+   naming the op. Tensors made at root by the creation functions (full, keep,
+   from data) are state; scoped ones the graph reads must be declared inputs.
+   Replay runs the nodes again from C in one call, on buffers in a scope of its
+   own that it opens and restores (no malloc once its arena blocks are cached),
+   giving the same bits as the recorded run. Dropout draws from the thread's
+   generator per call; parameters and state are updated in place. Recording
+   costs ops one branch when no graph is open. */
+
+typedef struct AcGraph AcGraph;
+
+typedef enum {
+    AC_BUFFER_PARAMETER = 0, AC_BUFFER_INPUT = 1, AC_BUFFER_STATE = 2,
+    AC_BUFFER_TEMPORARY = 3, AC_BUFFER_OUTPUT = 4
+} AcBufferKind;
+
+AcGraph *ac_graph_begin(void);            /* start recording on this thread (one graph at a time) */
+int ac_graph_input(AcGraph *g, AcTensor *t); /* declare the next input; before the ops read it */
+/* Stop recording; outputs are the recorded tensors replay returns. AC_ERR_STATE
+   (naming the op) when something could not be recorded; the graph is then only
+   good for ac_graph_free. */
+int ac_graph_end(AcGraph *g, AcTensor *const *outputs, int n_outputs);
+int ac_graph_free(AcGraph *g);            /* also drops its references to parameters and state */
+int ac_graph_num_nodes(const AcGraph *g);
+int ac_graph_num_buffers(const AcGraph *g);
+const char *ac_graph_node_op(const AcGraph *g, int node);  /* "linear", ...; NULL if out of range */
+int ac_graph_buffer_kind(const AcGraph *g, int buffer);   /* an AcBufferKind, or < 0 */
+/* Set scalar argument attr of node for later replays (a scheduler's lr, Adam's
+   step): attributes are the op's scalar arguments in order, e.g. 0 = step and
+   1 = lr for ac_sgd_step and ac_adam_step. */
+int ac_graph_set_scalar(AcGraph *g, int node, int attr, double value);
+/* Run the graph on inputs (the recorded shapes and dtypes); outputs[i] gets a new
+   tensor in the caller's current scope (or at root, owned by the caller). */
+int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
+                    int n_outputs);
+
 /* ---- Threads ------------------------------------------------------------- */
 
 int ac_set_num_threads(int n);           /* 1..256; the pool resizes on next use */

@@ -17,7 +17,7 @@
  *
  * Not here: the ops' own backward functions (ops/), tensor memory (tensor.c).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,9 +28,20 @@ static AC_THREAD_LOCAL uint32_t visit_epoch;
 
 static size_t node_head_bytes(void) { return (sizeof(AcGradNode) + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
 
+static int set_grad_enabled_replay(AcTensor **t, const double *attr)
+{
+    (void)t;
+    ac_set_grad_enabled((int)attr[0]);
+    return AC_OK;
+}
+
 int ac_set_grad_enabled(int enabled)
 {
     int previous = !grad_disabled;
+    if (graph_recording) {   /* recorded, and run by the replay function */
+        graph_call("set_grad_enabled", set_grad_enabled_replay, 0, 0, NULL, (double[]){enabled}, 1);
+        return previous;
+    }
     grad_disabled = !enabled;
     return previous;
 }
@@ -292,8 +303,14 @@ int ac_backward_with(AcTensor *out, const AcTensor *grad)
     return ac_backward_ex(out, grad, 0);
 }
 
+static int backward_replay(AcTensor **t, const double *attr)
+{
+    return ac_backward_ex(t[0], t[1], (int)attr[0]);
+}
+
 int ac_backward_ex(AcTensor *out, const AcTensor *grad, int retain_graph)
 {
+    if (graph_recording) return graph_call("backward", backward_replay, 2, 0, (AcTensor *[]){out, (AcTensor *)grad}, (double[]){retain_graph}, 1);
     if (backward_check("backward", out)) return ac_last_error_code();
     if (retain_graph != 0 && retain_graph != 1)
         return error_set(AC_ERR_ARG, "backward: retain_graph %d must be 0 or 1", retain_graph);

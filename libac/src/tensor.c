@@ -19,7 +19,7 @@
  *
  * Not here: the ops (ops/), the graph walk (autograd.c).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -203,6 +203,7 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtyp
     }
     counters_tensor(1, scoped);
     if (node_bytes) counters_node(1, scoped);
+    if (graph_open) graph_note_tensor(op, t);
     return t;
 }
 
@@ -448,6 +449,7 @@ static uint32_t rng_next(void)
 
 int ac_manual_seed(uint64_t seed)
 {
+    if (graph_recording) graph_unsupported("manual_seed");
     int i;
     for (i = 0; i < 2; i++) {
         uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
@@ -505,8 +507,15 @@ static int clone_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return AC_OK;
 }
 
+static int clone_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_tensor_clone(t[0]));
+}
+
 AcTensor *ac_tensor_clone(const AcTensor *t)
 {
+    if (graph_recording) return graph_op("clone", clone_replay, 1, (const AcTensor *[]){t}, NULL, 0);
     AcTensor *out;
     if (tensor_check_any("clone", t, "tensor")) return NULL;
     out = op_output_as("clone", t->dtype, t->shape, t->ndim, &t, 1, clone_backward, 0);
@@ -544,8 +553,15 @@ AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
     return out;
 }
 
+static int detach_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_tensor_detach(t[0]));
+}
+
 AcTensor *ac_tensor_detach(const AcTensor *t)
 {
+    if (graph_recording) return graph_op("detach", detach_replay, 1, (const AcTensor *[]){t}, NULL, 0);
     if (tensor_check_any("detach", t, "tensor")) return NULL;
     return tensor_create("detach", t->shape, t->ndim, t->dtype, t, 0, 0);
 }
@@ -606,8 +622,15 @@ AcTensor *grad_new(AcTensor *leaf)
     return g;
 }
 
+static int zero_grad_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return ac_tensor_zero_grad(t[0]);
+}
+
 int ac_tensor_zero_grad(AcTensor *t)
 {
+    if (graph_recording) return graph_call("zero_grad", zero_grad_replay, 1, 0, (AcTensor *[]){t}, NULL, 0);
     AcTensor *g;
     if (!t) return error_set(AC_ERR_ARG, "zero_grad: tensor is NULL");
     g = t->grad;
@@ -620,6 +643,7 @@ int ac_tensor_zero_grad(AcTensor *t)
 int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)
 {
     if (!dst || !src) return error_set(AC_ERR_ARG, "copy_: %s is NULL", dst ? "src" : "dst");
+    if (graph_recording) graph_note_write("copy_", dst);
     if (dst->size != src->size)
         return error_set(AC_ERR_SHAPE, "copy_: source %s has %lld elements, destination %s has %lld",
                          tensor_shape_str(src), (long long)src->size, tensor_shape_str(dst),
@@ -632,6 +656,7 @@ int ac_tensor_fill_(AcTensor *t, double value)
 {
     int64_t i, whole;
     if (!t) return error_set(AC_ERR_ARG, "fill_: tensor is NULL");
+    if (graph_recording) graph_note_write("fill_", t);
     if (t->size == 0) return AC_OK;
     switch (t->dtype) {
     case AC_FLOAT32:
@@ -697,6 +722,7 @@ AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
 
 int ac_tensor_uniform_(AcTensor *t, float lo, float hi)
 {
+    if (graph_recording) graph_unsupported("uniform_");
     int64_t i;
     if (tensor_check("uniform_", t, "tensor")) return ac_last_error_code();
     if (!isfinite(lo) || !isfinite(hi) || lo > hi)
@@ -707,6 +733,7 @@ int ac_tensor_uniform_(AcTensor *t, float lo, float hi)
 
 int ac_tensor_normal_(AcTensor *t, float mean, float std)
 {
+    if (graph_recording) graph_unsupported("normal_");
     int64_t i;
     if (tensor_check("normal_", t, "tensor")) return ac_last_error_code();
     if (!isfinite(mean) || !isfinite(std) || std < 0)

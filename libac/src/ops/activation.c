@@ -9,7 +9,7 @@
  *
  * Not here: the arithmetic ops (elementwise.c), the losses (loss.c).
  */
-#include "internal.h"
+#include "graph.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
@@ -92,15 +92,32 @@ static int relu_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return activation_grad(ACT_RELU_GRAD, gout, node->output, gin);
 }
 
-AcTensor *ac_relu(const AcTensor *a) { return activation("relu", ACT_RELU, a, relu_backward); }
+static int relu_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_relu(t[0]));
+}
+
+AcTensor *ac_relu(const AcTensor *a)
+{
+    if (graph_recording) return graph_op("relu", relu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    return activation("relu", ACT_RELU, a, relu_backward);
+}
 
 static int sigmoid_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 {
     return activation_grad(ACT_SIGMOID_GRAD, gout, node->output, gin);
 }
 
+static int sigmoid_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_sigmoid(t[0]));
+}
+
 AcTensor *ac_sigmoid(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("sigmoid", sigmoid_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return activation("sigmoid", ACT_SIGMOID, a, sigmoid_backward);
 }
 
@@ -109,14 +126,34 @@ static int tanh_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return activation_grad(ACT_TANH_GRAD, gout, node->output, gin);
 }
 
-AcTensor *ac_tanh(const AcTensor *a) { return activation("tanh", ACT_TANH, a, tanh_backward); }
+static int tanh_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_tanh(t[0]));
+}
+
+AcTensor *ac_tanh(const AcTensor *a)
+{
+    if (graph_recording) return graph_op("tanh", tanh_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    return activation("tanh", ACT_TANH, a, tanh_backward);
+}
 
 static int gelu_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 {
     return activation_grad(ACT_GELU_GRAD, gout, node->inputs[0], gin);
 }
 
-AcTensor *ac_gelu(const AcTensor *a) { return activation("gelu", ACT_GELU, a, gelu_backward); }
+static int gelu_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_gelu(t[0]));
+}
+
+AcTensor *ac_gelu(const AcTensor *a)
+{
+    if (graph_recording) return graph_op("gelu", gelu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    return activation("gelu", ACT_GELU, a, gelu_backward);
+}
 
 /* ---- softmax and log_softmax --------------------------------------------- */
 
@@ -312,9 +349,24 @@ static AcTensor *softmax_common(const char *op, const AcTensor *a, int dim, int 
     return out;
 }
 
-AcTensor *ac_softmax(const AcTensor *a, int dim) { return softmax_common("softmax", a, dim, 0); }
+static int softmax_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_softmax(t[0], (int)attr[0]));
+}
+
+AcTensor *ac_softmax(const AcTensor *a, int dim)
+{
+    if (graph_recording) return graph_op("softmax", softmax_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
+    return softmax_common("softmax", a, dim, 0);
+}
+
+static int log_softmax_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_log_softmax(t[0], (int)attr[0]));
+}
 
 AcTensor *ac_log_softmax(const AcTensor *a, int dim)
 {
+    if (graph_recording) return graph_op("log_softmax", log_softmax_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
     return softmax_common("log_softmax", a, dim, 1);
 }

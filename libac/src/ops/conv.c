@@ -24,7 +24,7 @@
  * Not here: the GEMM (kernels/gemm.c), pooling (pool.c), Conv2d as a module
  * (Python).
  */
-#include "internal.h"
+#include "graph.h"
 #include "kernels/vecmath.h"
 
 #include <string.h>
@@ -365,10 +365,17 @@ static void forward_image(ConvJob *job, float *col, int64_t n)
 
 static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
+static int conv2d_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[3] = ac_conv2d(t[0], t[1], t[2], (int)attr[0], (int)attr[1], (int)attr[2], (int)attr[3], (int)attr[4],
+                                   (int)attr[5], (int)attr[6]));
+}
+
 AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
                     int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
                     int groups)
 {
+    if (graph_recording) return graph_op("conv2d", conv2d_replay, 3, (const AcTensor *[]){x, weight, bias}, (double[]){stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups}, 7);
     ConvCtx params, *ctx;
     ConvJob job;
     AcCheckpoint cp;

@@ -13,7 +13,7 @@
  *
  * Not here: Dropout and Dropout2d as modules (Python).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <string.h>
 
@@ -64,14 +64,26 @@ static AcTensor *dropout_blocks(const char *op, const AcTensor *x, float p, int 
     return out;
 }
 
+static int dropout_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_dropout(t[0], (float)attr[0], (int)attr[1]));
+}
+
 AcTensor *ac_dropout(const AcTensor *x, float p, int training)
 {
+    if (graph_recording) return graph_op("dropout", dropout_replay, 1, (const AcTensor *[]){x}, (double[]){p, training}, 2);
     if (tensor_check("dropout", x, "input")) return NULL;
     return dropout_blocks("dropout", x, p, training, 1);
 }
 
+static int feature_dropout_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_feature_dropout(t[0], (float)attr[0], (int)attr[1]));
+}
+
 AcTensor *ac_feature_dropout(const AcTensor *x, float p, int training)
 {
+    if (graph_recording) return graph_op("feature_dropout", feature_dropout_replay, 1, (const AcTensor *[]){x}, (double[]){p, training}, 2);
     const char *op = "feature_dropout";
     int64_t block = 1;
     int d;

@@ -11,7 +11,7 @@
  *
  * Not here: activations (activation.c), reductions (reduce.c).
  */
-#include "internal.h"
+#include "graph.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
@@ -270,8 +270,15 @@ static int add_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
+static int add_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[2] = ac_add(t[0], t[1]));
+}
+
 AcTensor *ac_add(const AcTensor *a, const AcTensor *b)
 {
+    if (graph_recording) return graph_op("add", add_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("add", MAP_ADD, a, b, add_backward);
 }
 
@@ -284,8 +291,15 @@ static int sub_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
+static int sub_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[2] = ac_sub(t[0], t[1]));
+}
+
 AcTensor *ac_sub(const AcTensor *a, const AcTensor *b)
 {
+    if (graph_recording) return graph_op("sub", sub_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("sub", MAP_SUB, a, b, sub_backward);
 }
 
@@ -303,8 +317,15 @@ static int mul_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
+static int mul_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[2] = ac_mul(t[0], t[1]));
+}
+
 AcTensor *ac_mul(const AcTensor *a, const AcTensor *b)
 {
+    if (graph_recording) return graph_op("mul", mul_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("mul", MAP_MUL, a, b, mul_backward);
 }
 
@@ -326,8 +347,15 @@ static int div_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
+static int div_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[2] = ac_div(t[0], t[1]));
+}
+
 AcTensor *ac_div(const AcTensor *a, const AcTensor *b)
 {
+    if (graph_recording) return graph_op("div", div_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("div", MAP_DIV, a, b, div_backward);
 }
 
@@ -352,8 +380,15 @@ static int pow_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
+static int pow_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[2] = ac_pow(t[0], t[1]));
+}
+
 AcTensor *ac_pow(const AcTensor *a, const AcTensor *b)
 {
+    if (graph_recording) return graph_op("pow", pow_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("pow", MAP_POW, a, b, pow_backward);
 }
 
@@ -399,8 +434,14 @@ static int add_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return AC_OK;
 }
 
+static int add_scalar_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_add_scalar(t[0], (float)attr[0]));
+}
+
 AcTensor *ac_add_scalar(const AcTensor *a, float s)
 {
+    if (graph_recording) return graph_op("add_scalar", add_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("add_scalar", MAP_ADD_S, a, s, 0.0f, add_scalar_backward, 0);
 }
 
@@ -409,8 +450,14 @@ static int mul_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return unary_grad(gout, gin, MAP_MUL_S, NULL, node->context);
 }
 
+static int mul_scalar_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_mul_scalar(t[0], (float)attr[0]));
+}
+
 AcTensor *ac_mul_scalar(const AcTensor *a, float s)
 {
+    if (graph_recording) return graph_op("mul_scalar", mul_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("mul_scalar", MAP_MUL_S, a, s, 0.0f, mul_scalar_backward, sizeof(ScalarCtx));
 }
 
@@ -420,8 +467,14 @@ static int neg_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_NEG, NULL, NULL);
 }
 
+static int rsub_scalar_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_rsub_scalar(t[0], (float)attr[0]));
+}
+
 AcTensor *ac_rsub_scalar(const AcTensor *a, float s)
 {
+    if (graph_recording) return graph_op("rsub_scalar", rsub_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("rsub_scalar", MAP_RSUB_S, a, s, 0.0f, neg_backward, 0);
 }
 
@@ -430,8 +483,14 @@ static int div_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return unary_grad(gout, gin, MAP_DIV_S, NULL, node->context);
 }
 
+static int div_scalar_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_div_scalar(t[0], (float)attr[0]));
+}
+
 AcTensor *ac_div_scalar(const AcTensor *a, float s)
 {
+    if (graph_recording) return graph_op("div_scalar", div_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("div_scalar", MAP_DIV_S, a, s, 0.0f, div_scalar_backward, sizeof(ScalarCtx));
 }
 
@@ -440,8 +499,14 @@ static int rdiv_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor
     return unary_grad(gout, gin, MAP_RDIV_S_GRAD, node->inputs[0], node->context);
 }
 
+static int rdiv_scalar_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_rdiv_scalar(t[0], (float)attr[0]));
+}
+
 AcTensor *ac_rdiv_scalar(const AcTensor *a, float s)
 {
+    if (graph_recording) return graph_op("rdiv_scalar", rdiv_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("rdiv_scalar", MAP_RDIV_S, a, s, 0.0f, rdiv_scalar_backward,
                     sizeof(ScalarCtx));
 }
@@ -459,13 +524,26 @@ static int pow_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return unary_grad(gout, gin, MAP_POW_S_GRAD, node->inputs[0], node->context);
 }
 
+static int pow_scalar_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_pow_scalar(t[0], (float)attr[0]));
+}
+
 AcTensor *ac_pow_scalar(const AcTensor *a, float p)
 {
+    if (graph_recording) return graph_op("pow_scalar", pow_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){p}, 1);
     return unary_op("pow_scalar", MAP_POW_S, a, p, 0.0f, pow_scalar_backward, sizeof(ScalarCtx));
+}
+
+static int neg_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_neg(t[0]));
 }
 
 AcTensor *ac_neg(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("neg", neg_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("neg", MAP_NEG, a, 0.0f, 0.0f, neg_backward, 0);
 }
 
@@ -474,8 +552,15 @@ static int exp_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_MUL, node->output, NULL);
 }
 
+static int exp_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_exp(t[0]));
+}
+
 AcTensor *ac_exp(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("exp", exp_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("exp", MAP_EXP, a, 0.0f, 0.0f, exp_backward, 0);
 }
 
@@ -484,8 +569,15 @@ static int log_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_DIV, node->inputs[0], NULL);
 }
 
+static int log_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_log(t[0]));
+}
+
 AcTensor *ac_log(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("log", log_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("log", MAP_LOG, a, 0.0f, 0.0f, log_backward, 0);
 }
 
@@ -494,8 +586,15 @@ static int log1p_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return unary_grad(gout, gin, MAP_LOG1P_GRAD, node->inputs[0], NULL);
 }
 
+static int log1p_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_log1p(t[0]));
+}
+
 AcTensor *ac_log1p(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("log1p", log1p_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("log1p", MAP_LOG1P, a, 0.0f, 0.0f, log1p_backward, 0);
 }
 
@@ -504,8 +603,15 @@ static int sqrt_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_SQRT_GRAD, node->output, NULL);
 }
 
+static int sqrt_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_sqrt(t[0]));
+}
+
 AcTensor *ac_sqrt(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("sqrt", sqrt_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("sqrt", MAP_SQRT, a, 0.0f, 0.0f, sqrt_backward, 0);
 }
 
@@ -514,8 +620,15 @@ static int abs_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_ABS_GRAD, node->inputs[0], NULL);
 }
 
+static int abs_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_abs(t[0]));
+}
+
 AcTensor *ac_abs(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("abs", abs_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("abs", MAP_ABS, a, 0.0f, 0.0f, abs_backward, 0);
 }
 
@@ -524,8 +637,15 @@ static int sin_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_SIN_GRAD, node->inputs[0], NULL);
 }
 
+static int sin_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_sin(t[0]));
+}
+
 AcTensor *ac_sin(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("sin", sin_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("sin", MAP_SIN, a, 0.0f, 0.0f, sin_backward, 0);
 }
 
@@ -534,8 +654,15 @@ static int cos_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_COS_GRAD, node->inputs[0], NULL);
 }
 
+static int cos_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[1] = ac_cos(t[0]));
+}
+
 AcTensor *ac_cos(const AcTensor *a)
 {
+    if (graph_recording) return graph_op("cos", cos_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("cos", MAP_COS, a, 0.0f, 0.0f, cos_backward, 0);
 }
 
@@ -544,8 +671,14 @@ static int clamp_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return unary_grad(gout, gin, MAP_CLAMP_GRAD, node->inputs[0], node->context);
 }
 
+static int clamp_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_clamp(t[0], (float)attr[0], (float)attr[1]));
+}
+
 AcTensor *ac_clamp(const AcTensor *a, float lo, float hi)
 {
+    if (graph_recording) return graph_op("clamp", clamp_replay, 1, (const AcTensor *[]){a}, (double[]){lo, hi}, 2);
     if (tensor_check("clamp", a, "a")) return NULL;
     if (isnan(lo) || isnan(hi))
         return error_null(AC_ERR_ARG, "clamp: bounds must not be NaN (lo %g, hi %g)", (double)lo,

@@ -10,7 +10,7 @@
  *
  * Not here: basic slicing and its write (shape.c), sort and topk (sort.c).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <string.h>
 
@@ -200,6 +200,7 @@ AcTensor *ac_index_select(const AcTensor *a, int dim, const AcTensor *index)
 
 int ac_index_put_(AcTensor *a, int dim, const AcTensor *index, const AcTensor *values)
 {
+    if (graph_recording && a) graph_note_write("index_put_", a);
     const char *op = "index_put_";
     int64_t shape[AC_MAX_DIMS], *pos, o, j, size = 1;
     size_t run, dense_bytes;

@@ -10,7 +10,7 @@
  *
  * Not here: the GEMM itself (kernels/gemm.c), layers as modules (Python).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <string.h>
 
@@ -50,8 +50,15 @@ static int linear_check(const AcTensor *x, const AcTensor *weight, const AcTenso
 
 static int linear_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
+static int linear_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[3] = ac_linear(t[0], t[1], t[2]));
+}
+
 AcTensor *ac_linear(const AcTensor *x, const AcTensor *weight, const AcTensor *bias)
 {
+    if (graph_recording) return graph_op("linear", linear_replay, 3, (const AcTensor *[]){x, weight, bias}, NULL, 0);
     const AcTensor *inputs[3];
     int64_t shape[AC_MAX_DIMS], rows, in, out_features, r;
     AcTensor *out;

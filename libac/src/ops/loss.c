@@ -10,7 +10,7 @@
  *
  * Not here: softmax and log_softmax as ops (activation.c).
  */
-#include "internal.h"
+#include "graph.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
@@ -270,8 +270,14 @@ static int mse_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return elementwise_loss_backward(LOSS_MSE, node, gout, gin);
 }
 
+static int mse_loss_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[2] = ac_mse_loss(t[0], t[1], (int)attr[0]));
+}
+
 AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction)
 {
+    if (graph_recording) return graph_op("mse_loss", mse_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
     if (pair_check("mse_loss", input, target, reduction)) return NULL;
     return elementwise_loss("mse_loss", LOSS_MSE, 0.0f, input, target, reduction, mse_backward);
 }
@@ -281,8 +287,14 @@ static int l1_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return elementwise_loss_backward(LOSS_L1, node, gout, gin);
 }
 
+static int l1_loss_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[2] = ac_l1_loss(t[0], t[1], (int)attr[0]));
+}
+
 AcTensor *ac_l1_loss(const AcTensor *input, const AcTensor *target, int reduction)
 {
+    if (graph_recording) return graph_op("l1_loss", l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
     if (pair_check("l1_loss", input, target, reduction)) return NULL;
     return elementwise_loss("l1_loss", LOSS_L1, 0.0f, input, target, reduction, l1_backward);
 }
@@ -292,9 +304,15 @@ static int smooth_l1_backward(AcGradNode *node, const AcTensor *gout, AcTensor *
     return elementwise_loss_backward(LOSS_SMOOTH_L1, node, gout, gin);
 }
 
+static int smooth_l1_loss_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[2] = ac_smooth_l1_loss(t[0], t[1], (int)attr[0], (float)attr[1]));
+}
+
 AcTensor *ac_smooth_l1_loss(const AcTensor *input, const AcTensor *target, int reduction,
                             float beta)
 {
+    if (graph_recording) return graph_op("smooth_l1_loss", smooth_l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction, beta}, 2);
     const char *op = "smooth_l1_loss";
     if (pair_check(op, input, target, reduction)) return NULL;
     if (!(beta >= 0.0f) || isinf(beta))
@@ -307,8 +325,14 @@ static int bce_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return elementwise_loss_backward(LOSS_BCE, node, gout, gin);
 }
 
+static int binary_cross_entropy_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[2] = ac_binary_cross_entropy(t[0], t[1], (int)attr[0]));
+}
+
 AcTensor *ac_binary_cross_entropy(const AcTensor *probs, const AcTensor *target, int reduction)
 {
+    if (graph_recording) return graph_op("binary_cross_entropy", binary_cross_entropy_replay, 2, (const AcTensor *[]){probs, target}, (double[]){reduction}, 1);
     const char *op = "binary_cross_entropy";
     int64_t i;
     if (pair_check(op, probs, target, reduction)) return NULL;
@@ -325,8 +349,14 @@ static int bce_logits_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return elementwise_loss_backward(LOSS_BCE_LOGITS, node, gout, gin);
 }
 
+static int bce_with_logits_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[2] = ac_bce_with_logits(t[0], t[1], (int)attr[0]));
+}
+
 AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int reduction)
 {
+    if (graph_recording) return graph_op("bce_with_logits", bce_with_logits_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction}, 1);
     if (pair_check("bce_with_logits", logits, target, reduction)) return NULL;
     return elementwise_loss("bce_with_logits", LOSS_BCE_LOGITS, 0.0f, logits, target, reduction,
                             bce_logits_backward);
@@ -459,9 +489,15 @@ static int cross_entropy_check(const AcTensor *logits, const AcTensor *target, i
     return AC_OK;
 }
 
+static int cross_entropy_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[2] = ac_cross_entropy(t[0], t[1], (int)attr[0], (float)attr[1]));
+}
+
 AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int reduction,
                            float label_smoothing)
 {
+    if (graph_recording) return graph_op("cross_entropy", cross_entropy_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction, label_smoothing}, 2);
     CrossEntropyJob job;
     CrossEntropyCtx *ctx;
     const AcTensor *inputs[2];

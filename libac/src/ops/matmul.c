@@ -8,7 +8,7 @@
  *
  * Not here: the GEMM kernels themselves (kernels/).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <string.h>
 
@@ -130,8 +130,15 @@ static void matmul_task(void *ctx, int64_t begin, int64_t end)
 /* dA = dC B^T and dB = A^T dC, per output batch, summed over broadcasting. */
 static int matmul_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
+static int matmul_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[2] = ac_matmul(t[0], t[1]));
+}
+
 AcTensor *ac_matmul(const AcTensor *a, const AcTensor *b)
 {
+    if (graph_recording) return graph_op("matmul", matmul_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     const AcTensor *inputs[2];
     MatmulPlan plan;
     MatmulJob job;

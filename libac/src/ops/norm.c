@@ -20,7 +20,7 @@
  *
  * Not here: BatchNorm1d/2d and LayerNorm as modules (Python).
  */
-#include "internal.h"
+#include "graph.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
@@ -172,10 +172,16 @@ static int norm_check(const AcTensor *x, const AcTensor *weight, const AcTensor 
 
 static int norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
+static int batch_norm_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[5] = ac_batch_norm(t[0], t[1], t[2], t[3], t[4], (int)attr[0], (float)attr[1], (float)attr[2]));
+}
+
 AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
                         AcTensor *running_mean, AcTensor *running_var, int training,
                         float momentum, float eps)
 {
+    if (graph_recording) return graph_op("batch_norm", batch_norm_replay, 5, (const AcTensor *[]){x, weight, bias, running_mean, running_var}, (double[]){training, momentum, eps}, 3);
     const AcTensor *inputs[3];
     int n_inputs = 1, i;
     BatchNormCtx *ctx;

@@ -13,7 +13,7 @@
  *
  * Not here: convolution (conv.c), pooling layers as modules (Python).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <math.h>
 #include <string.h>
@@ -183,9 +183,16 @@ static void max_pool_task(void *ctx, int64_t begin, int64_t end)
 
 static int max_pool_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
+static int max_pool2d_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_max_pool2d(t[0], (int)attr[0], (int)attr[1], (int)attr[2], (int)attr[3], (int)attr[4],
+                                   (int)attr[5]));
+}
+
 AcTensor *ac_max_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
                         int pad_h, int pad_w)
 {
+    if (graph_recording) return graph_op("max_pool2d", max_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w}, 6);
     PoolJob job;
     MaxPoolCtx *ctx;
     int64_t shape[4];
@@ -366,9 +373,16 @@ static AcTensor *average(const char *op, const AcTensor *x, PoolJob *job, const 
     return out;
 }
 
+static int avg_pool2d_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_avg_pool2d(t[0], (int)attr[0], (int)attr[1], (int)attr[2], (int)attr[3], (int)attr[4],
+                                   (int)attr[5]));
+}
+
 AcTensor *ac_avg_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
                         int pad_h, int pad_w)
 {
+    if (graph_recording) return graph_op("avg_pool2d", avg_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w}, 6);
     PoolJob job;
     int64_t shape[4];
     if (pool_check("avg_pool2d", x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, &job.g,
@@ -377,8 +391,14 @@ AcTensor *ac_avg_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int strid
     return average("avg_pool2d", x, &job, shape);
 }
 
+static int adaptive_avg_pool2d_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_adaptive_avg_pool2d(t[0], (int)attr[0], (int)attr[1]));
+}
+
 AcTensor *ac_adaptive_avg_pool2d(const AcTensor *x, int out_h, int out_w)
 {
+    if (graph_recording) return graph_op("adaptive_avg_pool2d", adaptive_avg_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){out_h, out_w}, 2);
     const char *op = "adaptive_avg_pool2d";
     PoolJob job;
     int64_t shape[4];

@@ -10,7 +10,7 @@
  *
  * Not here: softmax and log_softmax (activation.c), losses (loss.c).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <math.h>
 #include <string.h>
@@ -585,6 +585,31 @@ static AcTensor *integer_sum(const AcTensor *a, unsigned mask, int keepdim)
 }
 
 static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_dims,
+                           int correction, int keepdim);
+
+/* attr: kind, correction, keepdim, n_dims (-1 for all), then the dims */
+static int reduce_replay(AcTensor **t, const double *attr)
+{
+    int dims[AC_MAX_DIMS], i, n_dims = (int)attr[3];
+    for (i = 0; i < n_dims; i++) dims[i] = (int)attr[4 + i];
+    return graph_made(t[1] = reduce_op((int)attr[0], t[0], n_dims < 0 ? NULL : dims, n_dims < 0 ? 0 : n_dims,
+                                       (int)attr[1], (int)attr[2]));
+}
+
+static AcTensor *reduce_record(int kind, const AcTensor *a, const int *dims, int n_dims,
+                               int correction, int keepdim)
+{
+    double attr[4 + AC_MAX_DIMS];
+    int i;
+    attr[0] = kind;
+    attr[1] = correction;
+    attr[2] = keepdim;
+    attr[3] = dims ? n_dims : -1;
+    for (i = 0; dims && i < n_dims; i++) attr[4 + i] = dims[i];
+    return graph_op(kind_name(kind), reduce_replay, 1, &a, attr, 4 + (dims ? n_dims : 0));
+}
+
+static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_dims,
                            int correction, int keepdim)
 {
     const char *op = kind_name(kind);
@@ -593,6 +618,8 @@ static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_d
     int ndim;
     AcTensor *out;
     ReduceCtx *ctx;
+    if (graph_recording && (!dims || (n_dims >= 0 && n_dims <= AC_MAX_DIMS)))
+        return reduce_record(kind, a, dims, n_dims, correction, keepdim);
     if (kind == KIND_SUM && a && a->dtype != AC_FLOAT32)
         return reduce_mask(op, a, dims, n_dims, &mask) ? NULL : integer_sum(a, mask, keepdim);
     if (tensor_check(op, a, "a")) return NULL;

@@ -6,7 +6,7 @@
  *
  * Not here: the view mechanism itself (tensor.c, autograd.c op_view).
  */
-#include "internal.h"
+#include "graph.h"
 
 #include <string.h>
 
@@ -55,8 +55,24 @@ static AcTensor *view_as(const char *op, const AcTensor *a, const int64_t *shape
     return op_view(op, a, shape, ndim, view_backward, 0);
 }
 
+/* attr: ndim, then the shape (reshape) or the permutation (permute) */
+static int reshape_replay(AcTensor **t, const double *attr)
+{
+    int64_t shape[AC_MAX_DIMS];
+    int i, ndim = (int)attr[0];
+    for (i = 0; i < ndim; i++) shape[i] = (int64_t)attr[1 + i];
+    return graph_made(t[1] = ac_reshape(t[0], shape, ndim));
+}
+
 AcTensor *ac_reshape(const AcTensor *a, const int64_t *shape, int ndim)
 {
+    if (graph_recording && shape && ndim >= 0 && ndim <= AC_MAX_DIMS) {
+        double attr[1 + AC_MAX_DIMS];
+        int i;
+        attr[0] = ndim;
+        for (i = 0; i < ndim; i++) attr[1 + i] = (double)shape[i];
+        return graph_op("reshape", reshape_replay, 1, &a, attr, 1 + ndim);
+    }
     int64_t resolved[AC_MAX_DIMS], known;
     int i, inferred = -1;
     if (tensor_check_any("reshape", a, "a")) return NULL;
@@ -86,8 +102,14 @@ AcTensor *ac_reshape(const AcTensor *a, const int64_t *shape, int ndim)
     return view_as("reshape", a, resolved, ndim);
 }
 
+static int flatten_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_flatten(t[0], (int)attr[0], (int)attr[1]));
+}
+
 AcTensor *ac_flatten(const AcTensor *a, int start_dim, int end_dim)
 {
+    if (graph_recording) return graph_op("flatten", flatten_replay, 1, (const AcTensor *[]){a}, (double[]){start_dim, end_dim}, 2);
     int64_t shape[AC_MAX_DIMS], merged = 1;
     int rank, start, end, d, n = 0;
     if (tensor_check_any("flatten", a, "a")) return NULL;
@@ -113,8 +135,23 @@ AcTensor *ac_flatten(const AcTensor *a, int start_dim, int end_dim)
     return view_as("flatten", a, shape, n);
 }
 
+/* attr: n_dims (-1 for every size-1 dim), then the dims */
+static int squeeze_replay(AcTensor **t, const double *attr)
+{
+    int dims[AC_MAX_DIMS], i, n_dims = (int)attr[0];
+    for (i = 0; i < n_dims; i++) dims[i] = (int)attr[1 + i];
+    return graph_made(t[1] = ac_squeeze(t[0], n_dims < 0 ? NULL : dims, n_dims < 0 ? 0 : n_dims));
+}
+
 AcTensor *ac_squeeze(const AcTensor *a, const int *dims, int n_dims)
 {
+    if (graph_recording && (!dims || (n_dims >= 0 && n_dims <= AC_MAX_DIMS))) {
+        double attr[1 + AC_MAX_DIMS];
+        int i;
+        attr[0] = dims ? n_dims : -1;
+        for (i = 0; dims && i < n_dims; i++) attr[1 + i] = dims[i];
+        return graph_op("squeeze", squeeze_replay, 1, &a, attr, 1 + (dims ? n_dims : 0));
+    }
     int64_t shape[AC_MAX_DIMS];
     unsigned chosen = 0;
     int i, d, n = 0;
@@ -135,8 +172,14 @@ AcTensor *ac_squeeze(const AcTensor *a, const int *dims, int n_dims)
     return view_as("squeeze", a, shape, n);
 }
 
+static int unsqueeze_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_unsqueeze(t[0], (int)attr[0]));
+}
+
 AcTensor *ac_unsqueeze(const AcTensor *a, int dim)
 {
+    if (graph_recording) return graph_op("unsqueeze", unsqueeze_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
     int64_t shape[AC_MAX_DIMS];
     int d, n = 0;
     if (tensor_check_any("unsqueeze", a, "a")) return NULL;
@@ -311,8 +354,22 @@ static AcTensor *permute_op(const char *op, const AcTensor *a, const int *perm)
     return out;
 }
 
+static int permute_replay(AcTensor **t, const double *attr)
+{
+    int perm[AC_MAX_DIMS], i, ndim = (int)attr[0];
+    for (i = 0; i < ndim; i++) perm[i] = (int)attr[1 + i];
+    return graph_made(t[1] = ac_permute(t[0], perm, ndim));
+}
+
 AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim)
 {
+    if (graph_recording && perm && ndim >= 0 && ndim <= AC_MAX_DIMS) {
+        double attr[1 + AC_MAX_DIMS];
+        int i;
+        attr[0] = ndim;
+        for (i = 0; i < ndim; i++) attr[1 + i] = perm[i];
+        return graph_op("permute", permute_replay, 1, &a, attr, 1 + ndim);
+    }
     int normalized[AC_MAX_DIMS], i;
     unsigned seen = 0;
     if (tensor_check_any("permute", a, "a")) return NULL;
@@ -330,8 +387,14 @@ AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim)
     return permute_op("permute", a, normalized);
 }
 
+static int transpose_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_transpose(t[0], (int)attr[0], (int)attr[1]));
+}
+
 AcTensor *ac_transpose(const AcTensor *a, int dim0, int dim1)
 {
+    if (graph_recording) return graph_op("transpose", transpose_replay, 1, (const AcTensor *[]){a}, (double[]){dim0, dim1}, 2);
     int perm[AC_MAX_DIMS], i;
     if (tensor_check_any("transpose", a, "a")) return NULL;
     dim0 = dim_normalize("transpose", dim0, a->ndim);
@@ -493,6 +556,7 @@ AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices)
 
 int ac_slice_put_(AcTensor *a, const AcSlice *slices, int n_slices, const AcTensor *values)
 {
+    if (graph_recording && a) graph_note_write("slice_put_", a);
     int64_t shape[AC_MAX_DIMS], size = 1;
     size_t bytes;
     SliceCtx s;

@@ -7,6 +7,7 @@
  * allocated here.
  */
 #include "optim.h"
+#include "graph.h"
 
 #include <float.h>
 #include <math.h>
@@ -64,9 +65,16 @@ static void adam_chunk(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+static int adam_step_replay(AcTensor **t, const double *attr)
+{
+    return ac_adam_step(t[0], t[1], t[2], (int64_t)attr[0], (float)attr[1], (float)attr[2], (float)attr[3],
+                        (float)attr[4], (float)attr[5], (int)attr[6]);
+}
+
 int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64_t step,
                  float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled)
 {
+    if (graph_recording) return graph_call("adam_step", adam_step_replay, 3, 0, (AcTensor *[]){param, exp_avg, exp_avg_sq}, (double[]){(double)step, lr, beta1, beta2, eps, weight_decay, decoupled}, 7);
     const char *op = decoupled ? "adamw_step" : "adam_step";
     AdamJob job;
     double bias_correction1, bias_correction2;

@@ -7,6 +7,7 @@
  * does both; a C training loop does it by hand). Nothing is allocated here.
  */
 #include "optim.h"
+#include "graph.h"
 
 /* Elements per task: below this, handing work to the pool costs more than it saves. */
 #define SGD_GRAIN 16384
@@ -43,9 +44,16 @@ static void sgd_chunk(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+static int sgd_step_replay(AcTensor **t, const double *attr)
+{
+    return ac_sgd_step(t[0], t[1], (int64_t)attr[0], (float)attr[1], (float)attr[2], (float)attr[3],
+                       (int)attr[4], (float)attr[5]);
+}
+
 int ac_sgd_step(AcTensor *param, AcTensor *momentum_buffer, int64_t step, float lr,
                 float momentum, float dampening, int nesterov, float weight_decay)
 {
+    if (graph_recording) return graph_call("sgd_step", sgd_step_replay, 2, 0, (AcTensor *[]){param, momentum_buffer}, (double[]){(double)step, lr, momentum, dampening, nesterov, weight_decay}, 6);
     const char *op = "sgd_step";
     SgdJob job;
     if (optim_check_param(op, param, step, lr)) return ac_last_error_code();

@@ -1,0 +1,194 @@
+"""compile.py - ac.compile: run a forward pass or a whole training step from C.
+
+The first call for each input signature runs `fn` eagerly while libac records
+the ops it runs into a graph (libac/src/graph.c); later calls with that
+signature replay the graph from C in one call (libac/src/replay.c), with no
+Python per op. Not here: the graph itself, which C programs use directly.
+"""
+import functools
+import inspect
+import warnings
+
+from aicraft import _trace
+from aicraft._ffi import ffi, lib
+from aicraft.errors import last_error, raise_error
+from aicraft.tensor import Tensor, _live, _wrap
+
+__all__ = ["compile"]
+
+_MAX_SIGNATURES = 8
+_CONSTANTS = (bool, int, float, str, type(None))
+_UNCOMPILED = object()   # a signature whose trace failed: it runs eagerly
+
+
+def compile(fn, example_inputs=None, backend="replay"):
+    """Return a callable with fn's signature that runs fn's recorded graph from C.
+
+    fn takes tensors (numbers and strings are allowed too, each value its own
+    signature) and returns a tensor, a tuple, list or dict of tensors, or None.
+    It may be an nn.Module, and may be a whole training step (zero_grad,
+    forward, loss, backward, optimizer step): compiling never runs fn by itself,
+    so the first call for each input signature (the shapes and dtypes of its
+    tensors, grad mode, a Module's training flag) is the step that records the
+    graph; up to 8 signatures are kept, past that calls run eagerly with a
+    warning. example_inputs (a tensor or a sequence of tensors) only declares
+    the shapes to expect.
+
+    As torch.jit.trace, Python control flow is recorded as the path it took on
+    the recording call, and Python values computed from tensors (.item()) are
+    constants; what changes per call is read per call: the input tensors, an
+    optimizer's learning rate and step count, the random generator (dropout).
+    Parameters and optimizer state are updated in place; outputs are new
+    tensors in the caller's current scope. A call to an op the graph cannot
+    replay (indexing, rand, an in-place write) makes that signature run eagerly,
+    with a warning naming the op. Outputs carry no autograd graph: put the
+    backward pass inside fn.
+    """
+    if not callable(fn):
+        raise TypeError("compile: fn must be callable, not %s" % type(fn).__name__)
+    if backend == "mlir":
+        raise NotImplementedError("compile: the 'mlir' backend is not built yet; use backend='replay'")
+    if backend != "replay":
+        raise ValueError("compile: unknown backend %r; the backends are 'replay'" % (backend,))
+    if example_inputs is not None:
+        if isinstance(example_inputs, Tensor):
+            example_inputs = (example_inputs,)
+        example_inputs = tuple(example_inputs)
+        for i, t in enumerate(example_inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError("compile: example_inputs[%d] is %s, not a Tensor" % (i, type(t).__name__))
+    return CompiledFunction(fn, example_inputs)
+
+
+class CompiledFunction:
+    """What ac.compile returns: call it as fn."""
+
+    def __init__(self, fn, example_inputs):
+        self._fn = fn
+        self._module = fn if hasattr(fn, "training") and hasattr(fn, "parameters") else None
+        self._graphs = {}
+        self._warned_full = False
+        self.example_inputs = example_inputs
+        functools.update_wrapper(self, fn.forward if self._module is not None else fn)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            bound = inspect.signature(self._fn).bind(*args, **kwargs)
+            args, kwargs = bound.args, bound.kwargs
+            if kwargs:
+                raise TypeError("compile: keyword-only arguments %s cannot be passed to a compiled "
+                                "function" % sorted(kwargs))
+        if _trace.recording() is not None:   # inside another compiled function's recording
+            return self._fn(*args)
+        key = self._signature(args)
+        replay = self._graphs.get(key)
+        if replay is not None:
+            return self._fn(*args) if replay is _UNCOMPILED else replay(args)
+        if len(self._graphs) >= _MAX_SIGNATURES:
+            if not self._warned_full:
+                self._warned_full = True
+                warnings.warn("compile: %s has been called with %d input signatures; new ones run "
+                              "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=2)
+            return self._fn(*args)
+        return self._record(key, args)
+
+    def _signature(self, args):
+        key = [lib.ac_is_grad_enabled()]
+        if self._module is not None:
+            key.append(self._module.training)
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                p = _live(a)
+                key.append((p.dtype, tuple(p.shape[0:p.ndim])))
+            elif isinstance(a, _CONSTANTS):
+                key.append((type(a), a))
+            else:
+                raise TypeError("compile: argument %d is %s; a compiled function takes tensors (and "
+                                "numbers or strings, as constants)" % (i, type(a).__name__))
+        return tuple(key)
+
+    def _record(self, key, args):
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        graph = lib.ac_graph_begin()
+        if graph == ffi.NULL:
+            raise_error()
+        graph = ffi.gc(graph, lib.ac_graph_free)
+        trace = _trace.Trace(graph)
+        _trace.start(trace)
+        try:
+            for i in positions:
+                if lib.ac_graph_input(graph, _live(args[i])) < 0:
+                    raise_error(args[i])
+            result = self._fn(*args)
+        except BaseException:
+            _trace.stop()
+            lib.ac_graph_end(graph, ffi.NULL, 0)
+            raise
+        _trace.stop()
+        flat, layout = _flatten(result)
+        if flat is None:
+            lib.ac_graph_end(graph, ffi.NULL, 0)
+            failure = "%s returns %s, not tensors" % (getattr(self, "__name__", "fn"), type(result).__name__)
+        elif lib.ac_graph_end(graph, [_live(t) for t in flat], len(flat)) < 0:
+            failure = last_error()[1]
+        else:
+            failure = None
+        if failure is None:
+            self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars)
+        else:
+            lib.ac_clear_error()
+            self._graphs[key] = _UNCOMPILED
+            warnings.warn("compile: %s; this input signature runs eagerly" % failure, stacklevel=3)
+        return result
+
+
+class _Replay:
+    """One recorded graph and how to call it."""
+
+    __slots__ = ("graph", "positions", "layout", "inputs", "outputs", "n_outputs", "scalars")
+
+    def __init__(self, graph, positions, layout, n_outputs, scalars):
+        self.graph = graph
+        self.positions = positions
+        self.layout = layout
+        self.inputs = ffi.new("AcTensor *[]", max(len(positions), 1))
+        self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
+        self.n_outputs = n_outputs
+        self.scalars = scalars
+
+    def __call__(self, args):
+        inputs, outputs, graph = self.inputs, self.outputs, self.graph
+        for k, i in enumerate(self.positions):
+            inputs[k] = _live(args[i])
+        for scalar in self.scalars:
+            value = scalar[2]()
+            if value != scalar[3]:
+                scalar[3] = value
+                if lib.ac_graph_set_scalar(graph, scalar[0], scalar[1], value) < 0:
+                    raise_error()
+        if lib.ac_graph_replay(graph, inputs, len(self.positions), outputs, self.n_outputs) < 0:
+            raise_error()
+        return _unflatten([_wrap(outputs[k]) for k in range(self.n_outputs)], self.layout)
+
+
+def _flatten(result):
+    """(tensors, layout) for fn's result; (None, None) when it is not tensors."""
+    if result is None:
+        return [], None
+    if isinstance(result, Tensor):
+        return [result], Tensor
+    if isinstance(result, (tuple, list)) and all(isinstance(t, Tensor) for t in result):
+        return list(result), type(result)
+    if isinstance(result, dict) and all(isinstance(t, Tensor) for t in result.values()):
+        return list(result.values()), tuple(result)
+    return None, None
+
+
+def _unflatten(tensors, layout):
+    if layout is None:
+        return None
+    if layout is Tensor:
+        return tensors[0]
+    if isinstance(layout, tuple):
+        return dict(zip(layout, tensors))
+    return layout(tensors)

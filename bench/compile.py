@@ -1,0 +1,308 @@
+"""bench/compile.py - ac.compile's replay backend against eager aicraft and PyTorch.
+
+Cases, each timed in one run with repetitions interleaved (so a noisy machine
+slows every column alike), medians reported:
+  - FDUAI's linear regression: X 256x1, y = 2x + 1 + noise, scalar w and b, MSE,
+    SGD lr 0.1, 100 steps, each step one call from Python (eager aicraft steps
+    each in their own ac.checkpoint());
+  - MLP 784-128-10: inference at batch 1, and an Adam training step at batch 32;
+  - the demo CNN (demos/mnist_cnn.py): inference at batch 1;
+  - the time to compile (record) the MLP training step.
+Everything runs on one thread.
+
+    python bench/compile.py [--repeats 15] [--no-torch-compile]
+
+Prints the CPU and SIMD path, a table, then one JSON line. PyTorch columns are
+empty when torch is not installed; torch.compile's where it does not run.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import aicraft as ac  # noqa: E402
+import aicraft.nn.functional as F  # noqa: E402
+from aicraft import nn, optim  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+TARGETS = {"fduai": 8.0, "fduai_vs_torch": 100.0, "mlp_infer": 1.5, "mlp_adam": 1.2, "cnn_infer": 1.3}
+COMPILE_TARGET_MS = 50.0
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return platform.processor() or platform.machine(), ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                  if line.startswith("model name")), platform.machine())
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines()
+                  if line.startswith("flags")), [])
+    # The rule libac's kernels dispatch by (libac/src/kernels/cpu.c).
+    simd = "AVX-512" if "avx512f" in flags else "AVX2+FMA" if {"avx2", "fma"} <= set(flags) else "portable C"
+    return model, simd
+
+
+def timed(fn, calls):
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+# ---- cases: each returns {column: one-call function}, called `calls` times per timing ----
+
+def fduai_case(use_torch_compile):
+    rng = np.random.default_rng(0)
+    x_np = rng.random((256, 1), dtype=np.float32)
+    y_np = (2 * x_np + 1 + 0.01 * rng.standard_normal((256, 1))).astype(np.float32)
+    x, y = ac.tensor(x_np), ac.tensor(y_np)
+
+    def ac_step():
+        w = ac.zeros(1, requires_grad=True)
+        b = ac.zeros(1, requires_grad=True)
+        opt = optim.SGD([w, b], lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(x * w + b, y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    eager_step, compiled = ac_step(), ac.compile(ac_step())
+
+    def eager():
+        for _ in range(100):
+            with ac.checkpoint():
+                eager_step(x, y)
+
+    def replay():
+        for _ in range(100):
+            compiled(x, y)
+    cases = {"aicraft eager": eager, "replay": replay}
+    if torch is not None:
+        tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
+
+        def torch_steps(compile_step):
+            w = torch.zeros(1, requires_grad=True)
+            b = torch.zeros(1, requires_grad=True)
+            opt = torch.optim.SGD([w, b], lr=0.1)
+
+            def step(x, y):
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(x * w + b, y)
+                loss.backward()
+                opt.step()
+                return loss
+            return torch.compile(step) if compile_step else step
+
+        torch_step = torch_steps(False)
+
+        def torch_eager():
+            for _ in range(100):
+                torch_step(tx, ty)
+        cases["torch eager"] = torch_eager
+        if use_torch_compile:
+            compiled_step = torch_steps(True)
+
+            def torch_compiled():
+                for _ in range(100):
+                    compiled_step(tx, ty)
+            cases["torch.compile"] = torch_compiled
+    return cases
+
+
+def mlp_ac():
+    return nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def mlp_torch():
+    return torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+
+
+def cnn_ac():
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
+
+
+def cnn_torch():
+    t = torch.nn
+    return t.Sequential(
+        t.Conv2d(1, 16, 3, padding=1), t.ReLU(), t.MaxPool2d(2),
+        t.Conv2d(16, 32, 3, padding=1), t.ReLU(), t.MaxPool2d(2),
+        t.Flatten(), t.Linear(32 * 7 * 7, 128), t.ReLU(), t.Dropout(0.25), t.Linear(128, 10))
+
+
+def inference_case(make_ac, make_torch, shape, use_torch_compile):
+    x_np = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    model = make_ac().eval()
+    x = ac.tensor(x_np)
+    compiled = ac.compile(model)
+
+    def eager():
+        with ac.no_grad(), ac.checkpoint():
+            model(x)
+
+    def replay():
+        with ac.no_grad(), ac.checkpoint():
+            compiled(x)
+    cases = {"aicraft eager": eager, "replay": replay}
+    if torch is not None:
+        tmodel, tx = make_torch().eval(), torch.from_numpy(x_np)
+        tcompiled = torch.compile(tmodel) if use_torch_compile else None
+
+        def torch_eager():
+            with torch.no_grad():
+                tmodel(tx)
+        cases["torch eager"] = torch_eager
+        if tcompiled is not None:
+            def torch_compiled():
+                with torch.no_grad():
+                    tcompiled(tx)
+            cases["torch.compile"] = torch_compiled
+    return cases
+
+
+def adam_case(use_torch_compile):
+    rng = np.random.default_rng(2)
+    x_np = rng.standard_normal((32, 784)).astype(np.float32)
+    y_np = rng.integers(0, 10, 32)
+    x, y = ac.tensor(x_np), ac.tensor(y_np)
+
+    def ac_step():
+        model = mlp_ac()
+        opt = optim.Adam(model.parameters(), lr=1e-3)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    eager_step, compiled = ac_step(), ac.compile(ac_step())
+
+    def eager():
+        with ac.checkpoint():
+            eager_step(x, y)
+
+    def replay():
+        with ac.checkpoint():
+            compiled(x, y)
+    cases = {"aicraft eager": eager, "replay": replay}
+    if torch is not None:
+        tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
+
+        def torch_step():
+            model = mlp_torch()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+            def step(x, y):
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                return loss
+            return step
+        teager = torch_step()
+        cases["torch eager"] = lambda: teager(tx, ty)
+        if use_torch_compile:
+            tcompiled = torch.compile(torch_step())
+            cases["torch.compile"] = lambda: tcompiled(tx, ty)
+    return cases
+
+
+def compile_time_ms():
+    """Wall time of the recording call of a fresh compiled MLP Adam step (batch 32)."""
+    rng = np.random.default_rng(3)
+    x, y = ac.tensor(rng.standard_normal((32, 784)).astype(np.float32)), ac.tensor(rng.integers(0, 10, 32))
+    model = mlp_ac()
+    opt = optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = ac.compile(step)
+    start = time.perf_counter()
+    with ac.checkpoint():
+        compiled(x, y)
+    return (time.perf_counter() - start) * 1e3
+
+
+def measure(cases, calls, repeats):
+    """Median seconds per call of each column, runs interleaved; None where it failed."""
+    times = {name: [] for name in cases}
+    for name, fn in list(cases.items()):   # warm up; drop a column that cannot run
+        try:
+            for _ in range(max(3, calls // 10)):
+                fn()
+        except Exception as e:  # torch.compile without a working compiler, say
+            print("  (%s skipped: %s)" % (name, str(e).splitlines()[0][:100]))
+            del cases[name]
+            del times[name]
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            times[name].append(timed(fn, calls))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--no-torch-compile", action="store_true", help="leave torch.compile out")
+    args = parser.parse_args()
+    ac.set_num_threads(1)
+    if torch is not None:
+        torch.set_num_threads(1)
+    use_tc = torch is not None and not args.no_torch_compile
+    model, simd = cpu_model()
+    print("CPU: %s; SIMD path: %s; aicraft threads: 1" % (model, simd))
+    ac.manual_seed(0)
+    if torch is not None:
+        torch.manual_seed(0)
+    rows = [
+        ("FDUAI 100 SGD steps", "fduai", fduai_case(use_tc), 1),
+        ("MLP 784-128-10 infer b=1", "mlp_infer", inference_case(mlp_ac, mlp_torch, (1, 784), use_tc), 200),
+        ("MLP Adam step b=32", "mlp_adam", adam_case(use_tc), 20),
+        ("CNN infer b=1", "cnn_infer", inference_case(cnn_ac, cnn_torch, (1, 1, 28, 28), use_tc), 20),
+    ]
+    columns = ["aicraft eager", "replay", "torch eager", "torch.compile"]
+    results = {}
+    print("\n%-26s %14s %14s %14s %14s %9s %8s" % (("case",) + tuple(columns) + ("replay x", "target")))
+    for title, key, cases, calls in rows:
+        medians = measure(cases, calls, args.repeats)
+        speedup = medians["aicraft eager"] / medians["replay"]
+        results[key] = {name: medians[name] * 1e6 for name in medians}
+        results[key]["replay_speedup"] = speedup
+        cells = ["%12.1f us" % (medians[c] * 1e6) if c in medians else "%14s" % "-" for c in columns]
+        print("%-26s %s %8.2fx %7.1fx" % (title, " ".join(cells), speedup, TARGETS[key]))
+    if "torch eager" in results["fduai"]:
+        vs_torch = results["fduai"]["torch eager"] / results["fduai"]["replay"]
+        results["fduai"]["replay_vs_torch_eager"] = vs_torch
+        print("\nFDUAI: replay is %.1fx PyTorch eager (target %.0fx)" % (vs_torch, TARGETS["fduai_vs_torch"]))
+    compile_ms = statistics.median(compile_time_ms() for _ in range(max(3, args.repeats // 3)))
+    results["compile_ms"] = compile_ms
+    print("compile (record) time of the MLP Adam step: %.1f ms (target <= %.0f ms)" % (compile_ms, COMPILE_TARGET_MS))
+    print(json.dumps({"bench": "compile", "cpu": model, "simd": simd, "results": results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+/*
+ * graph.h - how ops record themselves into an AcGraph (graph.c).
+ *
+ * A recorded op is a GraphReplayFn: it runs the op's public function on t[0 ..
+ * n_in) and attr (its scalar arguments, as doubles), and stores the op's outputs
+ * in t[n_in ..]. At the op's entry, while a graph records:
+ *
+ *     if (graph_recording) return graph_op("relu", relu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+ *
+ * graph_op runs the same replay function (recording paused, so the op's own
+ * inner calls are not recorded) and records a node. Replay calls it again.
+ */
+#ifndef AC_GRAPH_H
+#define AC_GRAPH_H
+
+#include "internal.h"
+
+#define GRAPH_MAX_TENSORS 8
+#define GRAPH_MAX_ATTRS 12
+
+typedef int (*GraphReplayFn)(AcTensor **t, const double *attr);
+
+/* The graph recording this thread's top-level op calls; NULL when none is, and
+   while a recorded op runs. */
+extern AC_THREAD_LOCAL AcGraph *graph_recording;
+/* The graph open on this thread, recording or paused; NULL when none. */
+extern AC_THREAD_LOCAL AcGraph *graph_open;
+
+/* Run and record an op of one output; returns it (NULL on the op's error). */
+AcTensor *graph_op(const char *op, GraphReplayFn fn, int n_in, const AcTensor *const *in,
+                   const double *attr, int n_attr);
+/* The general form: t holds n_in inputs and gets n_out outputs (NULL allowed);
+   returns the op's status. */
+int graph_call(const char *op, GraphReplayFn fn, int n_in, int n_out, AcTensor **t,
+               const double *attr, int n_attr);
+/* A replay function's status for an op that made out (NULL on its error). */
+static inline int graph_made(const AcTensor *out) { return out ? AC_OK : ac_last_error_code(); }
+/* tensor_create's note of every tensor made while a graph is open. */
+void graph_note_tensor(const char *op, const AcTensor *t);
+/* An in-place write of t by op (fill_, copy_, index writes): fails the graph
+   unless t was made by a creation function during the recording. */
+void graph_note_write(const char *op, const AcTensor *t);
+/* Fail the graph: op cannot be replayed (random draws, seeding). */
+void graph_unsupported(const char *op);
+
+/* ---- graph.c and replay.c only ------------------------------------------ */
+
+typedef struct {
+    const char *op;
+    GraphReplayFn replay;
+    int32_t n_in, n_out, n_attr;
+    int32_t buf[GRAPH_MAX_TENSORS];   /* inputs then outputs: buffer ids, -1 for NULL */
+    double attr[GRAPH_MAX_ATTRS];
+} GraphNode;
+
+typedef struct {
+    const AcTensor *traced;  /* the tensor while recording; NULL once its address is reused */
+    AcTensor *held;          /* parameters and state: the tensor itself, one reference */
+    int32_t kind;            /* AcBufferKind */
+    int32_t dtype, ndim;
+    int64_t shape[AC_MAX_DIMS];
+} GraphBuffer;
+
+typedef struct {
+    const AcTensor *t;
+    int32_t inside_op;       /* made inside a recorded op (a grad, a saved value) */
+} GraphBorn;
+
+struct AcGraph {
+    GraphNode *nodes;
+    GraphBuffer *bufs;
+    GraphBorn *born;         /* tensors made while recording; freed by ac_graph_end */
+    int32_t *inputs, *outputs;   /* buffer ids */
+    AcTensor **run;          /* replay: the tensor of each buffer */
+    int32_t n_nodes, n_bufs, n_born, n_inputs, n_outputs;
+    int32_t cap_nodes, cap_bufs, cap_born, cap_inputs;
+    int32_t grad_enabled;    /* grad mode when recording began */
+    int32_t state;           /* GRAPH_RECORDING, GRAPH_READY, GRAPH_FAILED, GRAPH_RUNNING */
+    char failure[256];       /* why recording failed */
+};
+
+enum { GRAPH_RECORDING, GRAPH_READY, GRAPH_FAILED, GRAPH_RUNNING };
+
+#endif /* AC_GRAPH_H */

@@ -1,0 +1,110 @@
+/*
+ * replay.c - the "replay" backend: run a recorded graph again from C.
+ *
+ * Each node's replay function calls its op on the tensors of this run, in the
+ * recorded order, inside a scope opened for the call and restored before it
+ * returns; the outputs are copied into tensors made in the caller's scope
+ * first. The ops are the same code the recorded run used on the same kind of
+ * buffers, so results are bit-identical to eager. Once the scope's arena
+ * blocks are cached, a replay makes no heap allocation.
+ *
+ * Not here: recording (graph.c).
+ */
+#include "graph.h"
+
+#include <string.h>
+
+int ac_graph_set_scalar(AcGraph *g, int node, int attr, double value)
+{
+    if (!g) return error_set(AC_ERR_ARG, "graph_set_scalar: graph is NULL");
+    if (node < 0 || node >= g->n_nodes)
+        return error_set(AC_ERR_INDEX, "graph_set_scalar: node %d is out of range [0, %d)", node, g->n_nodes);
+    if (attr < 0 || attr >= g->nodes[node].n_attr)
+        return error_set(AC_ERR_INDEX, "graph_set_scalar: %s (node %d) has %d scalar arguments, not %d",
+                         g->nodes[node].op, node, g->nodes[node].n_attr, attr + 1);
+    g->nodes[node].attr[attr] = value;
+    return AC_OK;
+}
+
+static int replay_check(const AcGraph *g, AcTensor *const *inputs, int n_inputs,
+                        AcTensor **outputs, int n_outputs)
+{
+    int i;
+    if (!g) return error_set(AC_ERR_ARG, "graph_replay: graph is NULL");
+    if (g->state != GRAPH_READY)
+        return error_set(AC_ERR_STATE, "graph_replay: the graph is %s", g->state == GRAPH_RUNNING ? "running"
+                         : g->state == GRAPH_FAILED ? "failed" : "still recording");
+    if (graph_open) return error_set(AC_ERR_STATE, "graph_replay: a graph is recording on this thread");
+    if (n_inputs != g->n_inputs || n_outputs != g->n_outputs)
+        return error_set(AC_ERR_ARG, "graph_replay: %d inputs and %d outputs given, the graph has %d and %d",
+                         n_inputs, n_outputs, g->n_inputs, g->n_outputs);
+    if ((n_inputs && !inputs) || (n_outputs && !outputs))
+        return error_set(AC_ERR_ARG, "graph_replay: %s is NULL", outputs ? "inputs" : "outputs");
+    for (i = 0; i < n_inputs; i++) {
+        const GraphBuffer *b = &g->bufs[g->inputs[i]];
+        if (!inputs[i]) return error_set(AC_ERR_ARG, "graph_replay: input %d is NULL", i);
+        if (inputs[i]->dtype != b->dtype || inputs[i]->ndim != b->ndim ||
+            memcmp(inputs[i]->shape, b->shape, (size_t)b->ndim * sizeof(int64_t)) != 0)
+            return error_set(AC_ERR_SHAPE, "graph_replay: input %d is %s %s; the graph was recorded for %s %s",
+                             i, ac_dtype_name(inputs[i]->dtype), tensor_shape_str(inputs[i]),
+                             ac_dtype_name(b->dtype), shape_str(b->shape, b->ndim));
+    }
+    return AC_OK;
+}
+
+/* Run the nodes on g->run, whose inputs, parameters and state are set. */
+static int replay_nodes(AcGraph *g)
+{
+    AcTensor *t[GRAPH_MAX_TENSORS];
+    int32_t k, i;
+    for (k = 0; k < g->n_nodes; k++) {
+        const GraphNode *node = &g->nodes[k];
+        int n = node->n_in + node->n_out;
+        for (i = 0; i < node->n_in; i++) t[i] = node->buf[i] < 0 ? NULL : g->run[node->buf[i]];
+        for (; i < n; i++) t[i] = NULL;
+        if (node->replay(t, node->attr)) return ac_last_error_code();
+        for (i = node->n_in; i < n; i++)
+            if (node->buf[i] >= 0) {
+                if (!t[i]) return error_set(AC_ERR_STATE, "graph_replay: %s (node %d) gave no output %d",
+                                            node->op, k, i - node->n_in);
+                g->run[node->buf[i]] = t[i];
+            }
+    }
+    return AC_OK;
+}
+
+int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
+                    int n_outputs)
+{
+    AcCheckpoint cp;
+    int32_t i;
+    int rc, previous_grad;
+    if (replay_check(g, inputs, n_inputs, outputs, n_outputs)) return ac_last_error_code();
+    for (i = 0; i < n_outputs; i++) {   /* in the caller's scope, before the graph's own opens */
+        const GraphBuffer *b = &g->bufs[g->outputs[i]];
+        outputs[i] = tensor_create("graph_replay", b->shape, b->ndim, b->dtype, NULL, 0, 0);
+        if (!outputs[i]) {
+            while (i-- > 0) ac_tensor_free(outputs[i]);
+            return ac_last_error_code();
+        }
+    }
+    cp = ac_mem_checkpoint();
+    if (cp.depth < 0) rc = ac_last_error_code();
+    else {
+        g->state = GRAPH_RUNNING;
+        previous_grad = ac_set_grad_enabled(g->grad_enabled);
+        for (i = 0; i < g->n_bufs; i++) g->run[i] = g->bufs[i].held;
+        for (i = 0; i < n_inputs; i++) g->run[g->inputs[i]] = inputs[i];
+        rc = replay_nodes(g);
+        for (i = 0; i < n_outputs && rc == AC_OK; i++) {
+            const AcTensor *src = g->run[g->outputs[i]];
+            memcpy(outputs[i]->data, src->data, (size_t)src->size * elem_size(src));
+        }
+        ac_set_grad_enabled(previous_grad);
+        ac_mem_restore(cp);
+        g->state = GRAPH_READY;
+    }
+    if (rc)
+        for (i = 0; i < n_outputs; i++) ac_tensor_free(outputs[i]);
+    return rc;
+}

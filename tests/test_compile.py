@@ -1,0 +1,278 @@
+"""ac.compile with the replay backend: compiled calls give the same bits as eager
+calls (MLP and CNN training steps, CNN eval, softmax/cross-entropy, broadcasts,
+reductions), per-call state (Adam's step, a cosine schedule, dropout's draws)
+is read per call, input signatures retrace and are capped, bad inputs fail
+clearly, ops a graph cannot replay fall back to eager with a warning, and
+1,000 compiled calls leave memory flat."""
+import warnings
+
+import numpy as np
+import pytest
+
+import aicraft as ac
+import aicraft.nn.functional as F
+from aicraft import nn, optim
+
+rng = np.random.default_rng(12)
+
+
+def tensor(*shape):
+    return ac.tensor(rng.standard_normal(shape).astype(np.float32))
+
+
+def params_of(model):
+    return [p.numpy().copy() for p in model.parameters()]
+
+
+def assert_same_bits(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 5))
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(6 * 2 * 2, 16), nn.Tanh(), nn.Dropout(0.25), nn.Linear(16, 3))
+
+
+def train(make_model, make_opt, x, y, steps, compiled, scheduled=False):
+    """Losses and final parameters of `steps` training steps, eager or compiled."""
+    ac.manual_seed(0)
+    model = make_model()
+    opt = make_opt(model.parameters())
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if scheduled else None
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = ac.compile(step) if compiled else step
+    ac.manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        with ac.checkpoint():
+            losses.append(run(x, y).item())
+        if sched is not None:
+            sched.step()
+    return losses, params_of(model), model, opt
+
+
+def test_mlp_adam_steps_with_dropout_and_cosine_schedule_end_where_eager_ends():
+    x, y = tensor(16, 20), ac.tensor(rng.integers(0, 5, 16))
+    adam = lambda p: optim.Adam(p, lr=0.01)  # noqa: E731
+    eager = train(mlp, adam, x, y, 50, compiled=False, scheduled=True)
+    compiled = train(mlp, adam, x, y, 50, compiled=True, scheduled=True)
+    assert eager[0] == compiled[0]
+    assert_same_bits(eager[1], compiled[1])
+    assert eager[0][-1] < eager[0][0]
+    steps = [compiled[3].state[p]["step"] for p in compiled[2].parameters()]
+    assert steps == [50] * 4   # Adam's count advanced per call
+
+
+@pytest.mark.parametrize("make_opt", [lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+                                      lambda p: optim.Adam(p, lr=0.01, weight_decay=0.01)])
+def test_cnn_training_steps_match_eager(make_opt):
+    x, y = tensor(6, 1, 8, 8), ac.tensor(rng.integers(0, 3, 6))
+    eager = train(cnn, make_opt, x, y, 6, compiled=False)
+    compiled = train(cnn, make_opt, x, y, 6, compiled=True)
+    assert eager[0] == compiled[0]
+    assert_same_bits(eager[1], compiled[1])
+    bn = [m for m in compiled[2] if isinstance(m, nn.BatchNorm2d)][0]
+    bn_eager = [m for m in eager[2] if isinstance(m, nn.BatchNorm2d)][0]
+    np.testing.assert_array_equal(bn.running_mean.numpy(), bn_eager.running_mean.numpy())
+    np.testing.assert_array_equal(bn.running_var.numpy(), bn_eager.running_var.numpy())
+
+
+def test_cnn_eval_and_train_modes_are_separate_graphs():
+    ac.manual_seed(2)
+    model = cnn()
+    compiled = ac.compile(model)
+    x = tensor(3, 1, 8, 8)
+    model.eval()
+    with ac.no_grad():
+        expected = model(x).numpy()
+        first, second = compiled(x).numpy(), compiled(x).numpy()
+    np.testing.assert_array_equal(first, expected)
+    np.testing.assert_array_equal(second, expected)
+    model.train()
+    with ac.no_grad():
+        ac.manual_seed(5)
+        expected = model(x).numpy()
+        ac.manual_seed(5)
+        compiled(x)                         # records the training-mode graph
+        ac.manual_seed(5)
+        replayed = compiled(x).numpy()
+    np.testing.assert_array_equal(replayed, expected)
+    assert len(compiled._graphs) == 2
+
+
+def test_softmax_cross_entropy_broadcasts_and_reductions_match_eager():
+    def fn(a, b, c, target):
+        s = (a * b + c) / (b.abs() + 1.0) - a.exp().clamp(max=3.0)
+        s = s.sigmoid() + s.tanh() * 0.5 - (s ** 2).sqrt().log1p()
+        logits = s.sum(dim=1) + s.mean(dim=(0, 1), keepdim=True).squeeze(0)
+        return {
+            "softmax": F.softmax(logits, dim=1),
+            "log_softmax": F.log_softmax(logits, dim=-1),
+            "loss": F.cross_entropy(logits, target, label_smoothing=0.1),
+            "stats": s.max().reshape(1) + s.min() + s.var(dim=0).sum() + s.std(dim=-1).sum(),
+            "shape": s.reshape(4, -1).transpose(0, 1).flatten().unsqueeze(0).permute(1, 0),
+        }
+    a, b, c = tensor(4, 3, 5), tensor(3, 1), tensor(5)
+    target = ac.tensor(rng.integers(0, 5, 4))
+    compiled = ac.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled(a, b, c, target)
+        got = compiled(a, b, c, target)
+    expected = fn(a, b, c, target)
+    assert set(got) == set(expected)
+    for key in expected:
+        np.testing.assert_array_equal(got[key].numpy(), expected[key].numpy())
+
+
+def test_second_input_shape_retraces():
+    ac.manual_seed(3)
+    model = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2))
+    compiled = ac.compile(model)
+    with ac.no_grad():
+        for batch in (1, 5, 1, 5):
+            x = tensor(batch, 6)
+            np.testing.assert_array_equal(compiled(x).numpy(), model(x).numpy())
+    assert len(compiled._graphs) == 2
+
+
+def test_past_eight_signatures_calls_run_eagerly_with_one_warning():
+    compiled = ac.compile(lambda x: (x * 2.0).sum(dim=0))
+    for n in range(1, 9):
+        compiled(tensor(n, 3))
+    with pytest.warns(UserWarning, match="8 input signatures"):
+        out = compiled(tensor(9, 3))
+    assert out.shape == (3,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled(tensor(10, 3))             # warned once only
+
+
+def test_wrong_shape_after_the_cache_is_full_raises_the_ops_shape_error():
+    ac.manual_seed(4)
+    model = nn.Linear(3, 2)
+    compiled = ac.compile(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in range(1, 9):
+            compiled(tensor(n, 3))
+        with pytest.raises(ac.ShapeError, match="linear"):
+            compiled(tensor(2, 7))
+
+
+def test_bad_arguments_raise_clear_errors():
+    compiled = ac.compile(lambda x: x + 1.0)
+    with pytest.raises(TypeError, match="argument 0 is list"):
+        compiled([1.0, 2.0])
+    with pytest.raises(TypeError, match="argument 0 is ndarray"):
+        compiled(np.ones(3, np.float32))
+    with ac.checkpoint():
+        dead = tensor(3)
+    with pytest.raises(ac.ScopeError):
+        compiled(dead)
+    compiled(tensor(3))
+    with ac.checkpoint():
+        dead = tensor(3)
+    with pytest.raises(ac.ScopeError):
+        compiled(dead)                       # on the replay path too
+    with pytest.raises(TypeError, match="callable"):
+        ac.compile(3)
+    with pytest.raises(ValueError, match="unknown backend"):
+        ac.compile(lambda x: x, backend="fast")
+    with pytest.raises(NotImplementedError, match="mlir"):
+        ac.compile(lambda x: x, backend="mlir")
+    with pytest.raises(TypeError, match="example_inputs"):
+        ac.compile(lambda x: x, example_inputs=[np.ones(3)])
+
+
+def test_an_op_the_graph_cannot_replay_falls_back_to_eager_with_a_warning():
+    def fn(x):
+        return x[1:] * ac.rand(2)           # slicing and a random draw
+    compiled = ac.compile(fn)
+    x = tensor(3)
+    with pytest.warns(UserWarning, match="cannot be recorded into a graph; this input signature runs eagerly"):
+        compiled(x)
+    ac.manual_seed(9)
+    expected = fn(x).numpy()
+    ac.manual_seed(9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(compiled(x).numpy(), expected)
+
+
+def test_reading_a_gradient_as_a_tensor_falls_back_to_eager():
+    w = ac.tensor(np.ones(3, np.float32), requires_grad=True)
+
+    def step():
+        w.grad = None
+        (w * w).sum().backward()
+        return w.grad * 2.0
+    compiled = ac.compile(step)
+    with pytest.warns(UserWarning, match="made inside an earlier op"):
+        compiled()
+    np.testing.assert_array_equal(compiled().numpy(), np.full(3, 4.0, np.float32))
+
+
+def test_scoped_tensor_captured_from_outside_falls_back_to_eager():
+    with ac.checkpoint():
+        bias = tensor(3)
+        compiled = ac.compile(lambda x: x + bias)
+        with pytest.warns(UserWarning, match="made in a scope the graph does not own"):
+            compiled(tensor(3))
+
+
+def test_outputs_are_new_tensors_in_the_callers_scope():
+    compiled = ac.compile(lambda x: (x * 3.0, x.sum()))
+    x = tensor(4)
+    compiled(x)
+    a, s = compiled(x)
+    b, _ = compiled(x)
+    assert a._ptr != b._ptr and a._ptr.scope_depth == 0
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with ac.checkpoint():
+        inner, _ = compiled(x)
+        assert inner._ptr.scope_depth == ac.memory.current_depth() if hasattr(ac.memory, "current_depth") \
+            else inner._ptr.scope_depth > 0
+    with pytest.raises(ac.ScopeError):
+        inner.numpy()
+    np.testing.assert_array_equal(s.numpy(), x.sum().numpy())
+
+
+def test_thousand_compiled_steps_leave_memory_flat():
+    ac.manual_seed(6)
+    model = mlp()
+    opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = tensor(8, 20), ac.tensor(rng.integers(0, 5, 8))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = ac.compile(step)
+    for _ in range(20):
+        with ac.checkpoint():
+            compiled(x, y)
+    before = ac.memory_stats()
+    for _ in range(1000):
+        with ac.checkpoint():
+            compiled(x, y)
+    after = ac.memory_stats()
+    for key in ("bytes_in_use", "live_tensors", "live_nodes", "heap_allocations", "arena_reserved"):
+        assert after[key] == before[key], key
