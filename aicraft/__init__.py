@@ -16,6 +16,7 @@ from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, fr
 from aicraft.dtypes import (bool, device, double, dtype, float, float16, float32, float64,
                             get_default_dtype, half, int, int32, int64, long, set_default_dtype,
                             uint8)
+from aicraft.dlpack import from_dlpack
 from aicraft.errors import DeviceError, FormatError, GradcheckError, ScopeError, ShapeError
 from aicraft.functions import *  # noqa: F401,F403 - ac.exp, ac.sum, ... (see functions.py)
 from aicraft.gradcheck import gradcheck

@@ -569,6 +569,17 @@ class Tensor:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype, copy=False)
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing this tensor's memory (np.from_dlpack, torch.from_dlpack).
+        A tensor made in an ac.checkpoint() scope dies with it: keep() it first."""
+        from aicraft.dlpack import to_capsule
+        return to_capsule(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        """(1, 0): DLPack's CPU."""
+        _live(self)
+        return (1, 0)
+
     def item(self):
         p = _live(self)
         if p.size != 1:

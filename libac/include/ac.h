@@ -452,14 +452,17 @@ typedef void (*AcReleaseFn)(void *ctx);
    On failure release is not called and the caller still owns data. */
 AcTensor *ac_tensor_from_external(void *data, const int64_t *shape, int ndim, int dtype,
                                   AcReleaseFn release, void *ctx);
-/* DLPack (dlpack.h's unversioned DLManagedTensor), zero copy. ac_to_dlpack returns a
-   DLManagedTensor * sharing root tensor t's data and holding a reference to t until the
-   consumer calls its deleter; a scoped tensor fails with AC_ERR_SCOPE (its memory ends
-   with its scope: ac_tensor_keep it first). ac_from_dlpack takes over a
-   DLManagedTensor * (CPU; float32, int64 or bool; row-major contiguous) as an external
-   tensor whose release calls its deleter; on failure the caller still owns it. */
-void *ac_to_dlpack(AcTensor *t);
-AcTensor *ac_from_dlpack(void *managed);
+/* DLPack, zero copy: managed is a DLManagedTensorVersioned * (dlpack.h, DLPack 1.x) when
+   versioned is 1, else the older DLManagedTensor *. ac_to_dlpack returns one sharing root
+   tensor t's data and holding a reference to t until the consumer calls its deleter; a
+   scoped tensor fails with AC_ERR_SCOPE (its memory ends with its scope: ac_tensor_keep
+   it first). ac_from_dlpack takes one over (CPU; float32, int64 or bool; row-major
+   contiguous; writable) as an external tensor whose release calls its deleter; on
+   failure the caller still owns it. ac_dlpack_delete calls its deleter, for one that
+   nobody took over. */
+void *ac_to_dlpack(AcTensor *t, int versioned);
+AcTensor *ac_from_dlpack(void *managed, int versioned);
+int ac_dlpack_delete(void *managed, int versioned);
 
 /* ---- Threads ------------------------------------------------------------- */
 

@@ -1,11 +1,12 @@
 /*
  * dlpack.c - sharing tensors with other libraries (NumPy, PyTorch, ...) through
- * DLPack's DLManagedTensor, without copying.
+ * DLPack, without copying: DLManagedTensorVersioned (DLPack 1.x, which can say
+ * "writable") or the older unversioned DLManagedTensor.
  *
- * Export: a DLManagedTensor describing a root tensor's data and holding a
+ * Export: a managed tensor describing a root tensor's data and holding a
  * reference to the tensor until the consumer calls its deleter. Scoped tensors
  * are refused: their memory ends with their scope, whoever still points at it.
- * Import: a DLManagedTensor becomes an external tensor whose release calls the
+ * Import: a managed tensor becomes an external tensor whose release calls the
  * producer's deleter, so the producer's memory lives as long as the tensor.
  *
  * Not here: Python's capsules and __dlpack__ protocol (aicraft/dlpack.py).
@@ -14,10 +15,11 @@
 
 #include <string.h>
 
-/* dlpack.h's ABI (unversioned DLManagedTensor, as in DLPack 0.8 and 1.x),
-   spelled out so that libac needs no extra header. */
+/* dlpack.h's ABI, spelled out so that libac needs no extra header. */
 enum { DL_CPU = 1 };
 enum { DL_INT = 0, DL_FLOAT = 2, DL_BOOL = 6 };   /* type codes; kinds[] below names all */
+enum { DL_MAJOR_VERSION = 1, DL_MINOR_VERSION = 0 };
+#define DL_FLAG_READ_ONLY 1u
 
 typedef struct {
     int32_t device_type;
@@ -36,7 +38,7 @@ typedef struct {
     int32_t ndim;
     DLDataType dtype;
     int64_t *shape;
-    int64_t *strides;      /* in elements; NULL means row-major contiguous */
+    int64_t *strides;      /* in elements; NULL (before DLPack 1.2) means row-major */
     uint64_t byte_offset;
 } DLTensor;
 
@@ -46,24 +48,58 @@ typedef struct DLManagedTensor {
     void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
 
+typedef struct DLManagedTensorVersioned {
+    struct { uint32_t major, minor; } version;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *self);
+    uint64_t flags;
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
 /* One allocation per export: the managed tensor and the arrays it points to. */
 typedef struct {
-    DLManagedTensor managed;   /* first: the consumer's pointer is an Export * */
+    union {                      /* first: the consumer's pointer is an Export * */
+        DLManagedTensor legacy;
+        DLManagedTensorVersioned versioned;
+    } managed;
     int64_t shape[AC_MAX_DIMS];
     int64_t strides[AC_MAX_DIMS];
 } Export;
 
-static void export_delete(DLManagedTensor *self)
+static void export_free(Export *e, AcTensor *t)
 {
-    ac_tensor_free(self->manager_ctx);
-    root_free(self, sizeof(Export));
+    ac_tensor_free(t);
+    root_free(e, sizeof *e);
+}
+static void legacy_delete(DLManagedTensor *self) { export_free((Export *)(void *)self, self->manager_ctx); }
+static void versioned_delete(DLManagedTensorVersioned *self)
+{
+    export_free((Export *)(void *)self, self->manager_ctx);
 }
 
-void *ac_to_dlpack(AcTensor *t)
+/* dl describes t's data, with e's shape and strides (in full: DLPack 1.2 asks for them). */
+static void describe(const AcTensor *t, Export *e, DLTensor *dl)
 {
-    Export *e;
     int64_t stride = 1;
     int i;
+    for (i = t->ndim - 1; i >= 0; i--) {
+        e->shape[i] = t->shape[i];
+        e->strides[i] = stride;
+        stride *= t->shape[i];
+    }
+    dl->data = t->data;
+    dl->device.device_type = DL_CPU;
+    dl->ndim = t->ndim;
+    dl->dtype.code = t->dtype == AC_FLOAT32 ? DL_FLOAT : t->dtype == AC_INT64 ? DL_INT : DL_BOOL;
+    dl->dtype.bits = (uint8_t)(elem_size(t) * 8);
+    dl->dtype.lanes = 1;
+    dl->shape = e->shape;
+    dl->strides = e->strides;
+}
+
+void *ac_to_dlpack(AcTensor *t, int versioned)
+{
+    Export *e;
     if (tensor_check_any("to_dlpack", t, "tensor")) return NULL;
     if (t->scope_depth != 0)
         return error_null(AC_ERR_SCOPE, "to_dlpack: tensor %s was made in a scope and dies with it; "
@@ -71,23 +107,20 @@ void *ac_to_dlpack(AcTensor *t)
     e = root_alloc(sizeof *e);
     if (!e) return NULL;
     memset(e, 0, sizeof *e);
-    for (i = t->ndim - 1; i >= 0; i--) {   /* strides in full: DLPack 1.2 asks for them */
-        e->shape[i] = t->shape[i];
-        e->strides[i] = stride;
-        stride *= t->shape[i];
+    if (versioned) {
+        DLManagedTensorVersioned *m = &e->managed.versioned;
+        m->version.major = DL_MAJOR_VERSION;
+        m->version.minor = DL_MINOR_VERSION;
+        m->manager_ctx = t;
+        m->deleter = versioned_delete;
+        describe(t, e, &m->dl_tensor);
+    } else {
+        e->managed.legacy.manager_ctx = t;
+        e->managed.legacy.deleter = legacy_delete;
+        describe(t, e, &e->managed.legacy.dl_tensor);
     }
-    e->managed.dl_tensor.data = t->data;
-    e->managed.dl_tensor.device.device_type = DL_CPU;
-    e->managed.dl_tensor.ndim = t->ndim;
-    e->managed.dl_tensor.dtype.code = t->dtype == AC_FLOAT32 ? DL_FLOAT : t->dtype == AC_INT64 ? DL_INT : DL_BOOL;
-    e->managed.dl_tensor.dtype.bits = (uint8_t)(elem_size(t) * 8);
-    e->managed.dl_tensor.dtype.lanes = 1;
-    e->managed.dl_tensor.shape = e->shape;
-    e->managed.dl_tensor.strides = e->strides;
-    e->managed.manager_ctx = t;
-    e->managed.deleter = export_delete;
     ac_tensor_retain(t);
-    return &e->managed;
+    return e;
 }
 
 /* The AcDtype of a DLPack dtype, or -1 and an error naming it. */
@@ -102,21 +135,33 @@ static int dtype_from_dlpack(DLDataType d)
     return -1;
 }
 
-static void import_release(void *ctx)
+static void legacy_release(void *ctx)
 {
     DLManagedTensor *m = ctx;
     if (m->deleter) m->deleter(m);
 }
 
-AcTensor *ac_from_dlpack(void *managed)
+static void versioned_release(void *ctx)
 {
-    DLManagedTensor *m = managed;
+    DLManagedTensorVersioned *m = ctx;
+    if (m->deleter) m->deleter(m);
+}
+
+AcTensor *ac_from_dlpack(void *managed, int versioned)
+{
+    DLManagedTensorVersioned *mv = managed;
     const DLTensor *dl;
     int64_t expected = 1, size;
     char *data;
     int dtype, i;
-    if (!m) return error_null(AC_ERR_ARG, "from_dlpack: managed tensor is NULL");
-    dl = &m->dl_tensor;
+    if (!managed) return error_null(AC_ERR_ARG, "from_dlpack: managed tensor is NULL");
+    if (versioned && mv->version.major != DL_MAJOR_VERSION)
+        return error_null(AC_ERR_ARG, "from_dlpack: DLPack version %u.%u; libac reads %d.x",
+                          (unsigned)mv->version.major, (unsigned)mv->version.minor, DL_MAJOR_VERSION);
+    if (versioned && (mv->flags & DL_FLAG_READ_ONLY))
+        return error_null(AC_ERR_ARG, "from_dlpack: the data is read-only and tensors are writable; "
+                          "copy it first");
+    dl = versioned ? &mv->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
     if (dl->device.device_type != DL_CPU)
         return error_null(AC_ERR_DEVICE, "from_dlpack: device type %d is not the CPU (%d); libac "
                           "holds CPU tensors", (int)dl->device.device_type, DL_CPU);
@@ -136,5 +181,13 @@ AcTensor *ac_from_dlpack(void *managed)
     }
     data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
     return ac_tensor_from_external(data, dl->shape, dl->ndim, dtype,
-                                   import_release, m);
+                                   versioned ? versioned_release : legacy_release, managed);
+}
+
+int ac_dlpack_delete(void *managed, int versioned)
+{
+    if (!managed) return error_set(AC_ERR_ARG, "dlpack_delete: managed tensor is NULL");
+    if (versioned) versioned_release(managed);
+    else legacy_release(managed);
+    return AC_OK;
 }

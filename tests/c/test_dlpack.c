@@ -22,10 +22,18 @@ typedef struct DLManagedTensor {
     void *manager_ctx;
     void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
+typedef struct DLManagedTensorVersioned {
+    struct { uint32_t major, minor; } version;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *self);
+    uint64_t flags;
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
 
 static int releases;
 static void count_release(void *ctx) { releases++; (void)ctx; }
 static void count_delete(DLManagedTensor *self) { releases++; (void)self; }
+static void count_delete_versioned(DLManagedTensorVersioned *self) { releases++; (void)self; }
 
 static int64_t bytes_in_use(void)
 {
@@ -93,7 +101,7 @@ static void test_export_shares_data_until_the_deleter(void)
     int64_t shape[2] = {2, 2};
     int64_t before = bytes_in_use();
     AcTensor *t = ac_tensor_from_data(values, shape, 2);
-    DLManagedTensor *m = ac_to_dlpack(t);
+    DLManagedTensor *m = ac_to_dlpack(t, 0);
     const DLTensor *dl;
     CHECK(m != NULL);
     if (!m) return;
@@ -115,10 +123,10 @@ static void test_export_refuses_scoped_and_null_tensors(void)
     int64_t shape[1] = {3};
     AcCheckpoint cp = ac_mem_checkpoint();
     AcTensor *t = ac_tensor_new(shape, 1);
-    CHECK(ac_to_dlpack(t) == NULL && ac_last_error_code() == AC_ERR_SCOPE);
+    CHECK(ac_to_dlpack(t, 1) == NULL && ac_last_error_code() == AC_ERR_SCOPE);
     CHECK(strstr(ac_last_error(), "keep()") != NULL);
     ac_mem_restore(cp);
-    CHECK(ac_to_dlpack(NULL) == NULL && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(ac_to_dlpack(NULL, 0) == NULL && ac_last_error_code() == AC_ERR_ARG);
 }
 
 static void test_import_keeps_the_producer_until_released(void)
@@ -137,14 +145,14 @@ static void test_import_keeps_the_producer_until_released(void)
     m.dl_tensor.strides = strides;
     m.deleter = count_delete;
     releases = 0;
-    t = ac_from_dlpack(&m);
+    t = ac_from_dlpack(&m, 0);
     CHECK(t && t->dtype == AC_INT64 && (void *)t->data == (void *)data && t->shape[1] == 2);
     ac_tensor_free(t);
     CHECK(releases == 1);
 
     m.dl_tensor.byte_offset = 2 * sizeof(int64_t);   /* the second row alone */
     shape[0] = 1;
-    t = ac_from_dlpack(&m);
+    t = ac_from_dlpack(&m, 0);
     CHECK(t && t->size == 2 && ((int64_t *)(void *)t->data)[0] == 3);
     ac_tensor_free(t);
     CHECK(releases == 2);
@@ -165,20 +173,62 @@ static void test_import_refuses_what_it_cannot_share(void)
     m.dl_tensor.shape = shape;
     m.deleter = count_delete;
     releases = 0;
-    CHECK(!ac_from_dlpack(&m) && ac_last_error_code() == AC_ERR_DTYPE &&
+    CHECK(!ac_from_dlpack(&m, 0) && ac_last_error_code() == AC_ERR_DTYPE &&
           strstr(ac_last_error(), "float64"));
     m.dl_tensor.dtype.bits = 32;
     m.dl_tensor.strides = transposed;
-    CHECK(!ac_from_dlpack(&m) && ac_last_error_code() == AC_ERR_ARG &&
+    CHECK(!ac_from_dlpack(&m, 0) && ac_last_error_code() == AC_ERR_ARG &&
           strstr(ac_last_error(), "contiguous"));
     m.dl_tensor.strides = NULL;
     m.dl_tensor.device.device_type = 2;    /* CUDA */
-    CHECK(!ac_from_dlpack(&m) && ac_last_error_code() == AC_ERR_DEVICE);
+    CHECK(!ac_from_dlpack(&m, 0) && ac_last_error_code() == AC_ERR_DEVICE);
     m.dl_tensor.device.device_type = 1;
     m.dl_tensor.ndim = 9;
-    CHECK(!ac_from_dlpack(&m) && ac_last_error_code() == AC_ERR_ARG);
-    CHECK(!ac_from_dlpack(NULL) && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(!ac_from_dlpack(&m, 0) && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(!ac_from_dlpack(NULL, 0) && ac_last_error_code() == AC_ERR_ARG);
     CHECK(releases == 0);
+    CHECK(ac_dlpack_delete(&m, 0) == AC_OK && releases == 1);   /* the owner declines it */
+    CHECK(ac_dlpack_delete(NULL, 1) == AC_ERR_ARG);
+}
+
+static void test_versioned_export_is_writable_dlpack_1(void)
+{
+    int64_t shape[1] = {5};
+    AcTensor *t = ac_tensor_new_typed(shape, 1, AC_INT64);
+    DLManagedTensorVersioned *m = ac_to_dlpack(t, 1);
+    CHECK(m && m->version.major == 1 && m->flags == 0 && m->dl_tensor.data == (void *)t->data);
+    CHECK(m && m->dl_tensor.dtype.code == 0 && m->dl_tensor.dtype.bits == 64);
+    ac_tensor_free(t);
+    if (m) CHECK(ac_dlpack_delete(m, 1) == AC_OK);
+}
+
+static void test_versioned_import_checks_version_and_read_only(void)
+{
+    float data[2] = {1, 2};
+    int64_t shape[1] = {2};
+    DLManagedTensorVersioned m;
+    AcTensor *t;
+    memset(&m, 0, sizeof m);
+    m.version.major = 1;
+    m.dl_tensor.data = data;
+    m.dl_tensor.device.device_type = 1;
+    m.dl_tensor.ndim = 1;
+    m.dl_tensor.dtype.code = 2;
+    m.dl_tensor.dtype.bits = 32;
+    m.dl_tensor.dtype.lanes = 1;
+    m.dl_tensor.shape = shape;
+    m.deleter = count_delete_versioned;
+    releases = 0;
+    m.flags = 1;                           /* read-only */
+    CHECK(!ac_from_dlpack(&m, 1) && strstr(ac_last_error(), "read-only"));
+    m.flags = 0;
+    m.version.major = 2;
+    CHECK(!ac_from_dlpack(&m, 1) && ac_last_error_code() == AC_ERR_ARG);
+    m.version.major = 1;
+    t = ac_from_dlpack(&m, 1);
+    CHECK(t && t->data == data && releases == 0);
+    ac_tensor_free(t);
+    CHECK(releases == 1);
 }
 
 static void test_round_trip_through_dlpack_shares_one_buffer(void)
@@ -187,7 +237,7 @@ static void test_round_trip_through_dlpack_shares_one_buffer(void)
     int64_t shape[1] = {3};
     int64_t before = bytes_in_use();
     AcTensor *a = ac_tensor_from_typed(mask, shape, 1, AC_BOOL);
-    AcTensor *b = ac_from_dlpack(ac_to_dlpack(a));
+    AcTensor *b = ac_from_dlpack(ac_to_dlpack(a, 1), 1);
     CHECK(b && b->data == a->data && b->dtype == AC_BOOL);
     ac_tensor_free(a);
     CHECK(((uint8_t *)(void *)b->data)[2] == 1);
@@ -204,6 +254,8 @@ int main(void)
     RUN(test_export_refuses_scoped_and_null_tensors);
     RUN(test_import_keeps_the_producer_until_released);
     RUN(test_import_refuses_what_it_cannot_share);
+    RUN(test_versioned_export_is_writable_dlpack_1);
+    RUN(test_versioned_import_checks_version_and_read_only);
     RUN(test_round_trip_through_dlpack_shares_one_buffer);
     return TEST_REPORT();
 }
