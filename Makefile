@@ -148,6 +148,12 @@ dist: venv
 dist-test: dist
 	$(PY) tests/packaging/check_dist.py dist
 
+# The API reference: Sphinx, whose autodoc imports the package and so documents the
+# methods and functions aicraft builds in loops too. -W: a warning fails the build.
+docs: all
+	$(PY) -m pip install -q --disable-pip-version-check sphinx myst-parser
+	$(PY) -m sphinx -W -q -b html docs build/docs/html
+
 clean:
 	rm -rf build dist aicraft/_libac*.so aicraft/_libac.c aicraft/_libac.o aicraft/include aicraft/lib \
 	  *.egg-info .pytest_cache

@@ -756,7 +756,7 @@ class Tensor:
         return other.__matmul__(self)
 
     __neg__ = _unary("__neg__", lib.ac_neg, "-self")
-    __abs__ = _unary("__abs__", lib.ac_abs, "|self|")
+    __abs__ = _unary("__abs__", lib.ac_abs, "abs(self), elementwise")
 
     def __pos__(self) -> "Tensor":
         _live(self)
