@@ -6,13 +6,17 @@
 #                   ASan+UBSan, then pytest
 #   make demo       the main demo
 #   make bench      the benchmarks (PyTorch columns need `pip install torch==2.13.0`)
-#   make install PREFIX=/usr/local   header, libraries, aicraft.pc
+#   make install PREFIX=/usr/local   header, libraries, aicraft.pc, aicraft-static.pc
+#   make dist       sdist and wheel into dist/ (python -m build)
+#   make dist-test  dist, then install each into a fresh venv and run a smoke test
+#   make docs       the API reference (Sphinx) into build/docs/html
 #   make clean
 
 PYTHON_SYS ?= python3
 VENV       ?= .venv
 PY         := $(VENV)/bin/python
 PREFIX     ?= /usr/local
+VERSION    := $(shell sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' aicraft/__init__.py)
 
 CC      ?= cc
 CFLAGS  ?= -O3 -fno-math-errno
@@ -28,7 +32,7 @@ HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h)
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 CDEMOS    := $(sort $(wildcard demos/c/*.c))
 
-.PHONY: all lib test ctest asan pytest demo bench serve bench-serve install clean venv
+.PHONY: all lib test ctest asan pytest demo bench serve bench-serve install dist dist-test docs clean venv
 
 all: venv
 	$(PY) setup.py -q build_ext --inplace
@@ -129,7 +133,27 @@ install: lib
 	install -m 644 libac/include/ac.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 build/libac.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 build/libac.so $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' aicraft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/aicraft.pc
+	for pc in aicraft aicraft-static; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $$pc.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; done
+
+# Packaging is checked here, not in `make test`: building and installing twice
+# into fresh venvs takes minutes. --no-isolation builds with this venv's setuptools
+# and cffi; the smoke test's venvs fetch numpy and cffi from the index.
+dist: venv
+	$(PY) -m pip install -q --disable-pip-version-check build
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
+
+dist-test: dist
+	$(PY) tests/packaging/check_dist.py dist
+
+# The API reference: Sphinx, whose autodoc imports the package and so documents the
+# methods and functions aicraft builds in loops too. -W: a warning fails the build.
+docs: all
+	$(PY) -m pip install -q --disable-pip-version-check sphinx myst-parser
+	$(PY) -m sphinx -W -q -b html docs build/docs/html
 
 clean:
-	rm -rf build aicraft/_libac*.so aicraft/_libac.c aicraft/_libac.o *.egg-info .pytest_cache
+	rm -rf build dist aicraft/_libac*.so aicraft/_libac.c aicraft/_libac.o aicraft/include aicraft/lib \
+	  *.egg-info .pytest_cache

@@ -40,13 +40,30 @@ def c_sources():
     return sorted(os.path.relpath(path, ROOT) for path in found)
 
 
+# The destructor of the capsules Tensor.__dlpack__ makes (aicraft/dlpack.py): one no
+# consumer took over still has the protocol's name and gives its tensor back. It
+# takes the PyObject * as void *, as cdefs cannot name Python's types.
+CAPSULE_DESTRUCTOR_CDEF = """
+void _py_dlpack_capsule_destructor(void *capsule);
+"""
+CAPSULE_DESTRUCTOR = """
+static void _py_dlpack_capsule_destructor(void *capsule)
+{
+    PyObject *c = (PyObject *)capsule;
+    if (PyCapsule_IsValid(c, "dltensor_versioned"))
+        ac_dlpack_delete(PyCapsule_GetPointer(c, "dltensor_versioned"), 1);
+    else if (PyCapsule_IsValid(c, "dltensor"))
+        ac_dlpack_delete(PyCapsule_GetPointer(c, "dltensor"), 0);
+}
+"""
+
 ffibuilder = FFI()
-ffibuilder.cdef(header_cdef() + PYTHON_CALLBACKS)
+ffibuilder.cdef(header_cdef() + PYTHON_CALLBACKS + CAPSULE_DESTRUCTOR_CDEF)
 ffibuilder.set_source(
     "aicraft._libac",
     # cffi releases the GIL around each call: two Python threads can be inside
     # libac at once, which its per-thread scopes and thread pool allow.
-    '#include "ac.h"',
+    '#include "ac.h"\n' + CAPSULE_DESTRUCTOR,
     sources=c_sources(),
     include_dirs=[os.path.join("libac", "include"), os.path.join("libac", "src")],
     # No -ffast-math: NaN and inf must keep IEEE semantics.

@@ -8,6 +8,8 @@ PyTorch-shaped Python API.
         loss.backward()
     print(x.grad)
 """
+import os as _os
+
 from aicraft import data, functional, viz
 from aicraft.compile import compile
 from aicraft.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -17,6 +19,7 @@ from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, fr
 from aicraft.dtypes import (bool, device, double, dtype, float, float16, float32, float64,
                             get_default_dtype, half, int, int32, int64, long, set_default_dtype,
                             uint8)
+from aicraft.dlpack import from_dlpack
 from aicraft.errors import DeviceError, FormatError, GradcheckError, ScopeError, ShapeError
 from aicraft.functions import *  # noqa: F401,F403 - ac.exp, ac.sum, ... (see functions.py)
 from aicraft.gradcheck import gradcheck
@@ -26,4 +29,31 @@ from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memor
 from aicraft.tensor import Tensor
 from aicraft import accelerator, backends, cuda, nn, optim, utils
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
+
+# The public names, for `from aicraft import *` and for type checkers (which do not
+# count a plain import as a re-export); the functions of functions.py come on top.
+__all__ = [
+    "Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
+    "rand", "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "full_like",
+    "empty_like", "rand_like", "randn_like", "cat", "stack", "manual_seed",
+    "dtype", "device", "float32", "float", "float64", "double", "float16", "half", "int64", "long",
+    "int", "int32", "uint8", "bool", "get_default_dtype", "set_default_dtype",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "checkpoint", "memory_stats", "set_memory_limit", "set_num_threads", "get_num_threads",
+    "ShapeError", "ScopeError", "FormatError", "DeviceError", "GradcheckError",
+    "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
+    "data", "functional", "viz", "accelerator", "backends", "cuda", "nn", "optim", "utils",
+]
+
+
+def get_include() -> str:
+    """The folder holding ac.h, libac's C header: cc -I$(python -c 'import aicraft;
+    print(aicraft.get_include())')."""
+    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
+
+
+def get_lib() -> str:
+    """The folder holding libac.a, the C library the extension is built from: link a C
+    program with get_lib()/libac.a -lm -lpthread."""
+    return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib")

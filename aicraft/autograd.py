@@ -5,8 +5,11 @@ each context restores exactly the mode it found. The contexts also work as
 function decorators, as PyTorch's do.
 """
 import functools
+from typing import Any, Callable, TypeVar, cast
 
 from aicraft._ffi import lib
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _GradMode:
@@ -15,18 +18,18 @@ class _GradMode:
     __slots__ = ("_previous",)
     _enabled = True
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._previous = []
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self._previous.append(lib.ac_set_grad_enabled(self._enabled))
         return None
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         lib.ac_set_grad_enabled(self._previous.pop())
         return False
 
-    def __call__(self, fn):
+    def __call__(self, fn: F) -> F:
         if not callable(fn):
             raise TypeError("%s() decorates a function, not %s" % (type(self).__name__, type(fn).__name__))
         mode = type(self)
@@ -35,7 +38,7 @@ class _GradMode:
         def wrapper(*args, **kwargs):
             with mode():
                 return fn(*args, **kwargs)
-        return wrapper
+        return cast(F, wrapper)
 
 
 class no_grad(_GradMode):
@@ -57,20 +60,20 @@ class set_grad_enabled(_GradMode):
 
     __slots__ = ("_mode",)
 
-    def __init__(self, mode):
+    def __init__(self, mode: bool) -> None:
         if not isinstance(mode, (bool, int)):
             raise TypeError("set_grad_enabled: mode must be a bool, not %s" % type(mode).__name__)
         super().__init__()
         self._mode = bool(mode)
         self._previous.append(lib.ac_set_grad_enabled(self._mode))
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         return None
 
-    def __call__(self, fn):
+    def __call__(self, fn: F) -> F:
         raise TypeError("set_grad_enabled cannot decorate; use no_grad() or enable_grad()")
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     """True when ops on this thread record graphs."""
     return bool(lib.ac_is_grad_enabled())

@@ -2,6 +2,8 @@
 
 Data comes in as a copy of dtype float32, int64 or bool; C validates shapes and sizes.
 """
+from typing import Any, Optional, Sequence
+
 import numpy as np
 
 from aicraft import dtypes
@@ -57,7 +59,8 @@ def _from_array(arr, dtype, requires_grad):
     return _finish(p, requires_grad)
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False):
+def tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of data (numbers, nested lists, arrays, tensors).
     Its dtype is dtype, or as PyTorch infers it: bool for bools, int64 for integers,
     float32 for floats (float64 data becomes float32: aicraft computes in float32)."""
@@ -66,14 +69,14 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     return _from_array(arr, dtype, requires_grad)
 
 
-def as_tensor(data, dtype=None, device=None):
+def as_tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None) -> Tensor:
     """ac.tensor(data) unless data is already a tensor of that dtype (then data itself)."""
     if isinstance(data, Tensor) and (dtype is None or dtype is data.dtype):
         return data
     return tensor(data, dtype, device)
 
 
-def from_numpy(array):
+def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor holding a copy of a NumPy array: bool stays bool, integers become int64,
     floats float32."""
     if not isinstance(array, np.ndarray):
@@ -82,18 +85,21 @@ def from_numpy(array):
     return _from_array(arr, dtype, False)
 
 
-def zeros(*shape, dtype=None, device=None, requires_grad=False):
+def zeros(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     shape = _shape_args(shape)
     dtype = _target(dtype, device, "zeros")
     return _finish(lib.ac_tensor_new_typed(_shape_array(shape), len(shape), dtype.code), requires_grad)
 
 
-def empty(*shape, dtype=None, device=None, requires_grad=False):
+def empty(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     """Zeros: aicraft hands out no uninitialised memory."""
     return zeros(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+def full(size: Any, fill_value: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     shape = _shape_args((size,))
     value = _scalar(fill_value)
     if value is None:
@@ -108,25 +114,29 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     return t
 
 
-def ones(*shape, dtype=None, device=None, requires_grad=False):
+def ones(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     return full(_shape_args(shape), 1.0, dtype=_target(dtype, device, "ones"), requires_grad=requires_grad)
 
 
-def rand(*shape, dtype=None, device=None, requires_grad=False):
+def rand(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1)."""
     shape = _shape_args(shape)
     _float_only(_target(dtype, device, "rand"), "rand")
     return _finish(lib.ac_rand(_shape_array(shape), len(shape)), requires_grad)
 
 
-def randn(*shape, dtype=None, device=None, requires_grad=False):
+def randn(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     """Standard normal."""
     shape = _shape_args(shape)
     _float_only(_target(dtype, device, "randn"), "randn")
     return _finish(lib.ac_randn(_shape_array(shape), len(shape)), requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None, device=None, requires_grad=False):
+def randint(low: int, high: Optional[int] = None, size: Any = None, dtype: Optional[dtypes.dtype] = None,
+            device: Any = None, requires_grad: bool = False) -> Tensor:
     """Integers uniform in [low, high) (randint(high, size) starts at 0), int64 by default,
     from this thread's generator."""
     if size is None:
@@ -158,34 +168,41 @@ def _like(other, what):
     return other.shape
 
 
-def zeros_like(input, dtype=None, device=None, requires_grad=False):
+def zeros_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
     return zeros(_like(input, "zeros_like"), dtype=dtype or input.dtype, device=device,
                  requires_grad=requires_grad)
 
 
-def ones_like(input, dtype=None, device=None, requires_grad=False):
+def ones_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
     return ones(_like(input, "ones_like"), dtype=dtype or input.dtype, device=device,
                 requires_grad=requires_grad)
 
 
-def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+def full_like(input: Tensor, fill_value: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
     return full(_like(input, "full_like"), fill_value, dtype=dtype or input.dtype, device=device,
                 requires_grad=requires_grad)
 
 
-def empty_like(input, dtype=None, device=None, requires_grad=False):
+def empty_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
     return zeros_like(input, dtype, device, requires_grad)
 
 
-def rand_like(input, dtype=None, device=None, requires_grad=False):
+def rand_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
     return rand(_like(input, "rand_like"), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def randn_like(input, dtype=None, device=None, requires_grad=False):
+def randn_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
     return randn(_like(input, "randn_like"), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Optional[dtypes.dtype] = None,
+           device: Any = None, requires_grad: bool = False) -> Tensor:
     """start, start + step, ... up to but not including end (arange(n) counts from 0);
     int64 when every bound is an integer, as in PyTorch, else float32."""
     if end is None:
@@ -202,7 +219,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return tensor(np.arange(start, end, step, dtype=np.int64), dtype=dtype, requires_grad=requires_grad)
 
 
-def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+def eye(n: int, m: Optional[int] = None, dtype: Optional[dtypes.dtype] = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
     """An n x m matrix (m defaults to n) with ones on the diagonal."""
     n = _as_int(n, "eye: n")
     m = n if m is None else _as_int(m, "eye: m")
@@ -222,19 +240,19 @@ def _tensor_list(tensors, what):
     return ffi.new("AcTensor *[]", [t._ptr for t in tensors]) if tensors else _NULL
 
 
-def cat(tensors, dim=0):
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join tensors along an existing dim."""
     array = _tensor_list(tensors, "cat")
     return _finish(lib.ac_cat(array, len(tensors), _as_dim(dim)), False, *tensors)
 
 
-def stack(tensors, dim=0):
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join same-shaped tensors along a new dim."""
     array = _tensor_list(tensors, "stack")
     return _finish(lib.ac_stack(array, len(tensors), _as_dim(dim)), False, *tensors)
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> None:
     """Seed this thread's generator (ac.rand, ac.randn, init)."""
     seed = _as_int(seed, "manual_seed: seed")
     if not -(2 ** 63) <= seed < 2 ** 64:

@@ -46,30 +46,30 @@ def _loss(name, c_fn):
     return loss
 
 
-def relu(input):
+def relu(input: Tensor) -> Tensor:
     return _input(input, "relu").relu()
 
 
-def sigmoid(input):
+def sigmoid(input: Tensor) -> Tensor:
     return _input(input, "sigmoid").sigmoid()
 
 
-def tanh(input):
+def tanh(input: Tensor) -> Tensor:
     return _input(input, "tanh").tanh()
 
 
-def gelu(input, approximate="none"):
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """GELU in its exact (erf) form; the tanh approximation is not offered."""
     if approximate != "none":
         raise ValueError("gelu(): only approximate='none' is supported")
     return _input(input, "gelu").gelu()
 
 
-def softmax(input, dim):
+def softmax(input: Tensor, dim: int) -> Tensor:
     return _input(input, "softmax").softmax(dim)
 
 
-def log_softmax(input, dim):
+def log_softmax(input: Tensor, dim: int) -> Tensor:
     return _input(input, "log_softmax").log_softmax(dim)
 
 
@@ -83,7 +83,8 @@ binary_cross_entropy_with_logits = _loss("binary_cross_entropy_with_logits", lib
 binary_cross_entropy_with_logits.__doc__ = "BCE of sigmoid(logits), computed stably from the logits."
 
 
-def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy of logits (N, C) or (C) against class indices (N) or ()."""
     _input(input, "cross_entropy")
     target = _target(target, "cross_entropy")

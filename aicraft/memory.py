@@ -6,6 +6,8 @@ Tensor wrappers made inside are marked dead then, so later use raises
 ScopeError instead of touching freed memory. Keep what must outlive the step
 with Tensor.keep(), or make it at root.
 """
+from typing import Any, Dict, Optional
+
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ScopeError, raise_error
 from aicraft.tensor import _Scope, end_scopes_from, push_scope
@@ -16,11 +18,11 @@ class checkpoint:
 
     __slots__ = ("_cp", "_scope")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._cp = None
         self._scope = None
 
-    def __enter__(self):
+    def __enter__(self) -> "checkpoint":
         if self._scope is not None:
             raise ScopeError("checkpoint: this scope is already open; make a new ac.checkpoint()")
         cp = lib.ac_mem_checkpoint()
@@ -31,7 +33,7 @@ class checkpoint:
         push_scope(self._scope)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         scope = self._scope
         if scope is None or not scope.alive:
             return False      # never opened, or already ended by an outer scope's restore
@@ -41,12 +43,12 @@ class checkpoint:
         return False
 
     @property
-    def depth(self):
+    def depth(self) -> Optional[int]:
         """The nesting depth this scope opened at (1 for the outermost); None before enter."""
         return None if self._scope is None else self._scope.depth
 
 
-def memory_stats():
+def memory_stats() -> Dict[str, int]:
     """Process-wide counters: bytes_in_use, peak_bytes, live_tensors, live_nodes,
     arena_reserved, memory_limit (0 when none), heap_allocations (mallocs libac
     has made so far: flat across warm training steps), spare_grad_bytes
@@ -61,7 +63,7 @@ def memory_stats():
              "heap_allocations", "spare_grad_bytes", "root_cached_bytes")}
 
 
-def set_memory_limit(limit):
+def set_memory_limit(limit: int) -> None:
     """Make allocations past limit bytes fail with MemoryError; None (or 0) lifts it."""
     if limit is None:
         limit = 0
@@ -73,7 +75,7 @@ def set_memory_limit(limit):
         raise_error()
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Threads used by large ops (1..256)."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError("set_num_threads: n must be an int, not %s" % type(n).__name__)
@@ -83,5 +85,5 @@ def set_num_threads(n):
         raise_error()
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     return lib.ac_get_num_threads()

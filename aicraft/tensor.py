@@ -20,9 +20,11 @@ points are bound once (module globals or closures), hot ops build their wrapper
 inline with Tensor() and two slot stores, and the common operand types are
 tested with `type(x) is ...` before anything slower.
 """
+import builtins
 import threading
 import weakref
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
@@ -207,7 +209,7 @@ def _promoted(method, self, other=None):
     return out.long() if integral else out
 
 
-def _binary(name, tensor_fn, scalar_fn):
+def _binary(name: str, tensor_fn: Any, scalar_fn: Any) -> Callable[["Tensor", Any], "Tensor"]:
     """self <op> other for a C binary op and its scalar form."""
     def method(self, other):
         if type(other) is Tensor:
@@ -234,7 +236,7 @@ def _binary(name, tensor_fn, scalar_fn):
     return method
 
 
-def _reflected(name, tensor_fn, scalar_fn):
+def _reflected(name: str, tensor_fn: Any, scalar_fn: Any) -> Callable[["Tensor", Any], "Tensor"]:
     """other <op> self, where other is not a Tensor."""
     def method(self, other):
         if type(other) is float or type(other) is int:
@@ -254,7 +256,7 @@ def _reflected(name, tensor_fn, scalar_fn):
     return method
 
 
-def _unary(name, fn, doc):
+def _unary(name: str, fn: Any, doc: str) -> Callable[["Tensor"], "Tensor"]:
     def method(self):
         p = fn(self._ptr)
         if p:
@@ -286,7 +288,7 @@ def _rpow_scalar(p, base):
     return _pow(base._ptr, p)
 
 
-def _reduce(name, fn):
+def _reduce(name: str, fn: Any) -> Callable[..., "Tensor"]:
     def method(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         if dim is None and axis is None:
             p = fn(self._ptr, _NULL, 0, 1 if (keepdim or keepdims) else 0)
@@ -307,7 +309,7 @@ def _reduce(name, fn):
     return method
 
 
-def _spread(name, fn):
+def _spread(name: str, fn: Any) -> Callable[..., "Tensor"]:
     def method(self, dim=None, keepdim=False, *, correction=None, unbiased=None, axis=None,
                keepdims=None, ddof=None):
         dim, keep = _pick(dim, axis, keepdim, keepdims)
@@ -326,7 +328,7 @@ def _spread(name, fn):
     return method
 
 
-def _extreme(name, fn, fn_dim):
+def _extreme(name: str, fn: Any, fn_dim: Any) -> Callable[..., Any]:
     result = namedtuple(name, ["values", "indices"])
 
     def method(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
@@ -351,7 +353,7 @@ def _extreme(name, fn, fn_dim):
     return method
 
 
-def _comparison(name, code):
+def _comparison(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
     """self <op> other, elementwise, as a bool tensor (no graph)."""
     def method(self, other):
         if type(other) is Tensor:
@@ -372,7 +374,7 @@ def _comparison(name, code):
     return method
 
 
-def _logical(name, code):
+def _logical(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
     """Elementwise logical op of self and other (nonzero is true), as a bool tensor."""
     def method(self, other):
         if type(other) is not Tensor:
@@ -389,7 +391,7 @@ def _logical(name, code):
     return method
 
 
-def _bool_only(name, method):
+def _bool_only(name: str, method: Callable[..., "Tensor"]) -> Callable[..., "Tensor"]:
     """&, |, ^ and ~ on bool tensors (aicraft has no bitwise ops on integers)."""
     def op(self, *other):
         if _live(self).dtype != 2 or any(isinstance(o, Tensor) and _live(o).dtype != 2 for o in other):
@@ -399,7 +401,7 @@ def _bool_only(name, method):
     return op
 
 
-def _inplace(name, op):
+def _inplace(name: str, op: Callable[["Tensor", Any], "Tensor"]) -> Callable[["Tensor", Any], "Tensor"]:
     """self <op>= other, written into self's memory without recording a graph."""
     def method(self, other):
         p = _live(self)
@@ -431,6 +433,10 @@ class Tensor:
     (there is no __init__: wrapping must stay cheap)."""
 
     __slots__ = ("_ptr", "_scope", "__weakref__")
+
+    if TYPE_CHECKING:   # bound by indexing.bind
+        def __getitem__(self, index: Any) -> "Tensor": ...
+        def __setitem__(self, index: Any, value: Any) -> None: ...
     __array_ufunc__ = None     # NumPy defers to our reflected operators
 
     def __del__(self, _free=lib.ac_tensor_free, _thread=threading.get_ident):
@@ -449,47 +455,47 @@ class Tensor:
     # ---- properties --------------------------------------------------------
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
         """The dimensions, as a tuple."""
         return _shape_of(_live(self))
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return _live(self).ndim
 
     @property
-    def dtype(self):
+    def dtype(self) -> dtypes.dtype:
         """ac.float32, ac.int64 or ac.bool."""
         return _DTYPE[_live(self).dtype]
 
     @property
-    def device(self):
+    def device(self) -> dtypes.device:
         _live(self)
         return dtypes.CPU
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> builtins.bool:
         _live(self)
         return False
 
-    def is_floating_point(self):
+    def is_floating_point(self) -> builtins.bool:
         return _live(self).dtype == 0
 
-    def element_size(self):
+    def element_size(self) -> int:
         return _DTYPE[_live(self).dtype].itemsize
 
     @property
-    def requires_grad(self):
+    def requires_grad(self) -> builtins.bool:
         return bool(_live(self).requires_grad)
 
     @requires_grad.setter
-    def requires_grad(self, value):
+    def requires_grad(self, value: builtins.bool) -> None:
         if not isinstance(value, (bool, int, np.bool_)):
             raise TypeError("requires_grad must be a bool, not %s" % type(value).__name__)
         _check(lib.ac_tensor_set_requires_grad(self._ptr, 1 if value else 0), self)
 
     @property
-    def grad(self):
+    def grad(self) -> Optional["Tensor"]:
         """The gradient accumulated by backward(), or None."""
         g = _live(self).grad
         if not g:
@@ -497,22 +503,22 @@ class Tensor:
         return _wrap_borrowed(g, self)
 
     @grad.setter
-    def grad(self, value):
+    def grad(self, value: Optional["Tensor"]) -> None:
         if value is not None:
             raise TypeError("only `t.grad = None` is supported; use t.grad.zero_() or t.grad.copy_(g)")
         _check(lib.ac_tensor_zero_grad(self._ptr), self)
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> builtins.bool:
         return _live(self).node == _NULL
 
     @property
-    def data(self):
+    def data(self) -> "Tensor":
         """A detached tensor sharing this one's memory."""
         return self.detach()
 
     @data.setter
-    def data(self, value):
+    def data(self, value: "Tensor") -> None:
         if not isinstance(value, Tensor):
             raise TypeError("data must be a Tensor, not %s" % type(value).__name__)
         p, q = _live(self), _live(value)
@@ -521,18 +527,18 @@ class Tensor:
         _check(lib.ac_tensor_copy_(p, q), self, value)
 
     @property
-    def T(self):
+    def T(self) -> "Tensor":
         """The dims reversed (the transpose of a matrix)."""
         nd = _live(self).ndim
         return self if nd < 2 else self.permute(*range(nd - 1, -1, -1))
 
-    def dim(self):
+    def dim(self) -> int:
         return _live(self).ndim
 
-    def numel(self):
+    def numel(self) -> int:
         return _live(self).size
 
-    def size(self, dim=None):
+    def size(self, dim: Optional[int] = None) -> Any:
         """The shape, or the size of one dim."""
         p = _live(self)
         if dim is None:
@@ -542,19 +548,19 @@ class Tensor:
             raise IndexError("size: dim %d is out of range for a %d-d tensor" % (d, nd))
         return p.shape[d % nd]
 
-    def __len__(self):
+    def __len__(self) -> int:
         p = _live(self)
         if p.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return p.shape[0]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator["Tensor"]:
         n = len(self)
         return (self[i] for i in range(n))
 
     # ---- conversion --------------------------------------------------------
 
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         """A NumPy copy: float32, int64 or bool, as the tensor's dtype."""
         p = _live(self)
         shape = _shape_of(p)
@@ -563,13 +569,25 @@ class Tensor:
             return np.zeros(shape, kind.numpy)
         return np.frombuffer(ffi.buffer(p.data, p.size * kind.itemsize), kind.numpy).reshape(shape).copy()
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: Optional[builtins.bool] = None) -> np.ndarray:
         if copy is False:
             raise ValueError("a Tensor's memory is not shared with NumPy: np.asarray(t) copies")
         a = self.numpy()
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def item(self):
+    def __dlpack__(self, *, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[builtins.bool] = None) -> Any:
+        """A DLPack capsule sharing this tensor's memory (np.from_dlpack, torch.from_dlpack).
+        A tensor made in an ac.checkpoint() scope dies with it: keep() it first."""
+        from aicraft.dlpack import to_capsule
+        return to_capsule(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(1, 0): DLPack's CPU."""
+        _live(self)
+        return (1, 0)
+
+    def item(self) -> Union[int, builtins.float, builtins.bool]:
         p = _live(self)
         if p.size != 1:
             raise RuntimeError("item: a tensor with %d elements cannot be converted to a Python number" % p.size)
@@ -577,33 +595,33 @@ class Tensor:
             return p.data[0]
         return self.numpy().reshape(()).item()     # int for int64, bool for bool
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return self.numpy().tolist()
 
-    def __float__(self):
+    def __float__(self) -> builtins.float:
         return float(self.item())
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self.item())
 
-    def __bool__(self):
+    def __bool__(self) -> builtins.bool:
         p = _live(self)
         if p.size != 1:
             raise RuntimeError("bool: the truth value of a tensor with %d elements is ambiguous" % p.size)
         return bool(self.item())
 
-    def __index__(self):
+    def __index__(self) -> int:
         p = _live(self)
         if p.dtype != 1 or p.size != 1:
             raise TypeError("only one-element int64 tensors can be used as an index")
         return self.item()
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         if _live(self).size == 1:
             return format(self.item(), spec)
         return format(str(self), spec)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         p = _live(self)
         body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
         if p.size == 0 and p.dtype != 0:
@@ -620,7 +638,7 @@ class Tensor:
 
     # ---- autograd ----------------------------------------------------------
 
-    def backward(self, gradient=None, retain_graph=None):
+    def backward(self, gradient: Optional["Tensor"] = None, retain_graph: Optional[builtins.bool] = None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's .grad (self must be scalar
         unless gradient, of self's shape, is given). The graph behind self is freed
         as it is walked, unless retain_graph is true."""
@@ -637,25 +655,25 @@ class Tensor:
         if rc < 0:
             raise_error(self, gradient)
 
-    def detach(self):
+    def detach(self) -> "Tensor":
         """The same data with no graph (shares memory)."""
         p = lib.ac_tensor_detach(self._ptr)
         if p:
             return _wrap(p)
         raise_error(self)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> "Tensor":
         self.requires_grad = requires_grad
         return self
 
-    def clone(self):
+    def clone(self) -> "Tensor":
         """A differentiable copy."""
         p = lib.ac_tensor_clone(self._ptr)
         if p:
             return _wrap(p)
         raise_error(self)
 
-    def keep(self):
+    def keep(self) -> "Tensor":
         """A detached copy owned at root: it outlives the current ac.checkpoint()."""
         p = lib.ac_tensor_keep(self._ptr)
         if p:
@@ -684,10 +702,10 @@ class Tensor:
 
     # ---- in place (no graph) -----------------------------------------------
 
-    def zero_(self):
+    def zero_(self) -> "Tensor":
         return self.fill_(0.0)
 
-    def fill_(self, value):
+    def fill_(self, value: Any) -> "Tensor":
         p = _live(self)
         if lib.ac_is_grad_enabled() and p.requires_grad:
             raise RuntimeError("fill_: in-place changes of tensors that require grad are not recorded; "
@@ -698,7 +716,7 @@ class Tensor:
         _check(lib.ac_tensor_fill_(p, s), self)
         return self
 
-    def copy_(self, src):
+    def copy_(self, src: Any) -> "Tensor":
         if not isinstance(src, Tensor):
             raise TypeError("copy_: src must be a Tensor, not %s" % type(src).__name__)
         return self._copy_(self, src)
@@ -716,7 +734,7 @@ class Tensor:
     __rtruediv__ = _reflected("__rtruediv__", _div, lib.ac_rdiv_scalar)
     __rpow__ = _reflected("__rpow__", _pow, _rpow_scalar)
 
-    def __matmul__(self, other):
+    def __matmul__(self, other: Any) -> "Tensor":
         if type(other) is not Tensor:
             other = _operand(other)
             if not isinstance(other, Tensor):
@@ -731,16 +749,16 @@ class Tensor:
             return t
         raise_error(self, other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: Any) -> "Tensor":
         other = _operand(other)
         if not isinstance(other, Tensor):
             return NotImplemented
         return other.__matmul__(self)
 
     __neg__ = _unary("__neg__", lib.ac_neg, "-self")
-    __abs__ = _unary("__abs__", lib.ac_abs, "|self|")
+    __abs__ = _unary("__abs__", lib.ac_abs, "abs(self), elementwise")
 
-    def __pos__(self):
+    def __pos__(self) -> "Tensor":
         _live(self)
         return self
 
@@ -757,7 +775,7 @@ class Tensor:
     logical_or = _logical("logical_or", lib.AC_OR)
     logical_xor = _logical("logical_xor", lib.AC_XOR)
 
-    def logical_not(self):
+    def logical_not(self) -> "Tensor":
         p = lib.ac_logical_not(self._ptr)
         if p:
             return _wrap(p)
@@ -768,12 +786,12 @@ class Tensor:
     __xor__ = __rxor__ = _bool_only("__xor__", logical_xor)
     __invert__ = _bool_only("__invert__", logical_not)
 
-    def where(self, condition, other):
+    def where(self, condition: "Tensor", other: Any) -> "Tensor":
         """self where condition is true, else other (PyTorch's Tensor.where)."""
         from aicraft.functions import where
         return where(condition, self, other)
 
-    def masked_fill(self, mask, value):
+    def masked_fill(self, mask: "Tensor", value: Any) -> "Tensor":
         """A copy with value where the bool mask (broadcast to self) is true."""
         from aicraft.functions import where
         if isinstance(value, Tensor):
@@ -782,12 +800,12 @@ class Tensor:
             value = value.item()
         return where(mask, value, self)
 
-    def masked_fill_(self, mask, value):
+    def masked_fill_(self, mask: "Tensor", value: Any) -> "Tensor":
         return self._copy_(self, self.masked_fill(mask, value))
 
     # ---- dtypes and devices ------------------------------------------------
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: Any, **kwargs: Any) -> "Tensor":
         """self converted to a dtype and/or moved to a device (PyTorch's forms: to(dtype),
         to(device), to(device, dtype), to(other), copy=); self when nothing changes."""
         _live(self)
@@ -815,38 +833,38 @@ class Tensor:
             return _wrap(p)
         raise_error(self)
 
-    def type(self, dtype=None):
+    def type(self, dtype: Any = None) -> Any:
         """The dtype's name ("aicraft.FloatTensor"), or self converted to dtype."""
         if dtype is None:
             return ("aicraft.FloatTensor", "aicraft.LongTensor", "aicraft.BoolTensor",
                     "aicraft.ByteTensor")[_live(self).dtype]
         return self.to(dtype)
 
-    def float(self):
+    def float(self) -> "Tensor":
         return self.to(dtypes.float32)
 
-    def long(self):
+    def long(self) -> "Tensor":
         return self.to(dtypes.int64)
 
     int = long         # int32 is held as int64 (see dtypes.py)
 
-    def bool(self):
+    def bool(self) -> "Tensor":
         return self.to(dtypes.bool)
 
-    def byte(self):
+    def byte(self) -> "Tensor":
         return self.to(dtypes.uint8)
 
-    def double(self):
+    def double(self) -> "Tensor":
         return self.to(dtypes.float64)
 
-    def half(self):
+    def half(self) -> "Tensor":
         return self.to(dtypes.float16)
 
-    def cpu(self):
+    def cpu(self) -> "Tensor":
         _live(self)
         return self
 
-    def cuda(self, device=None):
+    def cuda(self, device: Any = None) -> "Tensor":
         return self.to(dtypes.device("cuda") if device is None else device)
 
     add, sub, mul, div, pow, matmul = __add__, __sub__, __mul__, __truediv__, __pow__, __matmul__
@@ -871,7 +889,7 @@ class Tensor:
     tanh = _unary("tanh", lib.ac_tanh, "hyperbolic tangent")
     gelu = _unary("gelu", lib.ac_gelu, "GELU, exact (erf) form")
 
-    def clamp(self, min=None, max=None):
+    def clamp(self, min: Optional[builtins.float] = None, max: Optional[builtins.float] = None) -> "Tensor":
         """self limited to [min, max]; a None bound is open."""
         if min is None and max is None:
             raise ValueError("clamp: at least one of min and max must be given")
@@ -886,13 +904,13 @@ class Tensor:
 
     clip = clamp
 
-    def softmax(self, dim):
+    def softmax(self, dim: int) -> "Tensor":
         p = lib.ac_softmax(self._ptr, _as_dim(dim))
         if p:
             return _wrap(p)
         raise_error(self)
 
-    def log_softmax(self, dim):
+    def log_softmax(self, dim: int) -> "Tensor":
         p = lib.ac_log_softmax(self._ptr, _as_dim(dim))
         if p:
             return _wrap(p)
@@ -909,7 +927,7 @@ class Tensor:
     max = _extreme("max", lib.ac_max, lib.ac_max_dim)
     min = _extreme("min", lib.ac_min, lib.ac_min_dim)
 
-    def argmax(self, dim=None, keepdim=False):
+    def argmax(self, dim: Optional[int] = None, keepdim: builtins.bool = False) -> "Tensor":
         """Index of the first largest element (as a float tensor), along dim or of the flattened tensor."""
         if dim is None:
             p = _live(self)
@@ -924,13 +942,13 @@ class Tensor:
             return _wrap(p)
         raise_error(self)
 
-    def argmin(self, dim=None, keepdim=False):
+    def argmin(self, dim: Optional[int] = None, keepdim: builtins.bool = False) -> "Tensor":
         """Index of the first smallest element, as argmax."""
         return (-self.detach()).argmax(dim, keepdim)
 
     # ---- shapes ------------------------------------------------------------
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: Any) -> "Tensor":
         """The same data in a new shape (one dim may be -1); shares memory."""
         shape = _shape_args(shape)
         p = lib.ac_reshape(self._ptr, ffi.new("int64_t[]", shape) if shape else _NULL, len(shape))
@@ -940,26 +958,26 @@ class Tensor:
 
     view = reshape
 
-    def flatten(self, start_dim=0, end_dim=-1):
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         p = lib.ac_flatten(self._ptr, _as_dim(start_dim), _as_dim(end_dim))
         if p:
             return _wrap(p)
         raise_error(self)
 
-    def transpose(self, dim0, dim1):
+    def transpose(self, dim0: int, dim1: int) -> "Tensor":
         p = lib.ac_transpose(self._ptr, _as_dim(dim0), _as_dim(dim1))
         if p:
             return _wrap(p)
         raise_error(self)
 
-    def permute(self, *dims):
+    def permute(self, *dims: Any) -> "Tensor":
         dims = [_as_dim(d) for d in _shape_args(dims, "dims")]
         p = lib.ac_permute(self._ptr, ffi.new("int[]", dims) if dims else _NULL, len(dims))
         if p:
             return _wrap(p)
         raise_error(self)
 
-    def squeeze(self, dim=None):
+    def squeeze(self, dim: Any = None) -> "Tensor":
         """Drop size-1 dims (all, or those named by dim)."""
         dims, n = _dims_arg(dim)
         if dim is not None and n == 0:
@@ -969,7 +987,7 @@ class Tensor:
             return _wrap(p)
         raise_error(self)
 
-    def unsqueeze(self, dim):
+    def unsqueeze(self, dim: int) -> "Tensor":
         p = lib.ac_unsqueeze(self._ptr, _as_dim(dim))
         if p:
             return _wrap(p)

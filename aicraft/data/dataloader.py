@@ -10,6 +10,7 @@ Tensors are float32 only, so integer data (class labels) arrive as float32
 tensors of the same values, which is what cross_entropy takes.
 """
 import numbers
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -102,10 +103,12 @@ class DataLoader:
     per field, so a worker pool would mostly add copies between processes.
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
-                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, prefetch_factor=None, persistent_workers=False,
-                 generator=None, seed=None):
+    def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None,
+                 sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
+                 collate_fn: Optional[Callable[..., Any]] = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Any = None,
+                 prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
+                 generator: Any = None, seed: Optional[int] = None) -> None:
         num_workers = _count(num_workers, "num_workers")
         _count(timeout, "timeout")
         if num_workers == 0 and prefetch_factor is not None:
@@ -146,10 +149,10 @@ class DataLoader:
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.batch_sampler)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         get = getattr(self.batch_sampler, "epoch_batches", None)
         batches = get() if get is not None else self.batch_sampler
         for indices in batches:

@@ -34,7 +34,7 @@ class TensorDataset(Dataset):
     `tensors` holds the arrays.
     """
 
-    def __init__(self, *tensors):
+    def __init__(self, *tensors: Tensor) -> None:
         if not tensors:
             raise ValueError("TensorDataset: needs at least one array")
         arrays = []

@@ -1,11 +1,13 @@
 """datasets.py - MNIST and Fashion-MNIST, read from their IDX files; the IDX
 reader and writer; and MNIST's download.
 
-Where the files are:
+Where the files are::
+
   MNIST(root)          root/MNIST/raw/ (torchvision's layout, so a folder
                        torchvision filled works as is)
   FashionMNIST(root)   root itself; by default /usr/share/datasets/fashion-mnist,
                        where Debian's dataset-fashion-mnist package puts them
+
 Each file may be raw (`train-images-idx3-ubyte`) or gzipped (`...-ubyte.gz`);
 the raw one is taken when both exist.
 

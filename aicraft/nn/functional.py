@@ -57,7 +57,7 @@ def l1_loss(input, target, *, reduction="mean"):
 
 
 def smooth_l1_loss(input, target, *, reduction="mean", beta=1.0):
-    """Huber-like loss: 0.5 (x - t)^2 / beta where |x - t| < beta, else |x - t| - 0.5 beta
+    """Huber-like loss: 0.5 (x - t)^2 / beta where abs(x - t) < beta, else abs(x - t) - 0.5 beta
     (beta 0 is l1_loss)."""
     _input(input, "smooth_l1_loss")
     target = _target(target, "smooth_l1_loss")

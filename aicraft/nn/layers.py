@@ -6,6 +6,7 @@ models fast, so there is no hook machinery and no argument juggling here.
 """
 import math
 from collections import OrderedDict
+from typing import Any
 
 from aicraft._ffi import ffi, lib
 from aicraft.creation import zeros
@@ -30,7 +31,7 @@ class Linear(Module):
 
     Initialised as PyTorch's: W and b uniform in [-1/sqrt(in), 1/sqrt(in)]."""
 
-    def __init__(self, in_features, out_features, bias=True):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
         self.in_features = _as_int(in_features, "Linear: in_features")
         self.out_features = _as_int(out_features, "Linear: out_features")
@@ -83,7 +84,7 @@ class ReLU(Module):
     """max(x, 0), elementwise. `inplace` is accepted for PyTorch code and changes
     nothing: the result is always a new tensor."""
 
-    def __init__(self, inplace=False):
+    def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = bool(inplace)
 
@@ -200,7 +201,7 @@ class Sequential(Module):
     """Modules applied in order: Sequential(a, b, c)(x) is c(b(a(x))).
     Also Sequential(OrderedDict(name=module, ...)) for named children."""
 
-    def __init__(self, *args):
+    def __init__(self, *args: Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
             for name, module in args[0].items():

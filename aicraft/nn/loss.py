@@ -1,6 +1,8 @@
 """loss.py - the loss layers: MSELoss, L1Loss, SmoothL1Loss, CrossEntropyLoss,
 NLLLoss, BCELoss, BCEWithLogitsLoss. Each holds its options and calls aicraft.nn.functional.
 """
+from typing import Any
+
 from aicraft.functional import _reduction
 from aicraft.nn import functional as F
 from aicraft.nn.module import Module
@@ -10,7 +12,7 @@ __all__ = ["MSELoss", "L1Loss", "SmoothL1Loss", "CrossEntropyLoss", "NLLLoss", "
 
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
         _reduction(reduction, type(self).__name__)
         self.reduction = reduction
@@ -73,7 +75,8 @@ class NLLLoss(_Loss):
 class CrossEntropyLoss(_Loss):
     """Cross entropy of logits against class indices, with optional label smoothing."""
 
-    def __init__(self, weight=None, *, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    def __init__(self, weight: Any = None, *, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
         super().__init__(reduction)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError("CrossEntropyLoss: label_smoothing %r is not in [0, 1]" % (label_smoothing,))

@@ -9,6 +9,7 @@ Parameters and buffers live at root (outside any ac.checkpoint() scope): a
 model is built once and then trained with a scope around each step.
 """
 from collections import OrderedDict, namedtuple
+from typing import Any, Dict, Iterator, Mapping, Tuple, TypeVar
 
 import numpy as np
 
@@ -16,6 +17,8 @@ from aicraft import dtypes
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
 from aicraft.tensor import Tensor, _live, _shape_of
+
+M = TypeVar("M", bound="Module")
 
 __all__ = ["Parameter", "Module"]
 
@@ -77,7 +80,7 @@ class Module:
     """Base class of layers and models: subclass it, assign layers and Parameters
     in __init__ (after super().__init__()), and write forward()."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         d = self.__dict__
         d["training"] = True
         d["_parameters"] = OrderedDict()
@@ -85,11 +88,11 @@ class Module:
         d["_non_persistent_buffers"] = set()
         d["_modules"] = OrderedDict()
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError('Module [%s] is missing the required "forward" function'
                                   % type(self).__name__)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
     # ---- registration ------------------------------------------------------
@@ -223,11 +226,12 @@ class Module:
                 seen.add(id(value))
                 yield module_prefix + ("." if module_prefix else "") + name, value
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[Tuple[str, "Parameter"]]:
         """(dotted name, Parameter) in registration order, each shared parameter once."""
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator["Parameter"]:
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
@@ -283,7 +287,7 @@ class Module:
 
     # ---- modes and gradients -----------------------------------------------
 
-    def train(self, mode=True):
+    def train(self: M, mode: bool = True) -> M:
         """Set training mode (Dropout, BatchNorm) here and below; returns self."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
@@ -291,7 +295,7 @@ class Module:
             module.__dict__["training"] = mode
         return self
 
-    def eval(self):
+    def eval(self: M) -> M:
         return self.train(False)
 
     def requires_grad_(self, requires_grad=True):
@@ -299,7 +303,7 @@ class Module:
             param.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every parameter's .grad (set_to_none) or fill it with zeros."""
         for param in self.parameters():
             p = _live(param)
@@ -310,7 +314,8 @@ class Module:
 
     # ---- state -------------------------------------------------------------
 
-    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, *, destination: Any = None, prefix: str = "",
+                   keep_vars: bool = False) -> Dict[str, Tensor]:
         """Parameters and persistent buffers by dotted name (this module's own first,
         then each child's). Values share memory with the module (detached unless
         keep_vars)."""
@@ -328,7 +333,7 @@ class Module:
                                   keep_vars=keep_vars)
         return destination
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
         """Copy values from state_dict into the parameters and buffers, in place.
 
         Every key and shape is checked before anything is copied. A shape

@@ -6,6 +6,8 @@ The update (libac/src/optim/adam.c), per parameter p with gradient g, at step t:
     v = beta2 * v + (1 - beta2) * g * g
     p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 """
+from typing import Any, Iterable, Tuple
+
 from aicraft import _trace
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
@@ -24,7 +26,8 @@ class Adam(Optimizer):
     _state_tensors = ("exp_avg", "exp_avg_sq")
     _decoupled = 0
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0):
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0) -> None:
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         self._check_group(defaults)
         super().__init__(params, defaults)
@@ -78,5 +81,6 @@ class AdamW(Adam):
 
     _decoupled = 1
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

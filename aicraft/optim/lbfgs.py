@@ -4,7 +4,7 @@ L-BFGS works on all parameters as one flat vector x. Each `step(closure)`
 runs up to max_iter iterations: the direction d = -H g from the last
 history_size pairs (y, s) of gradient and parameter changes (the two-loop
 recursion, in C: libac/src/optim/lbfgs.c), then a move x = x + t d, with t
-either fixed (lr; lr * min(1, 1 / |g|_1) on the very first iteration) or
+either fixed (lr; lr * min(1, 1 / sum(abs(g))) on the very first iteration) or
 found by a line search satisfying the strong Wolfe conditions.
 
 The iterations here follow PyTorch's step() line by line, with Python floats

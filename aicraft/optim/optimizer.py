@@ -12,6 +12,7 @@ State tensors always live at root, never in a scope: a step may run inside
 import warnings
 from collections import defaultdict
 from numbers import Real
+from typing import Any, Callable, Dict, Iterable, Optional
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class Optimizer:
 
     _state_tensors = ()
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: Iterable[Any], defaults: Dict[str, Any]) -> None:
         self.defaults = defaults
         self.state = defaultdict(dict)
         self.param_groups = []
@@ -102,7 +103,7 @@ class Optimizer:
     def _step_group(self, group):
         raise NotImplementedError
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every parameter's gradient (or fill it with zeros when set_to_none is False)."""
         # A compiled step records the call even without a grad: later calls have one.
         tracing = _trace.recording() is not None
@@ -115,7 +116,7 @@ class Optimizer:
                 if rc < 0:
                     raise_error(p)
 
-    def step(self, closure=None):
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """One update of every parameter that has a gradient. closure, if given,
         re-evaluates the model and returns the loss, which step returns."""
         loss = None

@@ -6,6 +6,8 @@ The update (libac/src/optim/sgd.c), per parameter p with gradient g:
     g = g + momentum * buf if nesterov else buf      (when momentum != 0)
     p = p - lr * g
 """
+from typing import Any, Iterable
+
 from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
@@ -24,7 +26,8 @@ class SGD(Optimizer):
 
     _state_tensors = ("momentum_buffer",)
 
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False):
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False) -> None:
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov)
         self._check_group(defaults)

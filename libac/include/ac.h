@@ -7,9 +7,10 @@
  *    returns AC_OK (0) or a negative AcStatus. Either way the calling thread's
  *    error is set: ac_last_error_code(), ac_last_error() ("op: what went wrong").
  *  - Tensors are contiguous, row-major, ndim <= AC_MAX_DIMS, with data aligned
- *    to 64 bytes. They compute in float32; int64 and bool tensors hold indices,
- *    masks and comparison results. An op that computes takes float32 tensors
- *    and fails with AC_ERR_DTYPE for others.
+ *    to 64 bytes (external memory: to its element size). They compute in
+ *    float32; int64 and bool tensors hold indices, masks and comparison
+ *    results. An op that computes takes float32 tensors and fails with
+ *    AC_ERR_DTYPE for others.
  *  - Ownership: a tensor made while a scope (ac_mem_checkpoint) is open lives in
  *    that scope and dies when it is restored at the latest. ac_tensor_free on it
  *    says the caller is done with it: if nothing else refers to it (a graph
@@ -490,6 +491,29 @@ int ac_graph_set_scalar(AcGraph *g, int node, int attr, double value);
    tensor in the caller's current scope (or at root, owned by the caller). */
 int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
                     int n_outputs);
+
+/* ---- External memory and DLPack ------------------------------------------ */
+
+/* Called once when the last reference to an external tensor (and its views) is dropped. */
+typedef void (*AcReleaseFn)(void *ctx);
+
+/* A root tensor over memory libac does not own, whatever scope is open: data holds
+   shape's elements of dtype, row-major and contiguous, aligned to the element size.
+   libac never frees data; it calls release(ctx) (NULL: nothing) when the tensor dies.
+   On failure release is not called and the caller still owns data. */
+AcTensor *ac_tensor_from_external(void *data, const int64_t *shape, int ndim, int dtype,
+                                  AcReleaseFn release, void *ctx);
+/* DLPack, zero copy: managed is a DLManagedTensorVersioned * (dlpack.h, DLPack 1.x) when
+   versioned is 1, else the older DLManagedTensor *. ac_to_dlpack returns one sharing root
+   tensor t's data and holding a reference to t until the consumer calls its deleter; a
+   scoped tensor fails with AC_ERR_SCOPE (its memory ends with its scope: ac_tensor_keep
+   it first). ac_from_dlpack takes one over (CPU; float32, int64 or bool; row-major
+   contiguous; writable) as an external tensor whose release calls its deleter; on
+   failure the caller still owns it. ac_dlpack_delete calls its deleter, for one that
+   nobody took over. */
+void *ac_to_dlpack(AcTensor *t, int versioned);
+AcTensor *ac_from_dlpack(void *managed, int versioned);
+int ac_dlpack_delete(void *managed, int versioned);
 
 /* ---- Threads ------------------------------------------------------------- */
 

@@ -17,6 +17,10 @@
  * bytes_in_use; its next backward fills the spare instead of allocating, so
  * a training loop that drops grads each step makes no malloc once warm.
  *
+ * An external tensor (ac_tensor_from_external) is a root box alone: its data
+ * belongs to someone else, handed back through its release callback when the
+ * box is freed.
+ *
  * Not here: the ops (ops/), the graph walk (autograd.c).
  */
 #include "graph.h"
@@ -34,6 +38,8 @@ typedef struct {
     int32_t dropped;       /* scoped: its owner called ac_tensor_free */
     AcTensor *next_dead;   /* scoped: the next on a chain of tensors to give back */
     AcTensor *spare_grad;  /* root: a dropped grad kept for the next backward, or NULL */
+    AcReleaseFn release;   /* root, external data: hands the data back to its owner */
+    void *release_ctx;
 } TensorBox;
 
 static size_t round_up(size_t n) { return (n + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
@@ -340,6 +346,7 @@ int ac_tensor_free(AcTensor *t)
         counters_tensor(-1, 0);
         if (box->spare_grad)
             root_free_set_aside(box->spare_grad, ((TensorBox *)box->spare_grad)->alloc_bytes);
+        if (box->release) box->release(box->release_ctx);
         root_free(box, box->alloc_bytes);
         for (i = 0; i < n_held; i++)
             if (drop_reference(held[i])) free_stack_push(&s, held[i]);
@@ -349,6 +356,40 @@ int ac_tensor_free(AcTensor *t)
 }
 
 /* ---- creation ------------------------------------------------------------ */
+
+AcTensor *ac_tensor_from_external(void *data, const int64_t *shape, int ndim, int dtype,
+                                  AcReleaseFn release, void *ctx)
+{
+    const char *op = "tensor_from_external";
+    size_t head = round_up(sizeof(TensorBox));
+    int64_t size, item;
+    TensorBox *box;
+    AcTensor *t;
+    if (shape_check(op, shape, ndim, &size)) return NULL;
+    item = ac_dtype_size(dtype);
+    if (item < 0) return error_null(AC_ERR_DTYPE, "%s: unknown dtype %d", op, dtype);
+    if (!data && size > 0) return error_null(AC_ERR_ARG, "%s: data is NULL", op);
+    if ((uintptr_t)data % (uintptr_t)item)
+        return error_null(AC_ERR_ARG, "%s: data %p is not aligned to its %lld-byte %s elements", op,
+                          data, (long long)item, ac_dtype_name(dtype));
+    /* AC_ALIGN spare bytes: a valid data pointer when an empty tensor came without one */
+    box = root_alloc(head + AC_ALIGN);
+    if (!box) return NULL;
+    memset(box, 0, head);
+    box->alloc_bytes = head + AC_ALIGN;
+    box->release = release;
+    box->release_ctx = ctx;
+    t = &box->tensor;
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+    t->ndim = ndim;
+    t->size = size;
+    t->dtype = dtype;
+    t->device = AC_CPU;
+    t->refcount = 1;
+    t->data = data ? data : (float *)(void *)((char *)box + head);
+    counters_tensor(1, 0);
+    return t;
+}
 
 AcTensor *ac_tensor_new(const int64_t *shape, int ndim)
 {
