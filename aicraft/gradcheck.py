@@ -7,7 +7,8 @@ them when fn returns.
 """
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _live, _Scope, end_scopes_from, push_scope, scope_stack
+from aicraft._scope import Scope, stack
+from aicraft.tensor import Tensor, _live
 
 
 class _Call:
@@ -23,9 +24,9 @@ class _Call:
 @ffi.def_extern()
 def _py_gradcheck_fn(inputs, n_inputs, user):
     call = ffi.from_handle(user)
-    first_new = len(scope_stack()) + 1
-    for depth in range(first_new, lib.ac_mem_depth() + 1):
-        push_scope(_Scope(depth))
+    opened = [Scope() for _ in range(len(stack()), lib.ac_mem_depth())]
+    for scope in opened:
+        scope.open()
     try:
         out = call.fn(*call.inputs)
         if not isinstance(out, Tensor):
@@ -37,7 +38,8 @@ def _py_gradcheck_fn(inputs, n_inputs, user):
             call.error = exc
         return ffi.NULL
     finally:
-        end_scopes_from(first_new)
+        if opened:
+            opened[0].close()
 
 
 def gradcheck(fn, inputs, eps=1e-3, atol=1e-2, rtol=1e-2, raise_exception=True):

@@ -10,42 +10,41 @@ from typing import Any, Dict, Optional
 
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ScopeError, raise_error
-from aicraft.tensor import _Scope, end_scopes_from, push_scope
+from aicraft._scope import Scope
+
+_mem_checkpoint, _mem_restore = lib.ac_mem_checkpoint, lib.ac_mem_restore
 
 
-class checkpoint:
+class checkpoint(Scope):
     """A memory scope: `with ac.checkpoint(): ...` frees the step's tensors at the end."""
 
-    __slots__ = ("_cp", "_scope")
+    __slots__ = ("_cp",)
 
     def __init__(self) -> None:
         self._cp = None
-        self._scope = None
+        self.alive = False
 
     def __enter__(self) -> "checkpoint":
-        if self._scope is not None:
+        if self._cp is not None:
             raise ScopeError("checkpoint: this scope is already open; make a new ac.checkpoint()")
-        cp = lib.ac_mem_checkpoint()
+        cp = _mem_checkpoint()
         if cp.depth < 0:
             raise_error()
         self._cp = cp
-        self._scope = _Scope(cp.depth)
-        push_scope(self._scope)
+        self.open()
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
-        scope = self._scope
-        if scope is None or not scope.alive:
-            return False      # never opened, or already ended by an outer scope's restore
-        end_scopes_from(scope.depth)
-        if lib.ac_mem_restore(self._cp) < 0:
-            raise_error()
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> bool:
+        if self.alive:        # else never opened, or already ended by an outer scope's restore
+            self.close()
+            if _mem_restore(self._cp) < 0:
+                raise_error()
         return False
 
     @property
     def depth(self) -> Optional[int]:
         """The nesting depth this scope opened at (1 for the outermost); None before enter."""
-        return None if self._scope is None else self._scope.depth
+        return None if self._cp is None else self._cp.depth
 
 
 def memory_stats() -> Dict[str, int]:

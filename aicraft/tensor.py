@@ -1,15 +1,13 @@
 """tensor.py - aicraft.Tensor, a thin wrapper over libac's AcTensor.
 
 A Tensor holds `_ptr` (the AcTensor*) and `_scope` (None for a root tensor, else
-the _Scope of the ac.checkpoint() it was made in).
+the _scope.Scope, usually an ac.checkpoint(), it was made in).
 
 * Root tensors are reference counted in C; the wrapper owns one reference and
   drops it in __del__.
 * Scoped tensors die with their scope. The scope keeps its wrappers (weak
   references to those of _FREE_EARLY_SIZE floats or more) and, when it ends,
-  sets the `_ptr` of those still alive to NULL: C then sees NULL and fails, and
-  the error path reports ScopeError. So the fast path pays nothing for the
-  check, and no freed pointer is ever handed to C. A large tensor's wrapper
+  sets the `_ptr` of those still alive to NULL (see _scope.py). A large tensor's wrapper
   that dies inside its scope frees its tensor there too: if nothing else
   refers to it (a graph node, a view, another wrapper), C reuses its memory
   for the scope's next tensors, so a forward pass under no_grad holds about
@@ -31,6 +29,7 @@ import numpy as np
 from aicraft._args import _as_dim, _as_int, _dims_arg, _pick, _scalar, _shape_args
 from aicraft import dtypes
 from aicraft._ffi import ffi, lib
+from aicraft._scope import open_scopes as _open_scopes, tls as _tls
 from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
 
 _NULL = ffi.NULL
@@ -40,72 +39,6 @@ _ref = weakref.ref
 # the arena's top) and cost a weak reference and a call per op.
 _FREE_EARLY_SIZE = 1024
 _DTYPE = dtypes.BY_CODE
-
-# ---- scopes ------------------------------------------------------------------
-
-_tls = threading.local()
-_open_scopes = 0          # Python-opened scopes over all threads; 0 means every new tensor is root
-_open_lock = threading.Lock()
-
-
-class _Scope:
-    """One open ac.checkpoint() (or a scope C opened around a Python callback)."""
-
-    __slots__ = ("depth", "tensors", "kept", "alive", "thread")
-
-    def __init__(self, depth):
-        self.depth = depth
-        self.thread = threading.get_ident()   # C scopes belong to one thread
-        self.tensors = []     # weak references to the wrappers that may free early
-        self.kept = []        # wrappers that live to its end: small or borrowed ones
-        self.alive = True
-
-    def end(self):
-        """Mark the scope dead: every wrapper made in it now reads as ended."""
-        self.alive = False
-        for ref in self.tensors:
-            t = ref()
-            if t is not None:
-                t._ptr = _NULL
-        for t in self.kept:
-            t._ptr = _NULL
-        self.tensors = []
-        self.kept = []
-
-
-def scope_stack():
-    """This thread's open scopes; index i holds the scope at C depth i + 1."""
-    stack = getattr(_tls, "stack", None)
-    if stack is None:
-        stack = _tls.stack = []
-    return stack
-
-
-def push_scope(scope):
-    global _open_scopes
-    scope_stack().append(scope)
-    with _open_lock:
-        _open_scopes += 1
-
-
-def end_scopes_from(depth):
-    """End this thread's scopes at depth and deeper (restoring a scope ends inner ones)."""
-    global _open_scopes
-    stack = scope_stack()
-    ended = 0
-    while len(stack) >= depth:
-        stack.pop().end()
-        ended += 1
-    with _open_lock:
-        _open_scopes -= ended
-
-
-def _scope_at(depth):
-    stack = scope_stack()
-    if depth > len(stack):
-        raise ScopeError("a tensor was made in a scope aicraft did not open (depth %d)" % depth)
-    return stack[depth - 1]
-
 
 # ---- wrapping ----------------------------------------------------------------
 
@@ -126,12 +59,12 @@ def _wrap_scoped(p):
     t._ptr = p
     depth = p.scope_depth
     if depth:
-        scope = _scope_at(depth)
+        try:
+            scope = _tls.stack[depth - 1]
+        except (AttributeError, IndexError):
+            raise ScopeError("a tensor was made in a scope aicraft did not open (depth %d)" % depth) from None
         t._scope = scope
-        if p.size < _FREE_EARLY_SIZE:
-            scope.kept.append(t)
-        else:
-            scope.tensors.append(_ref(t))
+        scope.wrappers.append(t if p.size < _FREE_EARLY_SIZE else _ref(t))
     else:
         t._scope = None
     return t
@@ -147,7 +80,7 @@ def _wrap_borrowed(p, owner):
     scope = owner._scope
     if scope is not None:
         t._scope = scope
-        scope.kept.append(t)
+        scope.wrappers.append(t)
         if p.scope_depth:
             lib.ac_tensor_retain(p)
     else:

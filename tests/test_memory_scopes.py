@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -329,6 +330,44 @@ def test_restoring_an_outer_scope_ends_the_inner_ones():
     inner.__exit__(None, None, None)             # already ended: a no-op
     assert in_use() == start
     np.testing.assert_array_equal((ac.ones(2) * 3).numpy(), [3.0, 3.0])
+
+
+def test_ended_scopes_leave_no_bookkeeping_behind():
+    """Ops wrap results as root only while no scope is open anywhere: every way a
+    scope ends (normally, by an exception, by an outer restore, in gradcheck's
+    callback) must take it off the open list, and the wrappers it held with it."""
+    from aicraft import _scope
+    assert _scope.open_scopes == []
+    with pytest.raises(ZeroDivisionError):
+        with ac.checkpoint():
+            with ac.checkpoint():
+                small, large = ac.ones(2) * 2, ac.ones(4096) * 2
+                1 / 0
+    outer = ac.checkpoint()
+    outer.__enter__()
+    inner = ac.checkpoint()
+    inner.__enter__()
+    outer.__exit__(None, None, None)
+    inner.__exit__(None, None, None)
+    with ac.checkpoint():
+        assert ac.gradcheck(lambda a: (a * a).sum(), [ac.randn(3, requires_grad=True)])
+    assert _scope.open_scopes == [] and _scope.stack() == []
+    assert outer.wrappers is None and inner.wrappers is None
+    for dead in (small, large):
+        with pytest.raises(ac.ScopeError):
+            dead.sum()
+    assert (ac.ones(2) * 2)._scope is None
+
+
+def test_a_large_wrapper_dropped_inside_its_scope_is_skipped_when_it_ends():
+    with ac.checkpoint() as scope:
+        kept = ac.ones(4096) * 2
+        dropped = ac.ones(4096) * 3
+        del dropped
+        gc.collect()
+        assert sum(1 for w in scope.wrappers if isinstance(w, weakref.ref) and w() is None) >= 1
+    with pytest.raises(ac.ScopeError):
+        kept.sum()
 
 
 def test_a_checkpoint_object_cannot_be_entered_twice():

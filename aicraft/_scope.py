@@ -1,0 +1,78 @@
+"""_scope.py - the Python side of libac's scopes: which ac.checkpoint() scopes are
+open on which thread, and the tensor wrappers each one marks dead when it ends.
+
+Beneath tensor.py (which wraps tensors into the open scope) and memory.py (which
+opens and closes them); it knows nothing of Tensor beyond its `_ptr` slot.
+
+A wrapper's `_ptr` is set to NULL when its scope ends, so a dead tensor reaches C
+as NULL, C fails, and the error path reports ScopeError: ops pay nothing for the
+check on success, and no freed pointer is ever handed to C. Marking is eager
+because the alternative, a generation number compared on every use, would cost
+each op a Python attribute lookup per operand; here it costs one store per
+wrapper made in the scope, and nothing for a scope that made none.
+"""
+import threading
+import weakref
+
+from aicraft._ffi import ffi
+
+_NULL = ffi.NULL
+_get_ident = threading.get_ident
+_ref = weakref.ref
+
+tls = threading.local()   # tls.stack: this thread's open scopes, index i at C depth i + 1
+
+# One entry per scope Python has open, over all threads. Ops test it for emptiness
+# alone: while it is empty every new tensor is root and needs no lookup. It is a
+# list rather than a count because list.append and list.pop are atomic under the
+# GIL, where `count += 1` would need a lock.
+open_scopes = []
+
+
+class Scope:
+    """One open C scope: an ac.checkpoint(), or a scope C opened around a Python
+    callback (gradcheck)."""
+
+    __slots__ = ("thread", "wrappers", "alive")
+
+    def open(self):
+        """Start holding the wrappers of the C scope just opened on this thread (its
+        depth is its place in the thread's stack)."""
+        self.thread = _get_ident()   # a C scope belongs to one thread
+        # The wrappers to mark dead: small ones and borrowed ones themselves (they
+        # live to the scope's end), others as weak references (they may free early).
+        self.wrappers = []
+        self.alive = True
+        try:
+            tls.stack.append(self)
+        except AttributeError:
+            tls.stack = [self]
+        open_scopes.append(None)
+
+    def close(self):
+        """Mark this scope, and the inner ones still open on this thread, dead: every
+        wrapper made in them now reads as ended (restoring a C scope ends the scopes
+        inside it)."""
+        scopes = tls.stack
+        while True:
+            scope = scopes.pop()
+            open_scopes.pop()
+            scope.alive = False
+            for t in scope.wrappers:
+                if type(t) is _ref:
+                    t = t()
+                    if t is None:
+                        continue
+                t._ptr = _NULL
+            scope.wrappers = None
+            if scope is self:
+                return
+
+
+def stack():
+    """This thread's open scopes; index i holds the scope at C depth i + 1."""
+    try:
+        return tls.stack
+    except AttributeError:
+        tls.stack = []
+        return tls.stack
