@@ -32,8 +32,8 @@ import os
 import subprocess
 import sys
 
-from common import (ROOT, SAMPLES, Batches, load_mnist_uint8, measure_interleaved, peak_rss, spawn,
-                    step_peak_bytes, step_scope, timed_steps, torch_version)
+from common import (ROOT, SAMPLES, Batches, host, host_line, load_mnist_uint8, measure_interleaved, peak_rss,
+                    spawn, step_peak_bytes, step_scope, timed_steps, torch_version)
 
 FRAMEWORKS = ("aicraft", "torch")
 SCOPES = ("root", "checkpoint")
@@ -209,12 +209,13 @@ def main():
     step_peak = {scope: measure_step_peak(scope) for scope in SCOPES}
 
     _, _, data = load_data()
+    print(host_line())
     print("MNIST CNN (2 conv, 2 linear), Adam 1e-3; aicraft vs PyTorch %s on the CPU"
           % (version or "-"))
     print("data: %s; %d interleaved runs of %gs, medians\n" % (data, args.repeats, args.seconds))
     row = "%-44s %10s %10s %8s   %s"
     print(row % ("", "aicraft", "PyTorch", "ratio", "target"))
-    result = {"bench": "cnn", "data": data, "torch": version, "repeats": args.repeats,
+    result = {"bench": "cnn", **host(), "data": data, "torch": version, "repeats": args.repeats,
               "train_samples_per_s": {}, "infer_samples_per_s": {}, "peak_rss_mb": {},
               "step_peak_mb": {}}
     for mode, t in configs:

@@ -1,9 +1,11 @@
-"""common.py - what the training benchmarks share: the MNIST images as uint8,
+"""common.py - what the benchmarks share: the host line every bench prints (CPU
+model and SIMD path), and for the training benchmarks the MNIST images as uint8,
 batches over them, timed runs, RSS and libac's peak bytes inside a worker
 process, and the driver that interleaves runs of long-lived worker processes
 and takes medians."""
 import contextlib
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -12,6 +14,34 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MNIST_RAW = os.path.join(ROOT, "data", "MNIST", "raw")
 SAMPLES = 10000
+
+
+def host():
+    """{"cpu": the CPU's model name, "simd": the instruction set libac's kernels run
+    here}, so that numbers from different hosts are never compared by mistake."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read().splitlines()
+    except OSError:
+        info = []
+    fields = {}
+    for line in info:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    model = fields.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" in fields:   # a VM may name only the brand: family and model tell Zen 3 from Zen 4
+        model += " (family %s, model %s)" % (fields["cpu family"], fields.get("model", "?"))
+    flags = set(fields.get("flags", "").split())
+    # libac's rule (libac/src/kernels/cpu.c): AC_SIMD's set when the CPU can run it, else the best.
+    can_run = {"avx512": "avx512f" in flags, "avx2": {"avx2", "fma"} <= flags, "generic": True}
+    forced = os.environ.get("AC_SIMD")
+    simd = forced if can_run.get(forced) else next(s for s in ("avx512", "avx2", "generic") if can_run[s])
+    return {"cpu": model, "simd": simd}
+
+
+def host_line():
+    h = host()
+    return "CPU: %s; SIMD path: %s%s" % (h["cpu"], h["simd"], " (AC_SIMD)" if os.environ.get("AC_SIMD") else "")
 
 
 def load_mnist_uint8():

@@ -18,7 +18,6 @@ empty when torch is not installed; torch.compile's where it does not run.
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -30,6 +29,7 @@ import numpy as np  # noqa: E402
 import aicraft as ac  # noqa: E402
 import aicraft.nn.functional as F  # noqa: E402
 from aicraft import nn, optim  # noqa: E402
+from common import host, host_line  # noqa: E402
 
 try:
     import torch
@@ -38,21 +38,6 @@ except ImportError:
 
 TARGETS = {"fduai": 8.0, "fduai_vs_torch": 100.0, "mlp_infer": 1.5, "mlp_adam": 1.2, "cnn_infer": 1.3}
 COMPILE_TARGET_MS = 50.0
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read()
-    except OSError:
-        return platform.processor() or platform.machine(), ""
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
-                  if line.startswith("model name")), platform.machine())
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines()
-                  if line.startswith("flags")), [])
-    # The rule libac's kernels dispatch by (libac/src/kernels/cpu.c).
-    simd = "AVX-512" if "avx512f" in flags else "AVX2+FMA" if {"avx2", "fma"} <= set(flags) else "portable C"
-    return model, simd
 
 
 def timed(fn, calls):
@@ -273,8 +258,7 @@ def main():
     if torch is not None:
         torch.set_num_threads(1)
     use_tc = torch is not None and not args.no_torch_compile
-    model, simd = cpu_model()
-    print("CPU: %s; SIMD path: %s; aicraft threads: 1" % (model, simd))
+    print(host_line() + "; aicraft threads: 1")
     ac.manual_seed(0)
     if torch is not None:
         torch.manual_seed(0)
@@ -301,7 +285,7 @@ def main():
     compile_ms = statistics.median(compile_time_ms() for _ in range(max(3, args.repeats // 3)))
     results["compile_ms"] = compile_ms
     print("compile (record) time of the MLP Adam step: %.1f ms (target <= %.0f ms)" % (compile_ms, COMPILE_TARGET_MS))
-    print(json.dumps({"bench": "compile", "cpu": model, "simd": simd, "results": results}))
+    print(json.dumps({"bench": "compile", **host(), "results": results}))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 import aicraft as ac  # noqa: E402
+from common import host, host_line  # noqa: E402
 
 try:
     import torch
@@ -126,6 +127,7 @@ def main():
     differences = largest_difference(table)
     times = measure(table, threads, repeats)
 
+    print(host_line())
     print("elementwise ops over %d floats, ms per call (median of %d interleaved batches); "
           "speedup = NumPy / aicraft; %s, Python %s, NumPy %s, PyTorch %s"
           % (SHAPE[0] * SHAPE[1], repeats, platform.machine(), platform.python_version(),
@@ -151,7 +153,7 @@ def main():
             show(cell["aicraft 1t"], "%.3f"), show(cell["aicraft"], "%.3f"),
             show(speedup_1, "%.2fx"), show(speedup_n, "%.2fx"), show(differences[name], "%.1e")))
     print("max diff: largest |aicraft - NumPy| / max(|NumPy|, 1); PyTorch's result for gelu")
-    print(json.dumps({"bench": "elementwise", "elements": SHAPE[0] * SHAPE[1],
+    print(json.dumps({"bench": "elementwise", **host(), "elements": SHAPE[0] * SHAPE[1],
                       "threads": threads, "repeats": repeats,
                       "numpy": np.__version__,
                       "torch": None if torch is None else torch.__version__,

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 from aicraft._ffi import ffi, lib  # noqa: E402
+from common import host, host_line  # noqa: E402
 
 try:
     from threadpoolctl import threadpool_limits
@@ -229,6 +230,7 @@ def target_for(row):
 
 
 def report(rows, peaks):
+    print(host_line())
     print("SGEMM, GFLOP/s (median call); ratio = aicraft / NumPy (OpenBLAS), median of rounds")
     print("FMA peak: " + ", ".join("%d thread%s %s" % (t, "s" if t > 1 else "",
                                    "%.1f" % peaks[t] if peaks[t] else "n/a") for t in THREADS))
@@ -253,7 +255,7 @@ def report(rows, peaks):
     print("targets (ratio >= 0.9 for square n >= 256, >= 1.0 for the MLP shapes): %s"
           % ("met" if met else "NOT met"))
     print(json.dumps({
-        "bench": "gemm", "machine": platform.machine(), "cpus": os.cpu_count(),
+        "bench": "gemm", **host(), "machine": platform.machine(), "cpus": os.cpu_count(),
         "numpy": np.__version__, "fma_peak_gflops": {str(t): peaks[t] for t in THREADS},
         "targets_met": met, "results": rows,
     }))
@@ -283,6 +285,7 @@ def thread_cliff(rounds, quick, busy_core):
         if spinner:
             spinner.kill()
             spinner.wait()
+    print(host_line())
     print("aicraft SGEMM on 2 threads against 1, GFLOP/s (median call); ratio = median of rounds")
     if busy_core:
         print("one core kept busy by another process")
@@ -296,7 +299,7 @@ def thread_cliff(rounds, quick, busy_core):
     slower = [row["case"] for row in rows if row["two_over_one"] < 0.9]
     print()
     print("2 threads below 0.9x of 1: %s" % (", ".join(slower) if slower else "none"))
-    print(json.dumps({"bench": "gemm_thread_cliff", "busy_core": busy_core, "results": rows}))
+    print(json.dumps({"bench": "gemm_thread_cliff", **host(), "busy_core": busy_core, "results": rows}))
 
 
 def main():

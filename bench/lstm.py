@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 
-from common import ROOT, measure_interleaved, spawn, timed_steps, torch_version
+from common import ROOT, host, host_line, measure_interleaved, spawn, timed_steps, torch_version
 
 FRAMEWORKS = ("aicraft", "torch")
 LOSSES = ("last state", "every step")
@@ -131,6 +131,7 @@ def main():
     configs = [(i, int(t)) for t in args.threads.split(",") for i in range(len(LOSSES))]
     speed = measure(frameworks, configs, args.repeats, args.seconds)
 
+    print(host_line())
     print("LSTM(%d, %d), sequence %d, batch %d: forward + backward + Adam, aicraft vs PyTorch %s"
           % (INPUT, HIDDEN, STEPS, BATCH, version or "-"))
     print("%d interleaved runs of %gs each, medians of training steps/s\n" % (args.repeats, args.seconds))
@@ -147,7 +148,7 @@ def main():
                         "torch_steps_s": theirs and round(theirs, 2),
                         "ratio": ratio and round(ratio, 3),
                         "meets_target": None if ratio is None else ratio >= TARGET_RATIO})
-    print(json.dumps({"bench": "lstm", "input": INPUT, "hidden": HIDDEN, "steps": STEPS,
+    print(json.dumps({"bench": "lstm", **host(), "input": INPUT, "hidden": HIDDEN, "steps": STEPS,
                       "batch": BATCH, "torch": version, "repeats": args.repeats,
                       "seconds": args.seconds, "results": results}))
 

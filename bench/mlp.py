@@ -29,8 +29,8 @@ import statistics
 import subprocess
 import sys
 
-from common import (ROOT, Batches, current_rss, load_mnist_uint8, measure_interleaved, peak_rss,
-                    spawn, step_peak_bytes, step_scope, timed_steps, torch_version)
+from common import (ROOT, Batches, current_rss, host, host_line, load_mnist_uint8, measure_interleaved,
+                    peak_rss, spawn, step_peak_bytes, step_scope, timed_steps, torch_version)
 
 FRAMEWORKS = ("aicraft", "torch")
 SCOPES = ("root", "checkpoint")
@@ -176,6 +176,7 @@ def main():
     step_peak = {scope: measure_step_peak(scope) for scope in SCOPES}
 
     _, _, data = load_mnist_uint8()
+    print(host_line())
     print("MLP 784-128-10, Adam 1e-3, cross entropy; aicraft vs PyTorch %s on the CPU" % (version or "-"))
     print("data: %s; %d interleaved runs of %gs, medians\n" % (data, args.repeats, args.seconds))
     row = "%-40s %12s %12s %8s   %s"
@@ -187,7 +188,7 @@ def main():
         print(row % (label, fmt % ours, other, ratio, target))
 
     targets = {32: "ratio >= 1.5", 128: "ratio >= 1.2"}
-    result = {"bench": "mlp", "data": data, "torch": version, "repeats": args.repeats,
+    result = {"bench": "mlp", **host(), "data": data, "torch": version, "repeats": args.repeats,
               "train_samples_per_s": {}, "peak_rss_mb": {}, "rss_growth_mb": {}, "import_ms": {},
               "step_peak_mb": {}}
     for batch, threads in configs:
