@@ -8,9 +8,10 @@ PyTorch-shaped Python API.
         loss.backward()
     print(x.grad)
 """
+import importlib as _importlib
 import os as _os
 
-from aicraft import data, functional, viz
+from aicraft import functional
 from aicraft.compile import compile
 from aicraft.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, from_numpy, full,
@@ -27,7 +28,7 @@ from aicraft.io import load, save
 from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memory_limit,
                             set_num_threads)
 from aicraft.tensor import Tensor
-from aicraft import accelerator, backends, cuda, nn, optim, utils
+from aicraft import accelerator, backends, cuda, nn, optim
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -45,6 +46,20 @@ __all__ = [
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "nn", "optim", "utils",
 ]
+
+
+# Imported on first use: they need NumPy, and a service that only runs a model does not.
+_ON_FIRST_USE = ("data", "utils", "viz")
+
+
+def __getattr__(name: str) -> object:
+    if name in _ON_FIRST_USE:
+        return _importlib.import_module("aicraft." + name)
+    raise AttributeError("module 'aicraft' has no attribute %r" % name)
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_ON_FIRST_USE))
 
 
 def get_include() -> str:

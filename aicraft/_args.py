@@ -3,13 +3,19 @@ dims, shapes and scalars. Bad types raise TypeError, values that cannot reach C
 (more than 64 bits) ValueError or IndexError; C checks the rest.
 """
 import operator
+import sys
 from numbers import Real
-
-import numpy as np
 
 from aicraft._ffi import ffi
 
 _NULL = ffi.NULL
+
+
+def _is_numpy(value, type_name):
+    """isinstance(value, numpy.<type_name>), without importing NumPy: until something
+    has imported it, no value can be one of its types."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, getattr(np, type_name))
 
 
 def _as_int(value, what):
@@ -61,7 +67,7 @@ def _pick(dim, axis, keepdim, keepdims):
 
 def _shape_args(args, what="shape"):
     """A shape given as ints (f(2, 3)) or as one sequence (f((2, 3)))."""
-    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+    if len(args) == 1 and not (isinstance(args[0], int) or _is_numpy(args[0], "integer")):
         args = args[0]
         if not isinstance(args, (tuple, list)):
             raise TypeError("%s must be ints or a sequence of ints, not %s" % (what, type(args).__name__))
@@ -76,6 +82,8 @@ def _shape_args(args, what="shape"):
 
 def _scalar(value):
     """value as a float when it is a real number (not a tensor or an array), else None."""
-    if isinstance(value, Real) and not isinstance(value, np.ndarray):
+    if type(value) is float or type(value) is int:
+        return float(value)
+    if isinstance(value, Real) and not _is_numpy(value, "ndarray"):
         return float(value)
     return None

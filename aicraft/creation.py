@@ -1,15 +1,17 @@
 """creation.py - functions that make tensors: ac.tensor, ac.zeros, ac.arange, ac.cat, ...
 
 Data comes in as a copy of dtype float32, int64 or bool; C validates shapes and sizes.
+NumPy reads Python data here, and is imported by the first function that needs it.
 """
-from typing import Any, Optional, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from aicraft import dtypes
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _as_dim, _as_int, _live, _scalar, _shape_args, _wrap
+from aicraft.tensor import Tensor, _as_dim, _as_int, _is_numpy, _live, _scalar, _shape_args, _wrap
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _NULL = ffi.NULL
 
@@ -38,6 +40,7 @@ def _target(dtype, device, what, default=dtypes.float32):
 def _numeric_array(data, what, dtype=None):
     """data as a C-contiguous NumPy array of dtype's type (None: inferred as PyTorch
     does: bools bool, integers int64, floats float32); TypeError for non-numbers."""
+    import numpy as np
     if isinstance(data, Tensor):
         data = data.numpy()
     try:
@@ -76,10 +79,10 @@ def as_tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = Non
     return tensor(data, dtype, device)
 
 
-def from_numpy(array: np.ndarray) -> Tensor:
+def from_numpy(array: "np.ndarray") -> Tensor:
     """A tensor holding a copy of a NumPy array: bool stays bool, integers become int64,
     floats float32."""
-    if not isinstance(array, np.ndarray):
+    if not _is_numpy(array, "ndarray"):
         raise TypeError("from_numpy: expected a numpy.ndarray, got %s" % type(array).__name__)
     arr, dtype = _numeric_array(array, "from_numpy")
     return _from_array(arr, dtype, False)
@@ -105,7 +108,7 @@ def full(size: Any, fill_value: Any, dtype: Optional[dtypes.dtype] = None, devic
     if value is None:
         raise TypeError("full: fill_value must be a number, not %s" % type(fill_value).__name__)
     default = dtypes.bool if isinstance(fill_value, bool) else \
-        dtypes.int64 if isinstance(fill_value, (int, np.integer)) else dtypes.float32
+        dtypes.int64 if (isinstance(fill_value, int) or _is_numpy(fill_value, "integer")) else dtypes.float32
     t = zeros(shape, dtype=_target(dtype, device, "full", default))
     if lib.ac_tensor_fill_(t._ptr, value) < 0:
         raise_error(t)
@@ -151,6 +154,7 @@ def randint(low: int, high: Optional[int] = None, size: Any = None, dtype: Optio
     if high - low > 2 ** 24:
         raise ValueError("randint: a range of %d values is wider than aicraft's generator draws "
                          "exactly (2**24)" % (high - low))
+    import numpy as np
     u = rand(_shape_args((size,)))
     values = np.floor(u.numpy().astype(np.float64) * (high - low)).astype(np.int64) + low
     return tensor(values, dtype=_target(dtype, device, "randint", dtypes.int64),
@@ -210,12 +214,14 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Op
     bounds = [_scalar(v) for v in (start, end, step)]
     if None in bounds:
         raise TypeError("arange: start, end and step must be numbers")
-    integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
+    integral = all((isinstance(v, int) or _is_numpy(v, "integer")) and not isinstance(v, bool)
+                   for v in (start, end, step))
     dtype = _target(dtype, device, "arange", dtypes.int64 if integral else dtypes.float32)
     if dtype is dtypes.float32:
         return _finish(lib.ac_arange(*bounds), requires_grad)
     if step == 0:
         raise ValueError("arange: step must be nonzero")
+    import numpy as np
     return tensor(np.arange(start, end, step, dtype=np.int64), dtype=dtype, requires_grad=requires_grad)
 
 

@@ -8,23 +8,32 @@ int32, uint16, ...) is held as int64 (wider, so every value is kept); `ac.int32`
 names int64.
 
 A device is "cpu" for now; the CUDA backend adds "cuda".
+
+NumPy is imported only when a dtype is compared with or converted to NumPy's, so
+that `import aicraft` alone does not load it.
 """
 import builtins
-
-import numpy as np
 
 
 class dtype:
     """An element type: ac.float32, ac.int64, ac.bool (and the refused ac.float64)."""
 
-    __slots__ = ("name", "code", "numpy", "itemsize", "is_floating_point")
+    __slots__ = ("name", "code", "itemsize", "is_floating_point", "_numpy")
 
-    def __init__(self, name, code, numpy_type, is_floating_point):
-        self.name = name
+    def __init__(self, name, code, itemsize, is_floating_point):
+        self.name = name                   # as NumPy names it
         self.code = code                   # AcDtype; None for a dtype libac does not hold
-        self.numpy = np.dtype(numpy_type)
-        self.itemsize = self.numpy.itemsize
+        self.itemsize = itemsize
         self.is_floating_point = is_floating_point
+        self._numpy = None
+
+    @property
+    def numpy(self):
+        """The NumPy dtype this one stands for."""
+        if self._numpy is None:
+            import numpy as np
+            self._numpy = np.dtype(self.name)
+        return self._numpy
 
     def __repr__(self):
         return "aicraft." + self.name
@@ -32,7 +41,8 @@ class dtype:
     def __eq__(self, other):
         """Equal to itself, and to the NumPy dtype or name it stands for (np.float32, "int64")."""
         if isinstance(other, dtype):
-            return other is self or other.numpy == self.numpy
+            return other is self or other.name == self.name
+        import numpy as np
         try:
             return np.dtype(other) == self.numpy
         except TypeError:
@@ -45,12 +55,12 @@ class dtype:
         return self.name
 
 
-float32 = dtype("float32", 0, np.float32, True)
-int64 = dtype("int64", 1, np.int64, False)
-bool = dtype("bool", 2, np.bool_, False)
-uint8 = dtype("uint8", 3, np.uint8, False)
-float64 = dtype("float64", None, np.float64, True)
-float16 = dtype("float16", None, np.float16, True)
+float32 = dtype("float32", 0, 4, True)
+int64 = dtype("int64", 1, 8, False)
+bool = dtype("bool", 2, 1, False)
+uint8 = dtype("uint8", 3, 1, False)
+float64 = dtype("float64", None, 8, True)
+float16 = dtype("float16", None, 2, True)
 float = float32
 long = int64
 int = int32 = int64
@@ -89,6 +99,7 @@ def checked(d, what):
 def of_numpy(np_dtype):
     """The dtype an array of np_dtype becomes: floats float32, uint8 uint8, other
     integers int64, bools bool."""
+    import numpy as np
     np_dtype = np.dtype(np_dtype)
     if np_dtype == np.uint8:
         return uint8

@@ -2,11 +2,9 @@
 
 Names and arguments follow torch.nn.functional.
 """
-import numpy as np
-
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _scalar, _wrap
+from aicraft.tensor import Tensor, _is_numpy, _scalar, _wrap
 
 _REDUCTIONS = {"none": lib.AC_REDUCTION_NONE, "mean": lib.AC_REDUCTION_MEAN, "sum": lib.AC_REDUCTION_SUM}
 
@@ -21,7 +19,7 @@ def _target(target, fn):
     """A target tensor; NumPy arrays and lists are copied into one."""
     if isinstance(target, Tensor):
         return target
-    if isinstance(target, (np.ndarray, list, tuple)) or _scalar(target) is not None:
+    if isinstance(target, (list, tuple)) or _is_numpy(target, "ndarray") or _scalar(target) is not None:
         from aicraft.creation import tensor
         return tensor(target)
     raise TypeError("%s(): target must be a Tensor, array or list, not %s" % (fn, type(target).__name__))

@@ -9,9 +9,7 @@ ac_index_put_) for the advanced index at the dim it lands on.
 import math
 from collections import namedtuple
 
-import numpy as np
-
-from aicraft._args import _as_dim, _as_int, _shape_args, _scalar
+from aicraft._args import _as_dim, _as_int, _is_numpy, _shape_args, _scalar
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ShapeError, raise_error
 from aicraft.tensor import Tensor, _live, _unary, _wrap
@@ -32,7 +30,7 @@ def _index_tensor(item):
     from aicraft.creation import tensor
     if isinstance(item, Tensor):
         t = item
-    elif isinstance(item, (list, np.ndarray)):
+    elif isinstance(item, list) or _is_numpy(item, "ndarray"):
         t = tensor(item)
         if _live(t).size == 0:
             t = t.long()
@@ -54,7 +52,7 @@ class _Index:
             raise IndexError("an index can only have a single ellipsis ('...')")
         parsed = []
         for item in items:
-            if isinstance(item, (bool, np.bool_)):
+            if isinstance(item, bool) or _is_numpy(item, "bool_"):
                 raise IndexError("a bool scalar index is not supported; use a bool tensor mask")
             t = _index_tensor(item)
             parsed.append(item if t is None else t)
@@ -150,7 +148,7 @@ def setitem(self, index, value):
     if isinstance(value, Tensor):
         needs_grad = _live(value).requires_grad
     else:
-        if _scalar(value) is None and not isinstance(value, (list, np.ndarray)):
+        if _scalar(value) is None and not (isinstance(value, list) or _is_numpy(value, "ndarray")):
             raise TypeError("__setitem__: value must be a number or a tensor, not %s" % type(value).__name__)
         value, needs_grad = tensor(value), False
     if lib.ac_is_grad_enabled() and (p.requires_grad or needs_grad):

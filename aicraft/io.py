@@ -21,21 +21,17 @@ import json
 import numbers
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
-
-import numpy as np
 
 from aicraft._ffi import ffi, lib
 from aicraft.creation import from_numpy
 from aicraft.errors import FormatError, raise_error
-from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.tensor import Tensor, _is_numpy, _live, _wrap
 
 __all__ = ["save", "load"]
 
 STRUCTURE_KEY = "aicraft"
-_DTYPE_NAMES = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.bool_): "BOOL",
-                np.dtype(np.uint8): "U8"}
+_DTYPE_NAMES = {"float32": "F32", "int64": "I64", "bool": "BOOL", "uint8": "U8"}
 _serial = itertools.count()                  # temporary names of saves in flight
 _SAVABLE = "Tensors, NumPy arrays, numbers, strings, None, and dicts, lists and tuples of them"
 
@@ -63,7 +59,7 @@ def _check_name(name):
 
 
 def _as_tensor(value):
-    if isinstance(value, np.ndarray):
+    if _is_numpy(value, "ndarray"):
         if value.dtype.kind not in "biuf":
             raise TypeError("save: cannot save a NumPy array of dtype %s; ac.save takes %s" % (value.dtype, _SAVABLE))
         return from_numpy(value)
@@ -73,7 +69,7 @@ def _as_tensor(value):
 
 def _is_plain(obj):
     return isinstance(obj, Mapping) and all(
-        isinstance(k, str) and isinstance(v, (Tensor, np.ndarray)) for k, v in obj.items())
+        isinstance(k, str) and (isinstance(v, Tensor) or _is_numpy(v, "ndarray")) for k, v in obj.items())
 
 
 def _refuse(obj, where):
@@ -85,7 +81,7 @@ def _refuse(obj, where):
 
 def _describe(obj, tensors, where):
     """obj as JSON-ready structure; its tensors appended to tensors, named by position."""
-    if isinstance(obj, (Tensor, np.ndarray)):
+    if isinstance(obj, Tensor) or _is_numpy(obj, "ndarray"):
         tensors.append((str(len(tensors)), _as_tensor(obj)))
         return {"tensor": tensors[-1][0]}
     if obj is None or isinstance(obj, (bool, str)):
@@ -135,7 +131,7 @@ def _safetensors_bytes(named, metadata):
     if metadata:
         header["__metadata__"] = metadata
     for name, array in arrays:
-        dtype = _DTYPE_NAMES.get(array.dtype)
+        dtype = _DTYPE_NAMES.get(array.dtype.name)
         if dtype is None:
             raise TypeError("save: tensor '%s' has dtype %s, which safetensors files here do not hold"
                             % (name, array.dtype))
@@ -204,6 +200,7 @@ def load(f):
     """What save wrote to f (a path or a binary file object): a {name: Tensor} dict
     for a plain safetensors file, else the saved structure with its tensors."""
     if hasattr(f, "read"):
+        import tempfile     # here: its import costs more than the rest of this module's
         fd, tmp = tempfile.mkstemp(suffix=".safetensors")
         try:
             with os.fdopen(fd, "wb") as out:

@@ -24,9 +24,10 @@ import weakref
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple, Union
 
-import numpy as np
+if TYPE_CHECKING:   # NumPy is imported where a tensor meets it (see dtypes.py)
+    import numpy as np
 
-from aicraft._args import _as_dim, _as_int, _dims_arg, _pick, _scalar, _shape_args
+from aicraft._args import _as_dim, _as_int, _dims_arg, _is_numpy, _pick, _scalar, _shape_args
 from aicraft import dtypes
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes, tls as _tls
@@ -39,6 +40,7 @@ _ref = weakref.ref
 # the arena's top) and cost a weak reference and a call per op.
 _FREE_EARLY_SIZE = 1024
 _DTYPE = dtypes.BY_CODE
+_INF = float("inf")
 
 # ---- wrapping ----------------------------------------------------------------
 
@@ -113,7 +115,7 @@ def _operand(value):
     s = _scalar(value)
     if s is not None:
         return s
-    if isinstance(value, np.ndarray):
+    if _is_numpy(value, "ndarray"):
         from aicraft.creation import tensor
         return tensor(value)
     return NotImplemented
@@ -423,7 +425,7 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: builtins.bool) -> None:
-        if not isinstance(value, (bool, int, np.bool_)):
+        if not (isinstance(value, int) or _is_numpy(value, "bool_")):
             raise TypeError("requires_grad must be a bool, not %s" % type(value).__name__)
         _check(lib.ac_tensor_set_requires_grad(self._ptr, 1 if value else 0), self)
 
@@ -493,8 +495,9 @@ class Tensor:
 
     # ---- conversion --------------------------------------------------------
 
-    def numpy(self) -> np.ndarray:
+    def numpy(self) -> "np.ndarray":
         """A NumPy copy: float32, int64 or bool, as the tensor's dtype."""
+        import numpy as np
         p = _live(self)
         shape = _shape_of(p)
         kind = _DTYPE[p.dtype]
@@ -502,7 +505,7 @@ class Tensor:
             return np.zeros(shape, kind.numpy)
         return np.frombuffer(ffi.buffer(p.data, p.size * kind.itemsize), kind.numpy).reshape(shape).copy()
 
-    def __array__(self, dtype: Any = None, copy: Optional[builtins.bool] = None) -> np.ndarray:
+    def __array__(self, dtype: Any = None, copy: Optional[builtins.bool] = None) -> "np.ndarray":
         if copy is False:
             raise ValueError("a Tensor's memory is not shared with NumPy: np.asarray(t) copies")
         a = self.numpy()
@@ -556,6 +559,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         p = _live(self)
+        import numpy as np
         body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
         if p.size == 0 and p.dtype != 0:
             return "tensor(%s, dtype=%r)" % (body, self.dtype)
@@ -826,8 +830,8 @@ class Tensor:
         """self limited to [min, max]; a None bound is open."""
         if min is None and max is None:
             raise ValueError("clamp: at least one of min and max must be given")
-        lo = -np.inf if min is None else _scalar(min)
-        hi = np.inf if max is None else _scalar(max)
+        lo = -_INF if min is None else _scalar(min)
+        hi = _INF if max is None else _scalar(max)
         if lo is None or hi is None:
             raise TypeError("clamp: min and max must be numbers")
         p = lib.ac_clamp(self._ptr, lo, hi)

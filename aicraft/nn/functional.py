@@ -8,8 +8,6 @@ aicraft does not implement raise NotImplementedError when given a non-default
 value, rather than being silently ignored; its deprecated size_average and
 reduce are not taken.
 """
-import numpy as np
-
 import aicraft.functional as _base
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ShapeError, raise_error
@@ -104,6 +102,7 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, reduction="m
 
 def _class_indices(target, expected_shape, classes, ignore_index, fn):
     """target as an int64 array of expected_shape, every entry a class or ignore_index."""
+    import numpy as np
     t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)
     if t.dtype.kind not in "biuf":
         raise TypeError("%s(): target must hold class indices, got dtype %s" % (fn, t.dtype))
@@ -124,6 +123,7 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
 
     Computed as sum(input * coef), where coef holds -weight at each target class
     and zeros elsewhere, so backward is one multiply."""
+    import numpy as np
     _input(input, "nll_loss")
     _reduction(reduction, "nll_loss")
     shape = input.shape

@@ -11,12 +11,10 @@ model is built once and then trained with a scope around each step.
 from collections import OrderedDict, namedtuple
 from typing import Any, Dict, Iterator, Mapping, Tuple, TypeVar
 
-import numpy as np
-
 from aicraft import dtypes
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _live, _shape_of
+from aicraft.tensor import Tensor, _is_numpy, _live, _shape_of
 
 M = TypeVar("M", bound="Module")
 
@@ -394,7 +392,7 @@ def _as_tensor(value, key):
     """A state_dict value (a Tensor or a NumPy array) as a Tensor."""
     if isinstance(value, Tensor):
         return value
-    if isinstance(value, np.ndarray):
+    if _is_numpy(value, "ndarray"):
         from aicraft.creation import from_numpy
         return from_numpy(value)
     raise TypeError("load_state_dict: value for %r must be a Tensor or a NumPy array, not %s"

@@ -10,15 +10,13 @@ stacks layers, joins directions and shapes the states.
 """
 import math
 
-import numpy as np
-
 from aicraft._ffi import ffi, lib
 from aicraft.autograd import no_grad
 from aicraft.creation import cat, stack, tensor, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
 from aicraft.nn.module import Module, Parameter
-from aicraft.tensor import Tensor, _as_int, _live, _wrap
+from aicraft.tensor import Tensor, _as_int, _is_numpy, _live, _wrap
 
 __all__ = ["Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "embedding"]
 
@@ -33,8 +31,8 @@ def _ids(input, fn):
     """Class ids as a Tensor (floats holding integers); NumPy arrays and lists are copied."""
     if isinstance(input, Tensor):
         return input
-    if isinstance(input, (np.ndarray, list, tuple)):
-        return tensor(np.asarray(input))
+    if isinstance(input, (list, tuple)) or _is_numpy(input, "ndarray"):
+        return tensor(input)
     raise TypeError("%s: input must be a Tensor of ids, not %s" % (fn, type(input).__name__))
 
 

@@ -15,8 +15,6 @@ root, and the history's vectors are reused once it is full, so steps inside
 """
 from numbers import Integral
 
-import numpy as np
-
 from aicraft._ffi import ffi, lib
 from aicraft.autograd import enable_grad
 from aicraft.creation import tensor as _tensor
@@ -363,10 +361,12 @@ class LBFGS(Optimizer):
         if name in ("old_dirs", "old_stps"):
             return [self._load_flat(index, name, v) for v in value]
         if name == "ro":
+            import numpy as np
             return [float(np.asarray(v, dtype=np.float64).reshape(())) for v in value]
         return super()._load_entry(param, index, name, value)
 
     def _load_flat(self, index, name, value):
+        import numpy as np
         t = value if isinstance(value, Tensor) else _tensor(np.asarray(value, dtype=np.float32))
         if t.shape != (self._numel(),):
             raise ShapeError("load_state_dict: state %r of parameter %s has shape %s, but the "

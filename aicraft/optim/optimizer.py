@@ -14,8 +14,6 @@ from collections import defaultdict
 from numbers import Real
 from typing import Any, Callable, Dict, Iterable, Optional
 
-import numpy as np
-
 from aicraft import _trace
 from aicraft._ffi import lib
 from aicraft.autograd import enable_grad
@@ -184,6 +182,7 @@ class Optimizer:
     def _load_entry(self, param, index, name, value):
         """A saved state entry as this optimizer keeps it: tensors as root copies of
         the parameter's shape, one-element values (PyTorch's step) as numbers."""
+        import numpy as np
         if name in self._state_tensors and value is not None:
             t = value if isinstance(value, Tensor) else _tensor(np.asarray(value, dtype=np.float32))
             if t.shape != param.shape:
