@@ -33,27 +33,28 @@ class Scope:
     """One open C scope: an ac.checkpoint(), or a scope C opened around a Python
     callback (gradcheck)."""
 
-    __slots__ = ("thread", "wrappers", "alive")
+    __slots__ = ("thread", "stack", "wrappers", "alive")
 
     def open(self):
         """Start holding the wrappers of the C scope just opened on this thread (its
         depth is its place in the thread's stack)."""
         self.thread = _get_ident()   # a C scope belongs to one thread
+        try:
+            self.stack = tls.stack
+        except AttributeError:
+            self.stack = tls.stack = []
+        self.stack.append(self)
         # The wrappers to mark dead: small ones and borrowed ones themselves (they
         # live to the scope's end), others as weak references (they may free early).
         self.wrappers = []
         self.alive = True
-        try:
-            tls.stack.append(self)
-        except AttributeError:
-            tls.stack = [self]
         open_scopes.append(None)
 
     def close(self):
         """Mark this scope, and the inner ones still open on this thread, dead: every
         wrapper made in them now reads as ended (restoring a C scope ends the scopes
         inside it)."""
-        scopes = tls.stack
+        scopes = self.stack
         while True:
             scope = scopes.pop()
             open_scopes.pop()
