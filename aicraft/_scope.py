@@ -17,7 +17,6 @@ import weakref
 from aicraft._ffi import ffi
 
 _NULL = ffi.NULL
-_get_ident = threading.get_ident
 _ref = weakref.ref
 
 tls = threading.local()   # tls.stack: this thread's open scopes, index i at C depth i + 1
@@ -33,13 +32,12 @@ class Scope:
     """One open C scope: an ac.checkpoint(), or a scope C opened around a Python
     callback (gradcheck)."""
 
-    __slots__ = ("thread", "stack", "wrappers", "alive")
+    __slots__ = ("stack", "wrappers", "alive")
 
     def open(self):
         """Start holding the wrappers of the C scope just opened on this thread (its
         depth is its place in the thread's stack)."""
-        self.thread = _get_ident()   # a C scope belongs to one thread
-        try:
+        try:      # a C scope belongs to one thread: its stack tells which
             self.stack = tls.stack
         except AttributeError:
             self.stack = tls.stack = []

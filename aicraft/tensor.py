@@ -19,7 +19,6 @@ inline with Tensor() and two slot stores, and the common operand types are
 tested with `type(x) is ...` before anything slower.
 """
 import builtins
-import threading
 import weakref
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple, Union
@@ -374,17 +373,18 @@ class Tensor:
         def __setitem__(self, index: Any, value: Any) -> None: ...
     __array_ufunc__ = None     # NumPy defers to our reflected operators
 
-    def __del__(self, _free=lib.ac_tensor_free, _thread=threading.get_ident):
+    def __del__(self, _free=lib.ac_tensor_free, _tls=_tls):
         try:
             p = self._ptr
         except AttributeError:   # an empty shell from Tensor() owns nothing
             return
         # p is NULL once its scope ended. A scoped tensor is freed only on its
-        # scope's thread: on another (a garbage collection run there), the
-        # scope could end between reading p and the call, and C would read
-        # freed memory; there the tensor simply lives to its scope's end.
+        # scope's thread (whose stack holds it): on another (a garbage
+        # collection run there), the scope could end between reading p and the
+        # call, and C would read freed memory; there the tensor simply lives to
+        # its scope's end.
         scope = self._scope
-        if p and (scope is None or scope.thread == _thread()):
+        if p and (scope is None or scope.stack is getattr(_tls, "stack", None)):
             _free(p)
 
     # ---- properties --------------------------------------------------------
