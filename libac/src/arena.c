@@ -100,6 +100,7 @@ static uint32_t g_next_serial;   /* process-wide: a serial names one scope of on
 static pthread_key_t arena_key;
 static pthread_once_t arena_key_once = PTHREAD_ONCE_INIT;
 static AC_THREAD_LOCAL ThreadArena *tls_arena;
+static AC_THREAD_LOCAL int64_t tls_bytes_allocated;   /* for the profiler */
 
 /* ---- counters ------------------------------------------------------------ */
 
@@ -127,6 +128,8 @@ static int over_limit(const char *what, size_t bytes)
                          what, bytes, (long long)in_use, (long long)limit);
     return AC_OK;
 }
+
+int64_t bytes_allocated(void) { return tls_bytes_allocated; }
 
 void count_heap_allocation(void) { __atomic_add_fetch(&g_heap_allocations, 1, __ATOMIC_RELAXED); }
 
@@ -233,6 +236,7 @@ void *root_alloc(size_t bytes)
         ((void **)aligned)[-1] = raw;
     }
     add_bytes((int64_t)bytes);
+    tls_bytes_allocated += (int64_t)bytes;
     return aligned;
 }
 
@@ -485,6 +489,7 @@ void *arena_alloc(size_t bytes)
     p = ta->scopes[ta->depth - 1].free ? free_take(&ta->scopes[ta->depth - 1], bytes) : NULL;
     if (p) {
         ta->bytes += (int64_t)bytes;
+        tls_bytes_allocated += (int64_t)bytes;
         add_bytes((int64_t)bytes);
         MARK_IN_USE(p, bytes);
         return p;
@@ -499,6 +504,7 @@ void *arena_alloc(size_t bytes)
     }
     b->used += bytes;
     ta->bytes += (int64_t)bytes;
+    tls_bytes_allocated += (int64_t)bytes;
     add_bytes((int64_t)bytes);
     p = (char *)b + BLOCK_HEADER_BYTES + b->used - bytes;
     MARK_IN_USE(p, bytes);

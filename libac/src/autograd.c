@@ -210,7 +210,7 @@ static int accumulate(AcTensor *t, AcTensor *g)
     return AC_OK;
 }
 
-static int backward_node(AcGradNode *node)
+static int backward_node_run(AcGradNode *node)
 {
     AcTensor *gin[AC_MAX_INPUTS] = {NULL};
     int i, rc = node->backward(node, node->pending_grad, gin);
@@ -224,6 +224,11 @@ static int backward_node(AcGradNode *node)
         if (rc) return rc;
     }
     return AC_OK;
+}
+
+static int backward_node(AcGradNode *node)
+{
+    return profiler_active ? profile_backward(node, backward_node_run) : backward_node_run(node);
 }
 
 /* Run the nodes, users before their inputs. When free_graph, each root output
@@ -310,7 +315,7 @@ static int backward_replay(AcTensor **t, const double *attr)
 
 int ac_backward_ex(AcTensor *out, const AcTensor *grad, int retain_graph)
 {
-    if (graph_recording) return graph_call("backward", backward_replay, 2, 0, (AcTensor *[]){out, (AcTensor *)grad}, (double[]){retain_graph}, 1);
+    if (ops_observed) return graph_call("backward", backward_replay, 2, 0, (AcTensor *[]){out, (AcTensor *)grad}, (double[]){retain_graph}, 1);
     if (backward_check("backward", out)) return ac_last_error_code();
     if (retain_graph != 0 && retain_graph != 1)
         return error_set(AC_ERR_ARG, "backward: retain_graph %d must be 0 or 1", retain_graph);

@@ -277,7 +277,7 @@ static int mse_loss_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("mse_loss", mse_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("mse_loss", mse_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
     if (pair_check("mse_loss", input, target, reduction)) return NULL;
     return elementwise_loss("mse_loss", LOSS_MSE, 0.0f, input, target, reduction, mse_backward);
 }
@@ -294,7 +294,7 @@ static int l1_loss_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_l1_loss(const AcTensor *input, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("l1_loss", l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("l1_loss", l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
     if (pair_check("l1_loss", input, target, reduction)) return NULL;
     return elementwise_loss("l1_loss", LOSS_L1, 0.0f, input, target, reduction, l1_backward);
 }
@@ -312,7 +312,7 @@ static int smooth_l1_loss_replay(AcTensor **t, const double *attr)
 AcTensor *ac_smooth_l1_loss(const AcTensor *input, const AcTensor *target, int reduction,
                             float beta)
 {
-    if (graph_recording) return graph_op("smooth_l1_loss", smooth_l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction, beta}, 2);
+    if (ops_observed) return graph_op("smooth_l1_loss", smooth_l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction, beta}, 2);
     const char *op = "smooth_l1_loss";
     if (pair_check(op, input, target, reduction)) return NULL;
     if (!(beta >= 0.0f) || isinf(beta))
@@ -332,7 +332,7 @@ static int binary_cross_entropy_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_binary_cross_entropy(const AcTensor *probs, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("binary_cross_entropy", binary_cross_entropy_replay, 2, (const AcTensor *[]){probs, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("binary_cross_entropy", binary_cross_entropy_replay, 2, (const AcTensor *[]){probs, target}, (double[]){reduction}, 1);
     const char *op = "binary_cross_entropy";
     int64_t i;
     if (pair_check(op, probs, target, reduction)) return NULL;
@@ -356,7 +356,7 @@ static int bce_with_logits_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("bce_with_logits", bce_with_logits_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("bce_with_logits", bce_with_logits_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction}, 1);
     if (pair_check("bce_with_logits", logits, target, reduction)) return NULL;
     return elementwise_loss("bce_with_logits", LOSS_BCE_LOGITS, 0.0f, logits, target, reduction,
                             bce_logits_backward);
@@ -497,7 +497,7 @@ static int cross_entropy_replay(AcTensor **t, const double *attr)
 AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int reduction,
                            float label_smoothing)
 {
-    if (graph_recording) return graph_op("cross_entropy", cross_entropy_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction, label_smoothing}, 2);
+    if (ops_observed) return graph_op("cross_entropy", cross_entropy_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction, label_smoothing}, 2);
     CrossEntropyJob job;
     CrossEntropyCtx *ctx;
     const AcTensor *inputs[2];
