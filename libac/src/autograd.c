@@ -210,7 +210,7 @@ static int accumulate(AcTensor *t, AcTensor *g)
     return AC_OK;
 }
 
-static int backward_node_run(AcGradNode *node)
+static int backward_node(AcGradNode *node)
 {
     AcTensor *gin[AC_MAX_INPUTS] = {NULL};
     int i, rc = node->backward(node, node->pending_grad, gin);
@@ -226,23 +226,20 @@ static int backward_node_run(AcGradNode *node)
     return AC_OK;
 }
 
-static int backward_node(AcGradNode *node)
-{
-    return profiler_active ? profile_backward(node, backward_node_run) : backward_node_run(node);
-}
-
 /* Run the nodes, users before their inputs. When free_graph, each root output
    was retained by the caller so that no node is freed before it has run: drop
    that reference after freeing the node's graph. After an error, the nodes
    not run yet keep their graph. */
 static int backward_nodes(const NodeList *order, int free_graph, AcTensor **dead)
 {
+    const int profiled = profiler_active;
     int64_t k;
     int rc = AC_OK;
     for (k = order->n - 1; k >= 0; k--) {
         AcGradNode *node = order->nodes[k];
         AcTensor *output = node->output;
-        if (rc == AC_OK && node->pending_grad) rc = backward_node(node);
+        if (rc == AC_OK && node->pending_grad)
+            rc = profiled ? profile_backward(node, backward_node) : backward_node(node);
         node->pending_grad = NULL;
         if (!free_graph) continue;
         if (rc == AC_OK) node_free_graph(node, dead);

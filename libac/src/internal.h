@@ -81,7 +81,8 @@ int scope_hold_at(AcTensor *t, int depth);
 void counters_tensor(int delta, int scoped);
 void counters_node(int delta, int scoped);
 int current_depth(void);
-/* Bytes this thread has allocated so far, scoped and root (the profiler's counter). */
+/* Bytes this thread has allocated so far, scoped and root (the profiler's counter;
+   root allocations count once the thread has its arena, which this makes). */
 int64_t bytes_allocated(void);
 /* The serial of the calling thread's innermost scope; 0 at root. */
 uint32_t current_serial(void);
