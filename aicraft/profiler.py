@@ -12,6 +12,7 @@ libac times each op on the profiled thread, each node's backward
 runs it ("linear [task]"), and each record_function range, which is also the
 scope of the events inside it. Times are microseconds, as PyTorch's.
 """
+import enum
 import json
 import os
 from collections import namedtuple
@@ -19,9 +20,10 @@ from contextlib import ContextDecorator
 from typing import Any, Dict, List, Optional, Tuple
 
 from aicraft._ffi import ffi, lib
-from aicraft.errors import raise_error
+from aicraft.errors import DeviceError, raise_error
 
-__all__ = ["profile", "record_function", "FunctionEvent", "FunctionEventAvg", "EventList"]
+__all__ = ["profile", "record_function", "ProfilerActivity", "FunctionEvent", "FunctionEventAvg",
+           "EventList"]
 
 _KINDS = {lib.AC_EVENT_OP: "op", lib.AC_EVENT_BACKWARD: "backward", lib.AC_EVENT_TASK: "task",
           lib.AC_EVENT_RANGE: "range"}
@@ -120,13 +122,30 @@ class EventList(list):
         return "\n".join(out) + "\n"
 
 
+class ProfilerActivity(enum.Enum):
+    """What to profile, as torch.profiler.ProfilerActivity: aicraft runs on the CPU."""
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
 class profile:
     """Profile the ops this thread runs inside the block (PyTorch's torch.profiler.profile).
-    record_shapes: also keep each op's input shapes (key_averages can group by them)."""
+    record_shapes: also keep each op's input shapes (key_averages can group by them).
+    activities (CPU only), profile_memory, with_flops and with_stack are accepted as
+    PyTorch scripts pass them: bytes and FLOPs are always recorded, stacks never."""
 
-    def __init__(self, record_shapes: bool = False) -> None:
-        if not isinstance(record_shapes, bool):
-            raise TypeError("profile: record_shapes must be a bool, got %s" % type(record_shapes).__name__)
+    def __init__(self, activities: Optional[List[ProfilerActivity]] = None, record_shapes: bool = False,
+                 profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False) -> None:
+        for name, flag in (("record_shapes", record_shapes), ("profile_memory", profile_memory),
+                           ("with_stack", with_stack), ("with_flops", with_flops)):
+            if not isinstance(flag, bool):
+                raise TypeError("profile: %s must be a bool, got %s" % (name, type(flag).__name__))
+        for activity in activities or ():
+            if activity is ProfilerActivity.CUDA:
+                raise DeviceError("profile: CUDA activity needs the CUDA backend; profile "
+                                  "ProfilerActivity.CPU")
+            if activity is not ProfilerActivity.CPU:
+                raise TypeError("profile: activities must be ProfilerActivity members, got %r" % (activity,))
         self.record_shapes = record_shapes
         self._events: Optional[List[FunctionEvent]] = None
 

@@ -207,3 +207,17 @@ def test_bad_arguments():
     with pytest.raises(RuntimeError, match="not running"):
         ac.profiler.profile().stop()
     assert (ac.ones(2) + 1).tolist() == [2.0, 2.0]    # still usable
+
+
+def test_pytorch_style_arguments_are_accepted():
+    from aicraft.profiler import ProfilerActivity
+    x = ac.randn(4, 4)
+    with ac.profiler.profile(activities=[ProfilerActivity.CPU], profile_memory=True, with_flops=True) as prof:
+        (x @ x).sum()
+    assert "matmul" in prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=5)
+    with pytest.raises(ac.DeviceError):
+        ac.profiler.profile(activities=[ProfilerActivity.CUDA])
+    with pytest.raises(TypeError):
+        ac.profiler.profile(activities=["cpu"])
+    with pytest.raises(TypeError):
+        ac.profiler.profile(profile_memory=1)
