@@ -6,6 +6,7 @@ signature replay the graph from C in one call (libac/src/replay.c), with no
 Python per op. Not here: the graph itself, which C programs use directly.
 """
 import functools
+import importlib
 import inspect
 import warnings
 
@@ -13,6 +14,8 @@ from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
+
+_tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
 __all__ = ["compile"]
 
@@ -67,11 +70,33 @@ class CompiledFunction:
         self._fn = fn
         self._module = fn if hasattr(fn, "training") and hasattr(fn, "parameters") else None
         self._graphs = {}
+        self._last = None        # the _Replay of the last call, when it takes only tensors
         self._warned_full = False
         self.example_inputs = example_inputs
         functools.update_wrapper(self, fn.forward if self._module is not None else fn)
 
     def __call__(self, *args, **kwargs):
+        # The fast path: the last signature again, with tensors only. C checks the
+        # input shapes; grad mode, the Module's mode and recording are checked here.
+        replay = self._last
+        if (replay is not None and not kwargs and len(args) == replay.n_inputs
+                and lib.ac_is_grad_enabled() == replay.grad_enabled
+                and (self._module is None or self._module.training == replay.training)
+                and _trace.recording() is None):
+            inputs = replay.inputs
+            try:
+                inputs[0:len(args)] = [a._ptr for a in args]
+            except (AttributeError, TypeError):   # not all tensors: the slow path says which
+                pass
+            else:
+                accepted = lib.ac_graph_accepts(replay.graph, inputs, len(args))
+                if accepted == 1:
+                    return replay.run(args)
+                if accepted < 0:
+                    raise_error(*args)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         if kwargs:
             bound = inspect.signature(self._fn).bind(*args, **kwargs)
             args, kwargs = bound.args, bound.kwargs
@@ -83,12 +108,16 @@ class CompiledFunction:
         key = self._signature(args)
         replay = self._graphs.get(key)
         if replay is not None:
-            return self._fn(*args) if replay is _UNCOMPILED else replay(args)
+            if replay is _UNCOMPILED:
+                return self._fn(*args)
+            if replay.n_inputs == len(args):
+                self._last = replay
+            return replay(args)
         if len(self._graphs) >= _MAX_SIGNATURES:
             if not self._warned_full:
                 self._warned_full = True
                 warnings.warn("compile: %s has been called with %d input signatures; new ones run "
-                              "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=2)
+                              "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=3)
             return self._fn(*args)
         return self._record(key, args)
 
@@ -134,7 +163,9 @@ class CompiledFunction:
         else:
             failure = None
         if failure is None:
-            self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars)
+            training = self._module.training if self._module is not None else None
+            self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
+                                        key[0], training)
         else:
             lib.ac_clear_error()
             self._graphs[key] = _UNCOMPILED
@@ -145,29 +176,47 @@ class CompiledFunction:
 class _Replay:
     """One recorded graph and how to call it."""
 
-    __slots__ = ("graph", "positions", "layout", "inputs", "outputs", "n_outputs", "scalars")
+    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "outputs", "n_outputs",
+                 "scalars", "grad_enabled", "training")
 
-    def __init__(self, graph, positions, layout, n_outputs, scalars):
+    def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
         self.graph = graph
         self.positions = positions
         self.layout = layout
         self.inputs = ffi.new("AcTensor *[]", max(len(positions), 1))
+        self.n_inputs = len(positions)
         self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
         self.n_outputs = n_outputs
         self.scalars = scalars
+        self.grad_enabled = grad_enabled
+        self.training = training
 
     def __call__(self, args):
-        inputs, outputs, graph = self.inputs, self.outputs, self.graph
+        inputs = self.inputs
         for k, i in enumerate(self.positions):
             inputs[k] = _live(args[i])
+        return self.run(args)
+
+    def run(self, args):
+        """Replay on self.inputs, set from args; the outputs as fn returns them."""
+        graph = self.graph
         for scalar in self.scalars:
             value = scalar[2]()
             if value != scalar[3]:
                 scalar[3] = value
                 if lib.ac_graph_set_scalar(graph, scalar[0], scalar[1], value) < 0:
                     raise_error()
-        if lib.ac_graph_replay(graph, inputs, len(self.positions), outputs, self.n_outputs) < 0:
-            raise_error()
+        outputs = self.outputs
+        if lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs) < 0:
+            raise_error(*args)
+        if self.layout is Tensor:   # one tensor: wrapped inline, as tensor.py's hot ops do
+            p = outputs[0]
+            if _tensor_module._open_scopes:
+                return _wrap(p)
+            t = Tensor()
+            t._ptr = p
+            t._scope = None
+            return t
         return _unflatten([_wrap(outputs[k]) for k in range(self.n_outputs)], self.layout)
 
 
