@@ -8,6 +8,7 @@ Python per op. Not here: the graph itself, which C programs use directly.
 import functools
 import importlib
 import inspect
+import operator
 import warnings
 
 from aicraft import _trace
@@ -76,24 +77,19 @@ class CompiledFunction:
         functools.update_wrapper(self, fn.forward if self._module is not None else fn)
 
     def __call__(self, *args, **kwargs):
-        # The fast path: the last signature again, with tensors only. C checks the
-        # input shapes; grad mode, the Module's mode and recording are checked here.
+        # The fast path: the last signature again, with tensors only (shapes are
+        # checked by _Replay.takes); grad mode, the Module's mode and recording here.
         replay = self._last
-        if (replay is not None and not kwargs and len(args) == replay.n_inputs
+        if (replay is not None and not kwargs
                 and lib.ac_is_grad_enabled() == replay.grad_enabled
                 and (self._module is None or self._module.training == replay.training)
                 and _trace.recording() is None):
-            inputs = replay.inputs
             try:
-                inputs[0:len(args)] = [a._ptr for a in args]
-            except (AttributeError, TypeError):   # not all tensors: the slow path says which
-                pass
-            else:
-                accepted = lib.ac_graph_accepts(replay.graph, inputs, len(args))
-                if accepted == 1:
-                    return replay.run(args)
-                if accepted < 0:
-                    raise_error(*args)
+                ptrs = [a._ptr for a in args]
+            except AttributeError:   # not all tensors: the slow path says which
+                ptrs = None
+            if ptrs is not None and replay.takes(ptrs, args):
+                return replay.run(args)
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
@@ -164,8 +160,10 @@ class CompiledFunction:
             failure = None
         if failure is None:
             training = self._module.training if self._module is not None else None
-            self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
-                                        key[0], training)
+            replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
+                                                 key[0], training)
+            if replay.n_inputs == len(args):
+                self._last = replay
         else:
             lib.ac_clear_error()
             self._graphs[key] = _UNCOMPILED
@@ -176,8 +174,8 @@ class CompiledFunction:
 class _Replay:
     """One recorded graph and how to call it."""
 
-    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "outputs", "n_outputs",
-                 "scalars", "grad_enabled", "training")
+    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "taken", "outputs",
+                 "n_outputs", "scalars", "grad_enabled", "training")
 
     def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
         self.graph = graph
@@ -185,27 +183,53 @@ class _Replay:
         self.layout = layout
         self.inputs = ffi.new("AcTensor *[]", max(len(positions), 1))
         self.n_inputs = len(positions)
+        self.taken = ()   # the AcTensor* objects self.inputs holds, once C accepted them
         self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
         self.n_outputs = n_outputs
-        self.scalars = scalars
+        self.scalars = _by_getter(scalars)
         self.grad_enabled = grad_enabled
         self.training = training
 
     def __call__(self, args):
         inputs = self.inputs
+        self.taken = ()
         for k, i in enumerate(self.positions):
             inputs[k] = _live(args[i])
         return self.run(args)
+
+    def takes(self, ptrs, args):
+        """Whether replay takes these inputs (args' AcTensor*, one per argument);
+        on yes they are in self.inputs. The very objects C accepted last time
+        pass unasked: a live tensor's shape never changes, and a dead one's
+        pointer object is another (NULL)."""
+        taken = self.taken
+        if len(ptrs) == len(taken) and all(map(operator.is_, ptrs, taken)):
+            return True
+        n = len(ptrs)
+        if n != self.n_inputs:
+            return False
+        self.taken = ()
+        try:
+            self.inputs[0:n] = ptrs
+        except TypeError:   # an object with a _ptr that is not a tensor's
+            return False
+        accepted = lib.ac_graph_accepts(self.graph, self.inputs, n)
+        if accepted < 0:
+            raise_error(*args)
+        if accepted:
+            self.taken = ptrs
+        return accepted == 1
 
     def run(self, args):
         """Replay on self.inputs, set from args; the outputs as fn returns them."""
         graph = self.graph
         for scalar in self.scalars:
-            value = scalar[2]()
-            if value != scalar[3]:
-                scalar[3] = value
-                if lib.ac_graph_set_scalar(graph, scalar[0], scalar[1], value) < 0:
-                    raise_error()
+            value = scalar[0]()
+            if value != scalar[1]:
+                scalar[1] = value
+                for node, attr in scalar[2]:
+                    if lib.ac_graph_set_scalar(graph, node, attr, value) < 0:
+                        raise_error()
         outputs = self.outputs
         if lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs) < 0:
             raise_error(*args)
@@ -218,6 +242,19 @@ class _Replay:
             t._scope = None
             return t
         return _unflatten([_wrap(outputs[k]) for k in range(self.n_outputs)], self.layout)
+
+
+def _by_getter(scalars):
+    """Trace.scalars as [getter, value, ((node, attr), ...)], one per getter, so that
+    a call reads each getter once (an optimizer binds one lr getter a group). value
+    is the one the graph holds; None (set on the first call) where they differ."""
+    bound = {}
+    for node, attr, getter, value in scalars:
+        entry = bound.setdefault(getter, [getter, value, []])
+        if entry[1] != value:
+            entry[1] = None
+        entry[2].append((node, attr))
+    return [[getter, value, tuple(targets)] for getter, value, targets in bound.values()]
 
 
 def _flatten(result):
