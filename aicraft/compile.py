@@ -167,7 +167,7 @@ class CompiledFunction:
         else:
             lib.ac_clear_error()
             self._graphs[key] = _UNCOMPILED
-            warnings.warn("compile: %s; this input signature runs eagerly" % failure, stacklevel=3)
+            warnings.warn("compile: %s; this input signature runs eagerly" % failure, stacklevel=4)
         return result
 
 

@@ -217,8 +217,9 @@ def test_past_eight_signatures_calls_run_eagerly_with_one_warning():
     compiled = ac.compile(lambda x: (x * 2.0).sum(dim=0))
     for n in range(1, 9):
         compiled(tensor(n, 3))
-    with pytest.warns(UserWarning, match="8 input signatures"):
+    with pytest.warns(UserWarning, match="8 input signatures") as caught:
         out = compiled(tensor(9, 3))
+    assert caught[0].filename == __file__
     assert out.shape == (3,)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -267,8 +268,9 @@ def test_an_op_the_graph_cannot_replay_falls_back_to_eager_with_a_warning():
         return x[1:] * ac.rand(2)           # slicing and a random draw
     compiled = ac.compile(fn)
     x = tensor(3)
-    with pytest.warns(UserWarning, match="cannot be recorded into a graph; this input signature runs eagerly"):
+    with pytest.warns(UserWarning, match="cannot be recorded into a graph; this input signature runs eagerly") as caught:
         compiled(x)
+    assert caught[0].filename == __file__   # the warning points at the caller
     ac.manual_seed(9)
     expected = fn(x).numpy()
     ac.manual_seed(9)

@@ -263,7 +263,7 @@ static void test_accepts_tells_which_inputs_replay_takes(void)
     CHECK(ac_graph_accepts(g, &x, 1) == 1);
     CHECK(ac_graph_accepts(g, &same, 1) == 1);
     CHECK(ac_graph_accepts(g, &wrong, 1) == 0);
-    CHECK(strstr(ac_last_error(), "input 0 is float32 (3, 3)") != NULL);
+    CHECK(strstr(ac_last_error(), "graph_accepts: input 0 is float32 (3, 3)") != NULL);
     CHECK(ac_graph_accepts(NULL, &x, 1) == AC_ERR_ARG);
     CHECK(ac_graph_accepts(g, &x, 2) == AC_ERR_ARG);
     CHECK(ac_graph_accepts(g, NULL, 1) == AC_ERR_ARG);
