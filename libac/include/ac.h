@@ -491,6 +491,9 @@ int ac_graph_set_scalar(AcGraph *g, int node, int attr, double value);
    tensor in the caller's current scope (or at root, owned by the caller). */
 int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
                     int n_outputs);
+/* 1 when inputs have the recorded dtypes and shapes (replay would take them),
+   0 when one differs (ac_last_error names it), < 0 for bad arguments. */
+int ac_graph_accepts(const AcGraph *g, AcTensor *const *inputs, int n_inputs);
 
 /* ---- External memory and DLPack ------------------------------------------ */
 
