@@ -6,13 +6,17 @@ signature replay the graph from C in one call (libac/src/replay.c), with no
 Python per op. Not here: the graph itself, which C programs use directly.
 """
 import functools
+import importlib
 import inspect
+import operator
 import warnings
 
 from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
+
+_tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
 __all__ = ["compile"]
 
@@ -67,11 +71,28 @@ class CompiledFunction:
         self._fn = fn
         self._module = fn if hasattr(fn, "training") and hasattr(fn, "parameters") else None
         self._graphs = {}
+        self._last = None        # the _Replay of the last call, when it takes only tensors
         self._warned_full = False
         self.example_inputs = example_inputs
         functools.update_wrapper(self, fn.forward if self._module is not None else fn)
 
     def __call__(self, *args, **kwargs):
+        # The fast path: the last signature again, with tensors only (shapes are
+        # checked by _Replay.takes); grad mode, the Module's mode and recording here.
+        replay = self._last
+        if (replay is not None and not kwargs
+                and lib.ac_is_grad_enabled() == replay.grad_enabled
+                and (self._module is None or self._module.training == replay.training)
+                and _trace.recording() is None):
+            try:
+                ptrs = [a._ptr for a in args]
+            except AttributeError:   # not all tensors: the slow path says which
+                ptrs = None
+            if ptrs is not None and replay.takes(ptrs, args):
+                return replay.run(args)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         if kwargs:
             bound = inspect.signature(self._fn).bind(*args, **kwargs)
             args, kwargs = bound.args, bound.kwargs
@@ -83,12 +104,16 @@ class CompiledFunction:
         key = self._signature(args)
         replay = self._graphs.get(key)
         if replay is not None:
-            return self._fn(*args) if replay is _UNCOMPILED else replay(args)
+            if replay is _UNCOMPILED:
+                return self._fn(*args)
+            if replay.n_inputs == len(args):
+                self._last = replay
+            return replay(args)
         if len(self._graphs) >= _MAX_SIGNATURES:
             if not self._warned_full:
                 self._warned_full = True
                 warnings.warn("compile: %s has been called with %d input signatures; new ones run "
-                              "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=2)
+                              "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=3)
             return self._fn(*args)
         return self._record(key, args)
 
@@ -134,41 +159,102 @@ class CompiledFunction:
         else:
             failure = None
         if failure is None:
-            self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars)
+            training = self._module.training if self._module is not None else None
+            replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
+                                                 key[0], training)
+            if replay.n_inputs == len(args):
+                self._last = replay
         else:
             lib.ac_clear_error()
             self._graphs[key] = _UNCOMPILED
-            warnings.warn("compile: %s; this input signature runs eagerly" % failure, stacklevel=3)
+            warnings.warn("compile: %s; this input signature runs eagerly" % failure, stacklevel=4)
         return result
 
 
 class _Replay:
     """One recorded graph and how to call it."""
 
-    __slots__ = ("graph", "positions", "layout", "inputs", "outputs", "n_outputs", "scalars")
+    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "taken", "outputs",
+                 "n_outputs", "scalars", "grad_enabled", "training")
 
-    def __init__(self, graph, positions, layout, n_outputs, scalars):
+    def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
         self.graph = graph
         self.positions = positions
         self.layout = layout
         self.inputs = ffi.new("AcTensor *[]", max(len(positions), 1))
+        self.n_inputs = len(positions)
+        self.taken = ()   # the AcTensor* objects self.inputs holds, once C accepted them
         self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
         self.n_outputs = n_outputs
-        self.scalars = scalars
+        self.scalars = _by_getter(scalars)
+        self.grad_enabled = grad_enabled
+        self.training = training
 
     def __call__(self, args):
-        inputs, outputs, graph = self.inputs, self.outputs, self.graph
+        inputs = self.inputs
+        self.taken = ()
         for k, i in enumerate(self.positions):
             inputs[k] = _live(args[i])
+        return self.run(args)
+
+    def takes(self, ptrs, args):
+        """Whether replay takes these inputs (args' AcTensor*, one per argument);
+        on yes they are in self.inputs. The very objects C accepted last time
+        pass unasked: a live tensor's shape never changes, and a dead one's
+        pointer object is another (NULL)."""
+        taken = self.taken
+        if len(ptrs) == len(taken) and all(map(operator.is_, ptrs, taken)):
+            return True
+        n = len(ptrs)
+        if n != self.n_inputs:
+            return False
+        self.taken = ()
+        try:
+            self.inputs[0:n] = ptrs
+        except TypeError:   # an object with a _ptr that is not a tensor's
+            return False
+        accepted = lib.ac_graph_accepts(self.graph, self.inputs, n)
+        if accepted < 0:
+            raise_error(*args)
+        if accepted:
+            self.taken = ptrs
+        return accepted == 1
+
+    def run(self, args):
+        """Replay on self.inputs, set from args; the outputs as fn returns them."""
+        graph = self.graph
         for scalar in self.scalars:
-            value = scalar[2]()
-            if value != scalar[3]:
-                scalar[3] = value
-                if lib.ac_graph_set_scalar(graph, scalar[0], scalar[1], value) < 0:
-                    raise_error()
-        if lib.ac_graph_replay(graph, inputs, len(self.positions), outputs, self.n_outputs) < 0:
-            raise_error()
+            value = scalar[0]()
+            if value != scalar[1]:
+                scalar[1] = value
+                for node, attr in scalar[2]:
+                    if lib.ac_graph_set_scalar(graph, node, attr, value) < 0:
+                        raise_error()
+        outputs = self.outputs
+        if lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs) < 0:
+            raise_error(*args)
+        if self.layout is Tensor:   # one tensor: wrapped inline, as tensor.py's hot ops do
+            p = outputs[0]
+            if _tensor_module._open_scopes:
+                return _wrap(p)
+            t = Tensor()
+            t._ptr = p
+            t._scope = None
+            return t
         return _unflatten([_wrap(outputs[k]) for k in range(self.n_outputs)], self.layout)
+
+
+def _by_getter(scalars):
+    """Trace.scalars as [getter, value, ((node, attr), ...)], one per getter, so that
+    a call reads each getter once (an optimizer binds one lr getter a group). value
+    is the one the graph holds; None (set on the first call) where they differ."""
+    bound = {}
+    for node, attr, getter, value in scalars:
+        entry = bound.setdefault(getter, [getter, value, []])
+        if entry[1] != value:
+            entry[1] = None
+        entry[2].append((node, attr))
+    return [[getter, value, tuple(targets)] for getter, value, targets in bound.values()]
 
 
 def _flatten(result):

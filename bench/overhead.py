@@ -2,23 +2,33 @@
 
 Small tensors make the time per op almost all overhead (Python wrapper, C call,
 allocation), which is what a small model pays on every op; an empty
-`with ac.checkpoint():` is what every scoped training step or request pays on top. Both libraries run
-on one thread; repetitions are interleaved (aicraft, PyTorch, aicraft, ...) so
-a noisy machine slows both alike, and each case reports the median.
+`with ac.checkpoint():` is what every scoped training step or request pays on
+top. Both libraries run on one thread; repetitions are interleaved (aicraft,
+PyTorch, aicraft, ...) so a noisy machine slows both alike, and each case
+reports the median.
 
-    python bench/overhead.py [--repeats 25] [--quick]
+    python bench/overhead.py [--repeats 25] [--quick] [--baseline DIR]
 
-Prints the CPU and SIMD path, a table, then one JSON line. PyTorch columns are left empty when torch
+Then the profiler's cost: per op and per MLP training step (784-128-10, batch
+64, Adam, the MNIST demo's model on random data) with ac.profiler on against
+off, interleaved in one process. With --baseline DIR (another aicraft tree
+built in place, e.g. `git worktree add ../base <commit before the profiler>`
+then `make -C ../base`), the same op cases run alternately in a process of each
+tree, so the profiler's cost when off is this tree against that one.
+
+Prints the CPU and SIMD path, tables, then one JSON line. PyTorch columns are left empty when torch
 is not installed (`pip install torch==2.13.0`).
 """
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import timeit
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.environ.get("OVERHEAD_TREE") or HERE)   # --baseline runs another tree
 
 import numpy as np  # noqa: E402
 
@@ -38,6 +48,8 @@ TARGET_US = {"empty ac.checkpoint()": 1.0}
 # An empty scope's cost in C alone (ac_mem_checkpoint + ac_mem_restore): the floor of
 # the case above, measured alongside it for scale.
 SCOPE_C_CALLS = "  its two C calls"
+PROFILER_OFF_TARGET = 0.02   # profiler off: at most 2% per op
+PROFILER_ON_TARGET = 0.15    # profiler on: the MLP training loop at most 15% slower
 
 
 def aicraft_cases():
@@ -108,11 +120,116 @@ def measure(cases_by_lib, repeats):
             for lib, per_case in samples.items()}
 
 
+def mlp_step():
+    """One training step of the MNIST demo's MLP on a random batch of 64."""
+    from aicraft import nn, optim
+    ac.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    optimizer = optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    x, y = ac.randn(64, 784), ac.randint(0, 10, (64,))
+
+    def step():
+        with ac.checkpoint():
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss.item()
+    return step
+
+
+def measure_profiler_on(repeats):
+    """Median us per call of each case (ops, and the MLP step at default threads) with
+    the profiler off and on; off and on interleaved, each on-run its own session."""
+    cases = aicraft_cases()
+    ac.set_num_threads(int(os.environ.get("AC_NUM_THREADS", os.cpu_count() or 1)))
+    cases["MLP train step b=64"] = mlp_step()
+    samples = {case: {"off": [], "on": []} for case in cases}
+    loops = {case: loops_for(fn) for case, fn in cases.items()}
+    for _ in range(repeats):
+        for case, fn in cases.items():
+            n = loops[case]
+            samples[case]["off"].append(timeit.timeit(fn, number=n) / n * 1e6)
+            prof = ac.profiler.profile()
+            prof.start()
+            samples[case]["on"].append(timeit.timeit(fn, number=n) / n * 1e6)
+            ac._ffi.lib.ac_profiler_stop()     # the events are not read: not part of the cost
+    return {case: {mode: statistics.median(v) for mode, v in s.items()} for case, s in samples.items()}
+
+
+def measure_against_baseline(baseline, repeats):
+    """Per op case: the median over `repeats` pairs of fresh processes, one of each tree
+    (which runs first alternates), of this tree's time over the baseline's, with the
+    median times. A pair meets the same machine load, so its ratio is the fair one."""
+    def one(tree):
+        run = subprocess.run([sys.executable, os.path.abspath(__file__), "--one-round"],
+                             env=dict(os.environ, OVERHEAD_TREE=tree), capture_output=True,
+                             text=True, check=True)
+        return json.loads(run.stdout)
+    pairs = []
+    for k in range(repeats):
+        if k % 2:
+            base, ours = one(baseline), one(HERE)
+        else:
+            ours, base = one(HERE), one(baseline)
+        pairs.append((ours, base))
+    return {case: {"this tree": statistics.median(o[case] for o, _ in pairs),
+                   "baseline": statistics.median(b[case] for _, b in pairs),
+                   "ratio": statistics.median(o[case] / b[case] for o, b in pairs)}
+            for case in pairs[0][0]}
+
+
+def one_round():
+    """--one-round: the op cases of the tree imported, one round of 5, as JSON (for --baseline)."""
+    print(json.dumps(measure({"aicraft": aicraft_cases()}, 5)["aicraft"]))
+
+
+def report_profiler(repeats, baseline):
+    rows = []
+    on = measure_profiler_on(repeats)
+    print()
+    print("ac.profiler on vs off, median of %d interleaved runs (MLP step at %d threads)"
+          % (repeats, ac.get_num_threads()))
+    header = "%-26s %12s %12s %9s %8s" % ("case", "off us", "on us", "on cost", "target")
+    print(header)
+    print("-" * len(header))
+    for case, t in on.items():
+        cost = t["on"] / t["off"] - 1.0
+        target = PROFILER_ON_TARGET if case.startswith("MLP") else None
+        rows.append({"case": case, "profiler": "on", "off_us": round(t["off"], 3),
+                     "on_us": round(t["on"], 3), "cost": round(cost, 4), "target": target,
+                     "meets_target": None if target is None else cost < target})
+        print("%-26s %12.3f %12.3f %8.1f%% %8s" % (case, t["off"], t["on"], 100 * cost,
+                                                  "< %d%%" % (100 * target) if target else "-"))
+    if baseline:
+        off = measure_against_baseline(baseline, repeats)
+        print()
+        print("profiler off: this tree vs --baseline %s, median of %d pairs of processes"
+              % (baseline, repeats))
+        header = "%-26s %12s %12s %9s %8s" % ("case", "baseline us", "off us", "off cost", "target")
+        print(header)
+        print("-" * len(header))
+        for case, t in off.items():
+            cost = t["ratio"] - 1.0
+            rows.append({"case": case, "profiler": "off", "baseline_us": round(t["baseline"], 3),
+                         "off_us": round(t["this tree"], 3), "cost": round(cost, 4),
+                         "target": PROFILER_OFF_TARGET, "meets_target": cost < PROFILER_OFF_TARGET})
+            print("%-26s %12.3f %12.3f %8.1f%% %8s" % (case, t["baseline"], t["this tree"],
+                                                      100 * cost, "< 2%"))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=25, help="interleaved repetitions per case")
     parser.add_argument("--quick", action="store_true", help="5 repetitions (a smoke run)")
+    parser.add_argument("--baseline", help="another aicraft tree, built in place, to measure "
+                        "the profiler's cost when off against")
+    parser.add_argument("--one-round", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_round:
+        return one_round()
     repeats = 5 if args.quick else args.repeats
 
     cases_by_lib = {"aicraft": aicraft_cases()}
@@ -148,9 +265,10 @@ def main():
         print("%-26s %12.3f %12s %8s %9s" % (
             case, ours, "-" if theirs is None else "%.3f" % theirs,
             "-" if ratio is None else "%.2fx" % ratio, target))
+    profiler_rows = report_profiler(repeats, args.baseline)
     print(json.dumps({"bench": "overhead", **host(), "repeats": repeats,
                       "torch": None if torch is None else torch.__version__,
-                      "aicraft": ac.__version__, "results": rows}))
+                      "aicraft": ac.__version__, "results": rows, "profiler": profiler_rows}))
 
 
 if __name__ == "__main__":

@@ -151,12 +151,75 @@ def test_second_input_shape_retraces():
     assert len(compiled._graphs) == 2
 
 
+def test_adam_steps_alternating_batch_shapes_match_eager():
+    # A shape change on the last signature's fast path must not read a per-call
+    # scalar (Adam's step count) before the graph that runs is known.
+    batches = [(tensor(n, 20), ac.tensor(rng.integers(0, 5, n))) for n in (16, 8, 16, 16, 8, 8, 16)]
+    results = []
+    for compiled in (False, True):
+        ac.manual_seed(0)
+        model = mlp()
+        opt = optim.Adam(model.parameters(), lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        run = ac.compile(step) if compiled else step
+        ac.manual_seed(1)
+        losses = [run(x, y).item() for x, y in batches]
+        results.append((losses, params_of(model), [opt.state[p]["step"] for p in model.parameters()]))
+    assert results[0][0] == results[1][0]
+    assert_same_bits(results[0][1], results[1][1])
+    assert results[1][2] == [len(batches)] * 4
+
+
+def test_two_param_groups_read_their_own_learning_rates_per_call():
+    results = []
+    for compiled in (False, True):
+        ac.manual_seed(7)
+        model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
+        opt = optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
+                         {"params": model[1].parameters(), "lr": 0.02}], momentum=0.5)
+        sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        x, y = ac.tensor(np.ones((5, 4), np.float32)), ac.tensor(np.zeros((5, 2), np.float32))
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        run = ac.compile(step) if compiled else step
+        for _ in range(6):
+            run(x, y)
+            sched.step()
+        results.append(params_of(model))
+    assert_same_bits(results[0], results[1])
+
+
+def test_grad_mode_and_constants_are_part_of_the_signature():
+    compiled = ac.compile(lambda x, s=1.0: x * s)
+    x = tensor(3)
+    np.testing.assert_array_equal(compiled(x).numpy(), x.numpy())
+    np.testing.assert_array_equal(compiled(x).numpy(), x.numpy())   # the fast path
+    with ac.no_grad():
+        np.testing.assert_array_equal(compiled(x).numpy(), x.numpy())
+    np.testing.assert_array_equal(compiled(x, 2.0).numpy(), (x * 2.0).numpy())
+    np.testing.assert_array_equal(compiled(x, 3.0).numpy(), (x * 3.0).numpy())
+    np.testing.assert_array_equal(compiled(x).numpy(), x.numpy())
+    assert len(compiled._graphs) == 4
+
+
 def test_past_eight_signatures_calls_run_eagerly_with_one_warning():
     compiled = ac.compile(lambda x: (x * 2.0).sum(dim=0))
     for n in range(1, 9):
         compiled(tensor(n, 3))
-    with pytest.warns(UserWarning, match="8 input signatures"):
+    with pytest.warns(UserWarning, match="8 input signatures") as caught:
         out = compiled(tensor(9, 3))
+    assert caught[0].filename == __file__
     assert out.shape == (3,)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -205,8 +268,9 @@ def test_an_op_the_graph_cannot_replay_falls_back_to_eager_with_a_warning():
         return x[1:] * ac.rand(2)           # slicing and a random draw
     compiled = ac.compile(fn)
     x = tensor(3)
-    with pytest.warns(UserWarning, match="cannot be recorded into a graph; this input signature runs eagerly"):
+    with pytest.warns(UserWarning, match="cannot be recorded into a graph; this input signature runs eagerly") as caught:
         compiled(x)
+    assert caught[0].filename == __file__   # the warning points at the caller
     ac.manual_seed(9)
     expected = fn(x).numpy()
     ac.manual_seed(9)

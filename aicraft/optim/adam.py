@@ -51,6 +51,7 @@ class Adam(Optimizer):
         weight_decay, decoupled = group["weight_decay"], self._decoupled
         state = self.state
         trace = _trace.recording()
+        lr_of_group = lambda: group["lr"]   # noqa: E731  one getter a group: a compiled call reads it once
         for p in group["params"]:
             ptr = _live(p)
             if not ptr.grad:
@@ -67,7 +68,7 @@ class Adam(Optimizer):
             entries["step"] = step
             if trace is not None:   # a compiled step reads these per call
                 trace.bind_last(0, lambda entries=entries: _next_step(entries), step)
-                trace.bind_last(1, lambda group=group: group["lr"], lr)
+                trace.bind_last(1, lr_of_group, lr)
 
 
 def _next_step(entries):

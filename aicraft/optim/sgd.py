@@ -48,6 +48,7 @@ class SGD(Optimizer):
         nesterov, weight_decay = group["nesterov"], group["weight_decay"]
         state = self.state
         trace = _trace.recording()
+        lr_of_group = lambda: group["lr"]   # noqa: E731  one getter a group: a compiled call reads it once
         for p in group["params"]:
             ptr = _live(p)
             if not ptr.grad:
@@ -70,7 +71,7 @@ class SGD(Optimizer):
             if rc < 0:
                 raise_error(p)
             if trace is not None:   # a compiled step reads the lr per call
-                trace.bind_last(1, lambda group=group: group["lr"], lr)
+                trace.bind_last(1, lr_of_group, lr)
 
 
 def _second_step():

@@ -491,6 +491,9 @@ int ac_graph_set_scalar(AcGraph *g, int node, int attr, double value);
    tensor in the caller's current scope (or at root, owned by the caller). */
 int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
                     int n_outputs);
+/* 1 when inputs have the recorded dtypes and shapes (replay would take them),
+   0 when one differs (ac_last_error names it), < 0 for bad arguments. */
+int ac_graph_accepts(const AcGraph *g, AcTensor *const *inputs, int n_inputs);
 
 /* ---- External memory and DLPack ------------------------------------------ */
 
@@ -514,6 +517,47 @@ AcTensor *ac_tensor_from_external(void *data, const int64_t *shape, int ndim, in
 void *ac_to_dlpack(AcTensor *t, int versioned);
 AcTensor *ac_from_dlpack(void *managed, int versioned);
 int ac_dlpack_delete(void *managed, int versioned);
+
+/* ---- Profiler ------------------------------------------------------------ */
+/* Per-op timing on the thread that starts it: each op call (those ac_graph_begin
+   records, above), each node's backward, each chunk of work the thread pool runs
+   (on the thread that runs it) and each range is an event. Off, it costs ops the
+   branch they already take for graphs. Events are read after ac_profiler_stop,
+   until the next start. AC_PROFILE=path in the environment profiles the thread
+   that loads libac from then to exit, and writes the trace to path at exit. */
+
+typedef enum {
+    AC_EVENT_OP = 0, AC_EVENT_BACKWARD = 1, AC_EVENT_TASK = 2, AC_EVENT_RANGE = 3
+} AcEventKind;
+
+typedef struct {
+    const char *name;      /* "linear", "linear_backward", "linear [task]", a range's name */
+    const char *scope;     /* the innermost range it ran in; "" outside any */
+    const char *shapes;    /* its inputs' shapes, "[[64, 784], [128, 784], [128]]", when
+                              recorded; else "" */
+    int32_t kind;          /* AcEventKind */
+    int32_t thread;        /* 0: the profiled thread; pool threads in order of first event */
+    int32_t depth;         /* how many events of its thread enclose it */
+    int64_t start_ns;      /* since ac_profiler_start */
+    int64_t duration_ns, self_ns;   /* self: less the events nested in it */
+    int64_t bytes, self_bytes;      /* allocated by its thread meanwhile */
+    int64_t flops;         /* matmul, linear, conv2d and their backward; else 0 */
+} AcProfileEvent;
+
+/* Start a session on this thread (forgetting the last one); record_shapes 0 or 1.
+   AC_ERR_STATE if one is running. */
+int ac_profiler_start(int record_shapes);
+int ac_profiler_stop(void);               /* AC_ERR_STATE unless this thread profiles */
+/* Open a range (a scope) named name on this thread: 1, or 0 (nothing opened) when
+   the thread is not profiled. ac_profiler_pop closes the innermost one; it does
+   nothing when the thread is not profiled, and stop closes ranges left open. */
+int ac_profiler_push(const char *name);
+int ac_profiler_pop(void);
+int64_t ac_profiler_num_events(void);     /* of the last session */
+/* Event i, in thread order, then start order; its strings live until the next start. */
+int ac_profiler_event(int64_t i, AcProfileEvent *out);
+/* The last session as Chrome trace-event JSON (Perfetto, chrome://tracing). */
+int ac_profiler_dump(FILE *out);
 
 /* ---- Threads ------------------------------------------------------------- */
 

@@ -90,6 +90,7 @@ typedef struct {
     Scope *scopes;
     int depth, capacity;
     int64_t bytes, tensors, nodes;   /* scoped allocations made by this thread so far */
+    int64_t allocated;               /* bytes ever allocated by this thread, root and scoped */
 } ThreadArena;
 
 static int64_t g_bytes_in_use, g_peak_bytes, g_live_tensors, g_live_nodes;
@@ -182,12 +183,10 @@ static void *root_cache_remove(ThreadArena *ta, int i)
     return p;
 }
 
-/* The newest cached root allocation of exactly bytes on this thread, or NULL. */
-static void *root_cache_take(size_t bytes)
+/* The newest cached root allocation of exactly bytes in ta's cache, or NULL. */
+static void *root_cache_take(ThreadArena *ta, size_t bytes)
 {
-    ThreadArena *ta = tls_arena;
     int i;
-    if (!ta) return NULL;
     for (i = ta->root_cache_count - 1; i >= 0; i--) {
         if (ta->root_cache_sizes[i] == bytes) {
             void *p = root_cache_remove(ta, i);
@@ -222,9 +221,10 @@ static void root_cache_put(void *p, size_t bytes)
    aligned block. */
 void *root_alloc(size_t bytes)
 {
+    ThreadArena *ta = tls_arena;
     char *raw, *aligned;
     if (over_limit("alloc", bytes)) return NULL;
-    aligned = root_cache_take(bytes);
+    aligned = ta ? root_cache_take(ta, bytes) : NULL;
     if (!aligned) {
         raw = malloc(bytes + AC_ALIGN);
         if (!raw) return error_null(AC_ERR_MEMORY, "alloc: out of memory allocating %zu bytes", bytes);
@@ -233,6 +233,7 @@ void *root_alloc(size_t bytes)
         ((void **)aligned)[-1] = raw;
     }
     add_bytes((int64_t)bytes);
+    if (ta) ta->allocated += (int64_t)bytes;
     return aligned;
 }
 
@@ -353,6 +354,12 @@ static ThreadArena *thread_arena(void)
 int current_depth(void) { return tls_arena ? tls_arena->depth : 0; }
 
 int ac_mem_depth(void) { return current_depth(); }
+
+int64_t bytes_allocated(void)
+{
+    ThreadArena *ta = thread_arena();   /* made now, so root allocations count from here on */
+    return ta ? ta->allocated : 0;
+}
 
 uint32_t current_serial(void)
 {
@@ -485,6 +492,7 @@ void *arena_alloc(size_t bytes)
     p = ta->scopes[ta->depth - 1].free ? free_take(&ta->scopes[ta->depth - 1], bytes) : NULL;
     if (p) {
         ta->bytes += (int64_t)bytes;
+        ta->allocated += (int64_t)bytes;
         add_bytes((int64_t)bytes);
         MARK_IN_USE(p, bytes);
         return p;
@@ -499,6 +507,7 @@ void *arena_alloc(size_t bytes)
     }
     b->used += bytes;
     ta->bytes += (int64_t)bytes;
+    ta->allocated += (int64_t)bytes;
     add_bytes((int64_t)bytes);
     p = (char *)b + BLOCK_HEADER_BYTES + b->used - bytes;
     MARK_IN_USE(p, bytes);

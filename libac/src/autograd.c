@@ -232,12 +232,14 @@ static int backward_node(AcGradNode *node)
    not run yet keep their graph. */
 static int backward_nodes(const NodeList *order, int free_graph, AcTensor **dead)
 {
+    const int profiled = profiler_active;
     int64_t k;
     int rc = AC_OK;
     for (k = order->n - 1; k >= 0; k--) {
         AcGradNode *node = order->nodes[k];
         AcTensor *output = node->output;
-        if (rc == AC_OK && node->pending_grad) rc = backward_node(node);
+        if (rc == AC_OK && node->pending_grad)
+            rc = profiled ? profile_backward(node, backward_node) : backward_node(node);
         node->pending_grad = NULL;
         if (!free_graph) continue;
         if (rc == AC_OK) node_free_graph(node, dead);
@@ -310,7 +312,7 @@ static int backward_replay(AcTensor **t, const double *attr)
 
 int ac_backward_ex(AcTensor *out, const AcTensor *grad, int retain_graph)
 {
-    if (graph_recording) return graph_call("backward", backward_replay, 2, 0, (AcTensor *[]){out, (AcTensor *)grad}, (double[]){retain_graph}, 1);
+    if (ops_observed) return graph_call("backward", backward_replay, 2, 0, (AcTensor *[]){out, (AcTensor *)grad}, (double[]){retain_graph}, 1);
     if (backward_check("backward", out)) return ac_last_error_code();
     if (retain_graph != 0 && retain_graph != 1)
         return error_set(AC_ERR_ARG, "backward: retain_graph %d must be 0 or 1", retain_graph);

@@ -121,10 +121,11 @@ int graph_call(const char *op, GraphReplayFn fn, int n_in, int n_out, AcTensor *
     int32_t ids[GRAPH_MAX_TENSORS];
     GraphNode *nodes, *node;
     int i, rc;
+    if (!g) return observed_run(op, fn, n_in, n_out, t, attr);   /* profiled, not recorded */
     for (i = 0; i < n_in && g->state == GRAPH_RECORDING; i++)
         ids[i] = t[i] ? buffer_of(g, op, t[i]) : -1;
     graph_recording = NULL;   /* the op's inner calls are part of it, not nodes */
-    rc = fn(t, attr);
+    rc = observed_run(op, fn, n_in, n_out, t, attr);
     graph_recording = g;
     if (rc) {
         graph_fail(g, "%s failed while recording: %s", op, ac_last_error());
@@ -216,6 +217,7 @@ AcGraph *ac_graph_begin(void)
     g->state = GRAPH_RECORDING;
     g->grad_enabled = ac_is_grad_enabled();
     graph_open = graph_recording = g;
+    ops_observed |= OBSERVE_GRAPH;
     return g;
 }
 
@@ -251,6 +253,7 @@ int ac_graph_end(AcGraph *g, AcTensor *const *outputs, int n_outputs)
     if (graph_check("graph_end", g)) return AC_ERR_ARG;
     if (g != graph_open) return error_set(AC_ERR_STATE, "graph_end: the graph is not recording on this thread");
     graph_open = graph_recording = NULL;
+    ops_observed &= ~OBSERVE_GRAPH;
     if (g->born) root_free(g->born, (size_t)g->cap_born * sizeof *g->born);
     g->born = NULL;
     g->cap_born = g->n_born = 0;
@@ -284,7 +287,10 @@ int ac_graph_free(AcGraph *g)
     int32_t i;
     if (graph_check("graph_free", g)) return AC_ERR_ARG;
     if (g->state == GRAPH_RUNNING) return error_set(AC_ERR_STATE, "graph_free: the graph is running");
-    if (g == graph_open) graph_open = graph_recording = NULL;
+    if (g == graph_open) {
+        graph_open = graph_recording = NULL;
+        ops_observed &= ~OBSERVE_GRAPH;
+    }
     for (i = 0; i < g->n_bufs; i++)
         if (g->bufs[i].held) ac_tensor_free(g->bufs[i].held);
     if (g->nodes) root_free(g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);

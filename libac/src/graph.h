@@ -3,12 +3,14 @@
  *
  * A recorded op is a GraphReplayFn: it runs the op's public function on t[0 ..
  * n_in) and attr (its scalar arguments, as doubles), and stores the op's outputs
- * in t[n_in ..]. At the op's entry, while a graph records:
+ * in t[n_in ..]. At the op's entry, while its calls are observed (a graph
+ * records them, or the profiler times them):
  *
- *     if (graph_recording) return graph_op("relu", relu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+ *     if (ops_observed) return graph_op("relu", relu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
  *
- * graph_op runs the same replay function (recording paused, so the op's own
- * inner calls are not recorded) and records a node. Replay calls it again.
+ * graph_op runs the same replay function through observed_run (observation
+ * paused, so the op's own inner calls are part of it), timing it when
+ * profiling, and records a node when a graph records. Replay calls it again.
  */
 #ifndef AC_GRAPH_H
 #define AC_GRAPH_H
@@ -19,6 +21,18 @@
 #define GRAPH_MAX_ATTRS 12
 
 typedef int (*GraphReplayFn)(AcTensor **t, const double *attr);
+
+/* Why this thread's top-level op calls go through graph_call: the one flag each
+   op tests at its entry, 0 while an observed op runs. */
+#define OBSERVE_GRAPH 1     /* graph_recording is set */
+#define OBSERVE_PROFILE 2   /* the profiler times them (profiler.c) */
+extern AC_THREAD_LOCAL int ops_observed;
+/* Run op's replay function with observation paused; timed as an event when
+   the profiler observes (profiler.c). */
+int observed_run(const char *op, GraphReplayFn fn, int n_in, int n_out, AcTensor **t,
+                 const double *attr);
+/* The backward walk's run(node), timed as node's backward event (profiler.c). */
+int profile_backward(AcGradNode *node, int (*run)(AcGradNode *));
 
 /* The graph recording this thread's top-level op calls; NULL when none is, and
    while a recorded op runs. */

@@ -81,6 +81,9 @@ int scope_hold_at(AcTensor *t, int depth);
 void counters_tensor(int delta, int scoped);
 void counters_node(int delta, int scoped);
 int current_depth(void);
+/* Bytes this thread has allocated so far, scoped and root (the profiler's counter;
+   root allocations count once the thread has its arena, which this makes). */
+int64_t bytes_allocated(void);
 /* The serial of the calling thread's innermost scope; 0 at root. */
 uint32_t current_serial(void);
 
@@ -194,6 +197,19 @@ void count_heap_allocation(void);
    or when called from inside a parallel region. */
 typedef void (*ParallelFn)(void *ctx, int64_t begin, int64_t end);
 void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx);
+
+/* The profiler records this thread's events (profiler.c). */
+extern AC_THREAD_LOCAL int profiler_active;
+/* A parallel_for job as the profiler runs it: profile_task_run(&task, ...)
+   runs task.fn on the chunk as an event of the thread that runs it, named
+   after the event open on the posting thread ("linear [task]"). */
+typedef struct {
+    ParallelFn fn;
+    void *ctx;
+    const char *name, *scope;
+} ProfiledTask;
+void profile_task_wrap(ProfiledTask *task, ParallelFn fn, void *ctx);
+void profile_task_run(void *ctx, int64_t begin, int64_t end);
 
 /* Row-major SGEMM without argument checks (ac_sgemm checks, then calls this). */
 void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,

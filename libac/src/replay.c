@@ -26,10 +26,38 @@ int ac_graph_set_scalar(AcGraph *g, int node, int attr, double value)
     return AC_OK;
 }
 
+/* 1 when inputs have g's recorded dtypes and shapes, 0 when one differs (the
+   error names it), < 0 for a NULL input; op names the caller in errors. */
+static int inputs_match(const char *op, const AcGraph *g, AcTensor *const *inputs)
+{
+    int i;
+    for (i = 0; i < g->n_inputs; i++) {
+        const GraphBuffer *b = &g->bufs[g->inputs[i]];
+        if (!inputs[i]) return error_set(AC_ERR_ARG, "%s: input %d is NULL", op, i);
+        if (inputs[i]->dtype != b->dtype || inputs[i]->ndim != b->ndim ||
+            memcmp(inputs[i]->shape, b->shape, (size_t)b->ndim * sizeof(int64_t)) != 0) {
+            error_set(AC_ERR_SHAPE, "%s: input %d is %s %s; the graph was recorded for %s %s",
+                      op, i, ac_dtype_name(inputs[i]->dtype), tensor_shape_str(inputs[i]),
+                      ac_dtype_name(b->dtype), shape_str(b->shape, b->ndim));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int ac_graph_accepts(const AcGraph *g, AcTensor *const *inputs, int n_inputs)
+{
+    if (!g) return error_set(AC_ERR_ARG, "graph_accepts: graph is NULL");
+    if (n_inputs != g->n_inputs)
+        return error_set(AC_ERR_ARG, "graph_accepts: %d inputs given, the graph has %d", n_inputs, g->n_inputs);
+    if (n_inputs && !inputs) return error_set(AC_ERR_ARG, "graph_accepts: inputs is NULL");
+    return inputs_match("graph_accepts", g, inputs);
+}
+
 static int replay_check(const AcGraph *g, AcTensor *const *inputs, int n_inputs,
                         AcTensor **outputs, int n_outputs)
 {
-    int i;
+    int rc;
     if (!g) return error_set(AC_ERR_ARG, "graph_replay: graph is NULL");
     if (g->state != GRAPH_READY)
         return error_set(AC_ERR_STATE, "graph_replay: the graph is %s", g->state == GRAPH_RUNNING ? "running"
@@ -40,16 +68,8 @@ static int replay_check(const AcGraph *g, AcTensor *const *inputs, int n_inputs,
                          n_inputs, n_outputs, g->n_inputs, g->n_outputs);
     if ((n_inputs && !inputs) || (n_outputs && !outputs))
         return error_set(AC_ERR_ARG, "graph_replay: %s is NULL", outputs ? "inputs" : "outputs");
-    for (i = 0; i < n_inputs; i++) {
-        const GraphBuffer *b = &g->bufs[g->inputs[i]];
-        if (!inputs[i]) return error_set(AC_ERR_ARG, "graph_replay: input %d is NULL", i);
-        if (inputs[i]->dtype != b->dtype || inputs[i]->ndim != b->ndim ||
-            memcmp(inputs[i]->shape, b->shape, (size_t)b->ndim * sizeof(int64_t)) != 0)
-            return error_set(AC_ERR_SHAPE, "graph_replay: input %d is %s %s; the graph was recorded for %s %s",
-                             i, ac_dtype_name(inputs[i]->dtype), tensor_shape_str(inputs[i]),
-                             ac_dtype_name(b->dtype), shape_str(b->shape, b->ndim));
-    }
-    return AC_OK;
+    rc = inputs_match("graph_replay", g, inputs);
+    return rc == 1 ? AC_OK : rc == 0 ? AC_ERR_SHAPE : rc;
 }
 
 /* Run the nodes on g->run, whose inputs, parameters and state are set. */

@@ -556,7 +556,7 @@ static int clone_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_tensor_clone(const AcTensor *t)
 {
-    if (graph_recording) return graph_op("clone", clone_replay, 1, (const AcTensor *[]){t}, NULL, 0);
+    if (ops_observed) return graph_op("clone", clone_replay, 1, (const AcTensor *[]){t}, NULL, 0);
     AcTensor *out;
     if (tensor_check_any("clone", t, "tensor")) return NULL;
     out = op_output_as("clone", t->dtype, t->shape, t->ndim, &t, 1, clone_backward, 0);
@@ -602,7 +602,7 @@ static int detach_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_tensor_detach(const AcTensor *t)
 {
-    if (graph_recording) return graph_op("detach", detach_replay, 1, (const AcTensor *[]){t}, NULL, 0);
+    if (ops_observed) return graph_op("detach", detach_replay, 1, (const AcTensor *[]){t}, NULL, 0);
     if (tensor_check_any("detach", t, "tensor")) return NULL;
     return tensor_create("detach", t->shape, t->ndim, t->dtype, t, 0, 0);
 }
@@ -671,7 +671,7 @@ static int zero_grad_replay(AcTensor **t, const double *attr)
 
 int ac_tensor_zero_grad(AcTensor *t)
 {
-    if (graph_recording) return graph_call("zero_grad", zero_grad_replay, 1, 0, (AcTensor *[]){t}, NULL, 0);
+    if (ops_observed) return graph_call("zero_grad", zero_grad_replay, 1, 0, (AcTensor *[]){t}, NULL, 0);
     AcTensor *g;
     if (!t) return error_set(AC_ERR_ARG, "zero_grad: tensor is NULL");
     g = t->grad;

@@ -349,6 +349,7 @@ void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx)
     int64_t chunk, posted, caller_done, caller_cpu;
     uint64_t word;
     int woke_workers;
+    ProfiledTask task;
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     threads = ac_get_num_threads();
@@ -367,6 +368,11 @@ void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx)
     }
     __atomic_store_n(&job_workers, threads - 1, __ATOMIC_RELAXED);
     caller_cpu = thread_cpu_nanoseconds();
+    if (profiler_active) {   /* each chunk an event of the thread that runs it */
+        profile_task_wrap(&task, fn, ctx);
+        fn = profile_task_run;
+        ctx = &task;
+    }
 
     job_fn = fn;
     job_ctx = ctx;

@@ -251,6 +251,30 @@ static void test_bad_calls_fail_cleanly(void)
     ac_tensor_free(wrong);
 }
 
+static void test_accepts_tells_which_inputs_replay_takes(void)
+{
+    const int64_t shape[2] = {2, 3}, other[2] = {3, 3};
+    AcTensor *x = ac_full(shape, 2, 1.0f), *same = ac_full(shape, 2, 5.0f);
+    AcTensor *wrong = ac_full(other, 2, 1.0f), *y;
+    AcGraph *g = ac_graph_begin();
+    ac_graph_input(g, x);
+    y = ac_exp(x);
+    CHECK(ac_graph_end(g, &y, 1) == AC_OK);
+    CHECK(ac_graph_accepts(g, &x, 1) == 1);
+    CHECK(ac_graph_accepts(g, &same, 1) == 1);
+    CHECK(ac_graph_accepts(g, &wrong, 1) == 0);
+    CHECK(strstr(ac_last_error(), "graph_accepts: input 0 is float32 (3, 3)") != NULL);
+    CHECK(ac_graph_accepts(NULL, &x, 1) == AC_ERR_ARG);
+    CHECK(ac_graph_accepts(g, &x, 2) == AC_ERR_ARG);
+    CHECK(ac_graph_accepts(g, NULL, 1) == AC_ERR_ARG);
+    CHECK(ac_graph_accepts(g, (AcTensor *[]){NULL}, 1) == AC_ERR_ARG);
+    ac_graph_free(g);
+    ac_tensor_free(y);
+    ac_tensor_free(x);
+    ac_tensor_free(same);
+    ac_tensor_free(wrong);
+}
+
 int main(void)
 {
     AcMemStats start = stats(), end;
@@ -259,6 +283,7 @@ int main(void)
     RUN(test_unreplayable_op_fails_the_graph_by_name);
     RUN(test_gradient_read_as_a_tensor_fails_the_graph);
     RUN(test_bad_calls_fail_cleanly);
+    RUN(test_accepts_tells_which_inputs_replay_takes);
     end = stats();
     CHECK(end.live_tensors == start.live_tensors);
     CHECK(end.bytes_in_use == start.bytes_in_use);

@@ -100,7 +100,7 @@ static int relu_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_relu(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("relu", relu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("relu", relu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return activation("relu", ACT_RELU, a, relu_backward);
 }
 
@@ -117,7 +117,7 @@ static int sigmoid_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_sigmoid(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("sigmoid", sigmoid_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("sigmoid", sigmoid_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return activation("sigmoid", ACT_SIGMOID, a, sigmoid_backward);
 }
 
@@ -134,7 +134,7 @@ static int tanh_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_tanh(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("tanh", tanh_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("tanh", tanh_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return activation("tanh", ACT_TANH, a, tanh_backward);
 }
 
@@ -151,7 +151,7 @@ static int gelu_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_gelu(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("gelu", gelu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("gelu", gelu_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return activation("gelu", ACT_GELU, a, gelu_backward);
 }
 
@@ -356,7 +356,7 @@ static int softmax_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_softmax(const AcTensor *a, int dim)
 {
-    if (graph_recording) return graph_op("softmax", softmax_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
+    if (ops_observed) return graph_op("softmax", softmax_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
     return softmax_common("softmax", a, dim, 0);
 }
 
@@ -367,6 +367,6 @@ static int log_softmax_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_log_softmax(const AcTensor *a, int dim)
 {
-    if (graph_recording) return graph_op("log_softmax", log_softmax_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
+    if (ops_observed) return graph_op("log_softmax", log_softmax_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
     return softmax_common("log_softmax", a, dim, 1);
 }

@@ -375,7 +375,7 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
                     int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
                     int groups)
 {
-    if (graph_recording) return graph_op("conv2d", conv2d_replay, 3, (const AcTensor *[]){x, weight, bias}, (double[]){stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups}, 7);
+    if (ops_observed) return graph_op("conv2d", conv2d_replay, 3, (const AcTensor *[]){x, weight, bias}, (double[]){stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups}, 7);
     ConvCtx params, *ctx;
     ConvJob job;
     AcCheckpoint cp;

@@ -71,7 +71,7 @@ static int dropout_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_dropout(const AcTensor *x, float p, int training)
 {
-    if (graph_recording) return graph_op("dropout", dropout_replay, 1, (const AcTensor *[]){x}, (double[]){p, training}, 2);
+    if (ops_observed) return graph_op("dropout", dropout_replay, 1, (const AcTensor *[]){x}, (double[]){p, training}, 2);
     if (tensor_check("dropout", x, "input")) return NULL;
     return dropout_blocks("dropout", x, p, training, 1);
 }
@@ -83,7 +83,7 @@ static int feature_dropout_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_feature_dropout(const AcTensor *x, float p, int training)
 {
-    if (graph_recording) return graph_op("feature_dropout", feature_dropout_replay, 1, (const AcTensor *[]){x}, (double[]){p, training}, 2);
+    if (ops_observed) return graph_op("feature_dropout", feature_dropout_replay, 1, (const AcTensor *[]){x}, (double[]){p, training}, 2);
     const char *op = "feature_dropout";
     int64_t block = 1;
     int d;

@@ -278,7 +278,7 @@ static int add_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_add(const AcTensor *a, const AcTensor *b)
 {
-    if (graph_recording) return graph_op("add", add_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
+    if (ops_observed) return graph_op("add", add_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("add", MAP_ADD, a, b, add_backward);
 }
 
@@ -299,7 +299,7 @@ static int sub_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_sub(const AcTensor *a, const AcTensor *b)
 {
-    if (graph_recording) return graph_op("sub", sub_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
+    if (ops_observed) return graph_op("sub", sub_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("sub", MAP_SUB, a, b, sub_backward);
 }
 
@@ -325,7 +325,7 @@ static int mul_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_mul(const AcTensor *a, const AcTensor *b)
 {
-    if (graph_recording) return graph_op("mul", mul_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
+    if (ops_observed) return graph_op("mul", mul_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("mul", MAP_MUL, a, b, mul_backward);
 }
 
@@ -355,7 +355,7 @@ static int div_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_div(const AcTensor *a, const AcTensor *b)
 {
-    if (graph_recording) return graph_op("div", div_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
+    if (ops_observed) return graph_op("div", div_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("div", MAP_DIV, a, b, div_backward);
 }
 
@@ -388,7 +388,7 @@ static int pow_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_pow(const AcTensor *a, const AcTensor *b)
 {
-    if (graph_recording) return graph_op("pow", pow_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
+    if (ops_observed) return graph_op("pow", pow_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     return binary_op("pow", MAP_POW, a, b, pow_backward);
 }
 
@@ -441,7 +441,7 @@ static int add_scalar_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_add_scalar(const AcTensor *a, float s)
 {
-    if (graph_recording) return graph_op("add_scalar", add_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
+    if (ops_observed) return graph_op("add_scalar", add_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("add_scalar", MAP_ADD_S, a, s, 0.0f, add_scalar_backward, 0);
 }
 
@@ -457,7 +457,7 @@ static int mul_scalar_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_mul_scalar(const AcTensor *a, float s)
 {
-    if (graph_recording) return graph_op("mul_scalar", mul_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
+    if (ops_observed) return graph_op("mul_scalar", mul_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("mul_scalar", MAP_MUL_S, a, s, 0.0f, mul_scalar_backward, sizeof(ScalarCtx));
 }
 
@@ -474,7 +474,7 @@ static int rsub_scalar_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_rsub_scalar(const AcTensor *a, float s)
 {
-    if (graph_recording) return graph_op("rsub_scalar", rsub_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
+    if (ops_observed) return graph_op("rsub_scalar", rsub_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("rsub_scalar", MAP_RSUB_S, a, s, 0.0f, neg_backward, 0);
 }
 
@@ -490,7 +490,7 @@ static int div_scalar_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_div_scalar(const AcTensor *a, float s)
 {
-    if (graph_recording) return graph_op("div_scalar", div_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
+    if (ops_observed) return graph_op("div_scalar", div_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("div_scalar", MAP_DIV_S, a, s, 0.0f, div_scalar_backward, sizeof(ScalarCtx));
 }
 
@@ -506,7 +506,7 @@ static int rdiv_scalar_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_rdiv_scalar(const AcTensor *a, float s)
 {
-    if (graph_recording) return graph_op("rdiv_scalar", rdiv_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
+    if (ops_observed) return graph_op("rdiv_scalar", rdiv_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){s}, 1);
     return unary_op("rdiv_scalar", MAP_RDIV_S, a, s, 0.0f, rdiv_scalar_backward,
                     sizeof(ScalarCtx));
 }
@@ -531,7 +531,7 @@ static int pow_scalar_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_pow_scalar(const AcTensor *a, float p)
 {
-    if (graph_recording) return graph_op("pow_scalar", pow_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){p}, 1);
+    if (ops_observed) return graph_op("pow_scalar", pow_scalar_replay, 1, (const AcTensor *[]){a}, (double[]){p}, 1);
     return unary_op("pow_scalar", MAP_POW_S, a, p, 0.0f, pow_scalar_backward, sizeof(ScalarCtx));
 }
 
@@ -543,7 +543,7 @@ static int neg_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_neg(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("neg", neg_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("neg", neg_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("neg", MAP_NEG, a, 0.0f, 0.0f, neg_backward, 0);
 }
 
@@ -560,7 +560,7 @@ static int exp_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_exp(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("exp", exp_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("exp", exp_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("exp", MAP_EXP, a, 0.0f, 0.0f, exp_backward, 0);
 }
 
@@ -577,7 +577,7 @@ static int log_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_log(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("log", log_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("log", log_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("log", MAP_LOG, a, 0.0f, 0.0f, log_backward, 0);
 }
 
@@ -594,7 +594,7 @@ static int log1p_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_log1p(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("log1p", log1p_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("log1p", log1p_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("log1p", MAP_LOG1P, a, 0.0f, 0.0f, log1p_backward, 0);
 }
 
@@ -611,7 +611,7 @@ static int sqrt_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_sqrt(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("sqrt", sqrt_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("sqrt", sqrt_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("sqrt", MAP_SQRT, a, 0.0f, 0.0f, sqrt_backward, 0);
 }
 
@@ -628,7 +628,7 @@ static int abs_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_abs(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("abs", abs_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("abs", abs_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("abs", MAP_ABS, a, 0.0f, 0.0f, abs_backward, 0);
 }
 
@@ -645,7 +645,7 @@ static int sin_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_sin(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("sin", sin_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("sin", sin_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("sin", MAP_SIN, a, 0.0f, 0.0f, sin_backward, 0);
 }
 
@@ -662,7 +662,7 @@ static int cos_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_cos(const AcTensor *a)
 {
-    if (graph_recording) return graph_op("cos", cos_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (ops_observed) return graph_op("cos", cos_replay, 1, (const AcTensor *[]){a}, NULL, 0);
     return unary_op("cos", MAP_COS, a, 0.0f, 0.0f, cos_backward, 0);
 }
 
@@ -678,7 +678,7 @@ static int clamp_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_clamp(const AcTensor *a, float lo, float hi)
 {
-    if (graph_recording) return graph_op("clamp", clamp_replay, 1, (const AcTensor *[]){a}, (double[]){lo, hi}, 2);
+    if (ops_observed) return graph_op("clamp", clamp_replay, 1, (const AcTensor *[]){a}, (double[]){lo, hi}, 2);
     if (tensor_check("clamp", a, "a")) return NULL;
     if (isnan(lo) || isnan(hi))
         return error_null(AC_ERR_ARG, "clamp: bounds must not be NaN (lo %g, hi %g)", (double)lo,

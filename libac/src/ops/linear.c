@@ -58,7 +58,7 @@ static int linear_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_linear(const AcTensor *x, const AcTensor *weight, const AcTensor *bias)
 {
-    if (graph_recording) return graph_op("linear", linear_replay, 3, (const AcTensor *[]){x, weight, bias}, NULL, 0);
+    if (ops_observed) return graph_op("linear", linear_replay, 3, (const AcTensor *[]){x, weight, bias}, NULL, 0);
     const AcTensor *inputs[3];
     int64_t shape[AC_MAX_DIMS], rows, in, out_features, r;
     AcTensor *out;

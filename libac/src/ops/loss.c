@@ -150,17 +150,42 @@ static float loss_term(LossKind kind, float beta, float x, float t)
     return 0.0f;
 }
 
+/* Term i of job, also stored when job keeps the terms. */
+static inline float term_at(LossKind kind, const TermsJob *job, int64_t i)
+{
+    float term = loss_term(kind, job->beta, job->x[i], job->t[i]);
+    if (job->out) job->out[i] = term;
+    return term;
+}
+
+/* The loop for one kind; called with the kind as a constant (below), so each
+   copy compiles without the switch inside. Four accumulators in a fixed order
+   (as reduce.c's) let the additions overlap. */
+static inline double terms_loop(LossKind kind, const TermsJob *job, int64_t begin, int64_t end)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+        s0 += term_at(kind, job, i);
+        s1 += term_at(kind, job, i + 1);
+        s2 += term_at(kind, job, i + 2);
+        s3 += term_at(kind, job, i + 3);
+    }
+    for (; i < end; i++) s0 += term_at(kind, job, i);
+    return (s0 + s1) + (s2 + s3);
+}
+
 static double elementwise_terms(const void *ctx, int64_t begin, int64_t end)
 {
     const TermsJob *job = ctx;
-    double sum = 0.0;
-    int64_t i;
-    for (i = begin; i < end; i++) {
-        float term = loss_term(job->kind, job->beta, job->x[i], job->t[i]);
-        if (job->out) job->out[i] = term;
-        sum += term;
+    switch (job->kind) {
+    case LOSS_MSE: return terms_loop(LOSS_MSE, job, begin, end);
+    case LOSS_L1: return terms_loop(LOSS_L1, job, begin, end);
+    case LOSS_SMOOTH_L1: return terms_loop(LOSS_SMOOTH_L1, job, begin, end);
+    case LOSS_BCE: return terms_loop(LOSS_BCE, job, begin, end);
+    case LOSS_BCE_LOGITS: return terms_loop(LOSS_BCE_LOGITS, job, begin, end);
     }
-    return sum;
+    return 0.0;
 }
 
 static AcTensor *elementwise_loss(const char *op, LossKind kind, float beta, const AcTensor *input,
@@ -228,15 +253,29 @@ static void loss_grad(LossKind kind, float beta, float x, float t, float g, floa
     }
 }
 
+/* As terms_loop: one copy per kind. */
+static inline void grad_loop(LossKind kind, const GradJob *job, int64_t begin, int64_t end)
+{
+    const float *x = job->x, *t = job->t, *g = job->g;
+    float *gx_out = job->gx, *gt_out = job->gt, beta = job->beta, scale = job->scale;
+    int64_t i, g_step = job->g_step;
+    for (i = begin; i < end; i++) {
+        float gx = 0.0f, gt = 0.0f;
+        loss_grad(kind, beta, x[i], t[i], g[i * g_step] * scale, &gx, &gt);
+        if (gx_out) gx_out[i] = gx;
+        if (gt_out) gt_out[i] = gt;
+    }
+}
+
 static void grad_chunk(void *ctx, int64_t begin, int64_t end)
 {
     const GradJob *job = ctx;
-    int64_t i;
-    for (i = begin; i < end; i++) {
-        float gx = 0.0f, gt = 0.0f;
-        loss_grad(job->kind, job->beta, job->x[i], job->t[i], job->g[i * job->g_step] * job->scale, &gx, &gt);
-        if (job->gx) job->gx[i] = gx;
-        if (job->gt) job->gt[i] = gt;
+    switch (job->kind) {
+    case LOSS_MSE: grad_loop(LOSS_MSE, job, begin, end); break;
+    case LOSS_L1: grad_loop(LOSS_L1, job, begin, end); break;
+    case LOSS_SMOOTH_L1: grad_loop(LOSS_SMOOTH_L1, job, begin, end); break;
+    case LOSS_BCE: grad_loop(LOSS_BCE, job, begin, end); break;
+    case LOSS_BCE_LOGITS: grad_loop(LOSS_BCE_LOGITS, job, begin, end); break;
     }
 }
 
@@ -277,7 +316,7 @@ static int mse_loss_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_mse_loss(const AcTensor *input, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("mse_loss", mse_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("mse_loss", mse_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
     if (pair_check("mse_loss", input, target, reduction)) return NULL;
     return elementwise_loss("mse_loss", LOSS_MSE, 0.0f, input, target, reduction, mse_backward);
 }
@@ -294,7 +333,7 @@ static int l1_loss_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_l1_loss(const AcTensor *input, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("l1_loss", l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("l1_loss", l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction}, 1);
     if (pair_check("l1_loss", input, target, reduction)) return NULL;
     return elementwise_loss("l1_loss", LOSS_L1, 0.0f, input, target, reduction, l1_backward);
 }
@@ -312,7 +351,7 @@ static int smooth_l1_loss_replay(AcTensor **t, const double *attr)
 AcTensor *ac_smooth_l1_loss(const AcTensor *input, const AcTensor *target, int reduction,
                             float beta)
 {
-    if (graph_recording) return graph_op("smooth_l1_loss", smooth_l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction, beta}, 2);
+    if (ops_observed) return graph_op("smooth_l1_loss", smooth_l1_loss_replay, 2, (const AcTensor *[]){input, target}, (double[]){reduction, beta}, 2);
     const char *op = "smooth_l1_loss";
     if (pair_check(op, input, target, reduction)) return NULL;
     if (!(beta >= 0.0f) || isinf(beta))
@@ -332,7 +371,7 @@ static int binary_cross_entropy_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_binary_cross_entropy(const AcTensor *probs, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("binary_cross_entropy", binary_cross_entropy_replay, 2, (const AcTensor *[]){probs, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("binary_cross_entropy", binary_cross_entropy_replay, 2, (const AcTensor *[]){probs, target}, (double[]){reduction}, 1);
     const char *op = "binary_cross_entropy";
     int64_t i;
     if (pair_check(op, probs, target, reduction)) return NULL;
@@ -356,7 +395,7 @@ static int bce_with_logits_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int reduction)
 {
-    if (graph_recording) return graph_op("bce_with_logits", bce_with_logits_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction}, 1);
+    if (ops_observed) return graph_op("bce_with_logits", bce_with_logits_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction}, 1);
     if (pair_check("bce_with_logits", logits, target, reduction)) return NULL;
     return elementwise_loss("bce_with_logits", LOSS_BCE_LOGITS, 0.0f, logits, target, reduction,
                             bce_logits_backward);
@@ -497,7 +536,7 @@ static int cross_entropy_replay(AcTensor **t, const double *attr)
 AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int reduction,
                            float label_smoothing)
 {
-    if (graph_recording) return graph_op("cross_entropy", cross_entropy_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction, label_smoothing}, 2);
+    if (ops_observed) return graph_op("cross_entropy", cross_entropy_replay, 2, (const AcTensor *[]){logits, target}, (double[]){reduction, label_smoothing}, 2);
     CrossEntropyJob job;
     CrossEntropyCtx *ctx;
     const AcTensor *inputs[2];

@@ -138,7 +138,7 @@ static int matmul_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_matmul(const AcTensor *a, const AcTensor *b)
 {
-    if (graph_recording) return graph_op("matmul", matmul_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
+    if (ops_observed) return graph_op("matmul", matmul_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
     const AcTensor *inputs[2];
     MatmulPlan plan;
     MatmulJob job;

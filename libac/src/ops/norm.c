@@ -181,7 +181,7 @@ AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTenso
                         AcTensor *running_mean, AcTensor *running_var, int training,
                         float momentum, float eps)
 {
-    if (graph_recording) return graph_op("batch_norm", batch_norm_replay, 5, (const AcTensor *[]){x, weight, bias, running_mean, running_var}, (double[]){training, momentum, eps}, 3);
+    if (ops_observed) return graph_op("batch_norm", batch_norm_replay, 5, (const AcTensor *[]){x, weight, bias, running_mean, running_var}, (double[]){training, momentum, eps}, 3);
     const AcTensor *inputs[3];
     int n_inputs = 1, i;
     BatchNormCtx *ctx;

@@ -192,7 +192,7 @@ static int max_pool2d_replay(AcTensor **t, const double *attr)
 AcTensor *ac_max_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
                         int pad_h, int pad_w)
 {
-    if (graph_recording) return graph_op("max_pool2d", max_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w}, 6);
+    if (ops_observed) return graph_op("max_pool2d", max_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w}, 6);
     PoolJob job;
     MaxPoolCtx *ctx;
     int64_t shape[4];
@@ -382,7 +382,7 @@ static int avg_pool2d_replay(AcTensor **t, const double *attr)
 AcTensor *ac_avg_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
                         int pad_h, int pad_w)
 {
-    if (graph_recording) return graph_op("avg_pool2d", avg_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w}, 6);
+    if (ops_observed) return graph_op("avg_pool2d", avg_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w}, 6);
     PoolJob job;
     int64_t shape[4];
     if (pool_check("avg_pool2d", x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, &job.g,
@@ -398,7 +398,7 @@ static int adaptive_avg_pool2d_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_adaptive_avg_pool2d(const AcTensor *x, int out_h, int out_w)
 {
-    if (graph_recording) return graph_op("adaptive_avg_pool2d", adaptive_avg_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){out_h, out_w}, 2);
+    if (ops_observed) return graph_op("adaptive_avg_pool2d", adaptive_avg_pool2d_replay, 1, (const AcTensor *[]){x}, (double[]){out_h, out_w}, 2);
     const char *op = "adaptive_avg_pool2d";
     PoolJob job;
     int64_t shape[4];

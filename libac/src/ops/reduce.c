@@ -618,7 +618,7 @@ static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_d
     int ndim;
     AcTensor *out;
     ReduceCtx *ctx;
-    if (graph_recording && (!dims || (n_dims >= 0 && n_dims <= AC_MAX_DIMS)))
+    if (ops_observed && (!dims || (n_dims >= 0 && n_dims <= AC_MAX_DIMS)))
         return reduce_record(kind, a, dims, n_dims, correction, keepdim);
     if (kind == KIND_SUM && a && a->dtype != AC_FLOAT32)
         return reduce_mask(op, a, dims, n_dims, &mask) ? NULL : integer_sum(a, mask, keepdim);

@@ -66,7 +66,7 @@ static int reshape_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_reshape(const AcTensor *a, const int64_t *shape, int ndim)
 {
-    if (graph_recording && shape && ndim >= 0 && ndim <= AC_MAX_DIMS) {
+    if (ops_observed && shape && ndim >= 0 && ndim <= AC_MAX_DIMS) {
         double attr[1 + AC_MAX_DIMS];
         int i;
         attr[0] = ndim;
@@ -109,7 +109,7 @@ static int flatten_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_flatten(const AcTensor *a, int start_dim, int end_dim)
 {
-    if (graph_recording) return graph_op("flatten", flatten_replay, 1, (const AcTensor *[]){a}, (double[]){start_dim, end_dim}, 2);
+    if (ops_observed) return graph_op("flatten", flatten_replay, 1, (const AcTensor *[]){a}, (double[]){start_dim, end_dim}, 2);
     int64_t shape[AC_MAX_DIMS], merged = 1;
     int rank, start, end, d, n = 0;
     if (tensor_check_any("flatten", a, "a")) return NULL;
@@ -145,7 +145,7 @@ static int squeeze_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_squeeze(const AcTensor *a, const int *dims, int n_dims)
 {
-    if (graph_recording && (!dims || (n_dims >= 0 && n_dims <= AC_MAX_DIMS))) {
+    if (ops_observed && (!dims || (n_dims >= 0 && n_dims <= AC_MAX_DIMS))) {
         double attr[1 + AC_MAX_DIMS];
         int i;
         attr[0] = dims ? n_dims : -1;
@@ -179,7 +179,7 @@ static int unsqueeze_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_unsqueeze(const AcTensor *a, int dim)
 {
-    if (graph_recording) return graph_op("unsqueeze", unsqueeze_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
+    if (ops_observed) return graph_op("unsqueeze", unsqueeze_replay, 1, (const AcTensor *[]){a}, (double[]){dim}, 1);
     int64_t shape[AC_MAX_DIMS];
     int d, n = 0;
     if (tensor_check_any("unsqueeze", a, "a")) return NULL;
@@ -363,7 +363,7 @@ static int permute_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim)
 {
-    if (graph_recording && perm && ndim >= 0 && ndim <= AC_MAX_DIMS) {
+    if (ops_observed && perm && ndim >= 0 && ndim <= AC_MAX_DIMS) {
         double attr[1 + AC_MAX_DIMS];
         int i;
         attr[0] = ndim;
@@ -394,7 +394,7 @@ static int transpose_replay(AcTensor **t, const double *attr)
 
 AcTensor *ac_transpose(const AcTensor *a, int dim0, int dim1)
 {
-    if (graph_recording) return graph_op("transpose", transpose_replay, 1, (const AcTensor *[]){a}, (double[]){dim0, dim1}, 2);
+    if (ops_observed) return graph_op("transpose", transpose_replay, 1, (const AcTensor *[]){a}, (double[]){dim0, dim1}, 2);
     int perm[AC_MAX_DIMS], i;
     if (tensor_check_any("transpose", a, "a")) return NULL;
     dim0 = dim_normalize("transpose", dim0, a->ndim);

@@ -74,7 +74,7 @@ static int adam_step_replay(AcTensor **t, const double *attr)
 int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64_t step,
                  float lr, float beta1, float beta2, float eps, float weight_decay, int decoupled)
 {
-    if (graph_recording) return graph_call("adam_step", adam_step_replay, 3, 0, (AcTensor *[]){param, exp_avg, exp_avg_sq}, (double[]){(double)step, lr, beta1, beta2, eps, weight_decay, decoupled}, 7);
+    if (ops_observed) return graph_call("adam_step", adam_step_replay, 3, 0, (AcTensor *[]){param, exp_avg, exp_avg_sq}, (double[]){(double)step, lr, beta1, beta2, eps, weight_decay, decoupled}, 7);
     const char *op = decoupled ? "adamw_step" : "adam_step";
     AdamJob job;
     double bias_correction1, bias_correction2;

@@ -53,7 +53,7 @@ static int sgd_step_replay(AcTensor **t, const double *attr)
 int ac_sgd_step(AcTensor *param, AcTensor *momentum_buffer, int64_t step, float lr,
                 float momentum, float dampening, int nesterov, float weight_decay)
 {
-    if (graph_recording) return graph_call("sgd_step", sgd_step_replay, 2, 0, (AcTensor *[]){param, momentum_buffer}, (double[]){(double)step, lr, momentum, dampening, nesterov, weight_decay}, 6);
+    if (ops_observed) return graph_call("sgd_step", sgd_step_replay, 2, 0, (AcTensor *[]){param, momentum_buffer}, (double[]){(double)step, lr, momentum, dampening, nesterov, weight_decay}, 6);
     const char *op = "sgd_step";
     SgdJob job;
     if (optim_check_param(op, param, step, lr)) return ac_last_error_code();
