@@ -41,7 +41,8 @@ def host():
 
 def host_line():
     h = host()
-    return "CPU: %s; SIMD path: %s%s" % (h["cpu"], h["simd"], " (AC_SIMD)" if os.environ.get("AC_SIMD") else "")
+    forced = " (AC_SIMD=%s)" % os.environ["AC_SIMD"] if os.environ.get("AC_SIMD") else ""
+    return "CPU: %s; SIMD path: %s%s" % (h["cpu"], h["simd"], forced)
 
 
 def load_mnist_uint8():
