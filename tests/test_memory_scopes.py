@@ -417,6 +417,25 @@ def test_a_dead_wrappers_memory_is_reused_in_its_scope():
     assert in_use() == start
 
 
+def test_a_scoped_wrapper_dropped_on_another_thread_lives_to_its_scopes_end():
+    """A scoped wrapper that dies on another thread (a garbage collection there) leaves
+    its tensor to the scope's end: Python does not free it there (the scope could end
+    under the call), and C would not reuse another thread's scope memory anyway."""
+    start = in_use()
+    with ac.checkpoint():
+        box = [ac.full((256, 256), 1.0)]
+        held = ac.memory_stats()["bytes_in_use"]
+        dropper = threading.Thread(target=box.clear)   # the last reference dies there
+        dropper.start()
+        dropper.join()
+        assert ac.memory_stats()["bytes_in_use"] == held
+        box.append(ac.full((256, 256), 1.0))
+        dropped_here = box.pop()
+        del dropped_here                                 # on the scope's thread: freed early
+        assert ac.memory_stats()["bytes_in_use"] == held
+    assert in_use() == start
+
+
 def test_views_copies_and_graphs_keep_a_dead_wrappers_tensor():
     w = ac.tensor(3.0, requires_grad=True)
     with ac.checkpoint():
