@@ -253,3 +253,206 @@ def test_sum_of_integers_and_bools_is_exact_int64(dtype, shape_dims, keepdim, se
     assert out.dtype == ac.int64
     assert out.shape == expected.shape
     np.testing.assert_array_equal(out.numpy(), expected)
+
+
+# ---- shape ops ----------------------------------------------------------------
+
+def values(seed, shape):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+@st.composite
+def reshapes(draw):
+    """A shape and another with as many elements (one side possibly -1)."""
+    shape = draw(shapes)
+    size = int(np.prod(shape))
+    target = []
+    rest = size
+    while rest > 1 and len(target) < 5:
+        side = draw(st.sampled_from([d for d in range(1, rest + 1) if rest % d == 0]))
+        target.append(side)
+        rest //= side
+    target += [rest] if rest > 1 else []
+    target = draw(st.permutations(target + [1] * draw(st.integers(0, 2))))
+    if target and draw(st.booleans()):
+        target[draw(st.integers(0, len(target) - 1))] = -1
+    return shape, tuple(target)
+
+
+@given(shapes=reshapes(), seed=seeds, scoped=st.booleans())
+@memory_returns
+def test_reshape_to_any_shape_of_the_same_size(shapes, seed):
+    shape, target = shapes
+    check_op(lambda x: x.reshape(target), lambda x: x.reshape(target),
+             lambda w, x: (w.reshape(shape),), [values(seed, shape)], seed)
+
+
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=5, max_side=4), data=st.data(), seed=seeds,
+       scoped=st.booleans())
+@memory_returns
+def test_permute_transpose_and_flatten(shape, data, seed):
+    n = len(shape)
+    perm = data.draw(st.permutations(range(n)))
+    check_op(lambda x: x.permute(*perm), lambda x: x.transpose(perm),
+             lambda w, x: (w.transpose(np.argsort(perm)),), [values(seed, shape)], seed)
+    d0, d1 = data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1))
+    check_op(lambda x: x.transpose(d0, d1), lambda x: np.swapaxes(x, d0, d1),
+             lambda w, x: (np.swapaxes(w, d0, d1),), [values(seed, shape)], seed)
+    start = data.draw(st.integers(0, n - 1))
+    end = data.draw(st.integers(start, n - 1))
+    flat = shape[:start] + (int(np.prod(shape[start:end + 1])),) + shape[end + 1:]
+    check_op(lambda x: x.flatten(start, end - n if data.draw(st.booleans()) else end),
+             lambda x: x.reshape(flat), lambda w, x: (w.reshape(shape),), [values(seed, shape)],
+             seed)
+
+
+@given(shape=shapes, data=st.data(), seed=seeds, scoped=st.booleans())
+@memory_returns
+def test_squeeze_and_unsqueeze(shape, data, seed):
+    n = len(shape)
+    dim = data.draw(st.integers(-n - 1, n))
+    check_op(lambda x: x.unsqueeze(dim), lambda x: np.expand_dims(x, dim),
+             lambda w, x: (w.reshape(shape),), [values(seed, shape)], seed)
+    ones = tuple(d for d in range(n) if shape[d] == 1)
+    squeezed = data.draw(st.sampled_from([None] + [d - n for d in ones] + list(range(n))))
+    np_axis = ones if squeezed is None else (squeezed,) if shape[squeezed] == 1 else ()
+    check_op(lambda x: x.squeeze() if squeezed is None else x.squeeze(squeezed),
+             lambda x: np.squeeze(x, axis=np_axis), lambda w, x: (w.reshape(shape),),
+             [values(seed, shape)], seed)
+
+
+@st.composite
+def basic_indices(draw, shape):
+    """A tuple of ints and slices (any start, stop and step > 0) over shape's leading dims."""
+    index = []
+    for side in shape[:draw(st.integers(0, len(shape)))]:
+        if draw(st.booleans()):
+            index.append(draw(st.integers(-side, side - 1)))
+        else:
+            bound = st.none() | st.integers(-side - 2, side + 2)
+            index.append(slice(draw(bound), draw(bound), draw(st.none() | st.integers(1, 3))))
+    return tuple(index)
+
+
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=4, max_side=5), data=st.data(), seed=seeds,
+       scoped=st.booleans())
+@memory_returns
+def test_basic_indexing_like_numpy(shape, data, seed):
+    index = data.draw(basic_indices(shape))
+
+    def grad(w, x):
+        g = np.zeros_like(x)
+        g[index] += w
+        return (g,)
+    check_op(lambda x: x[index], lambda x: x[index], grad, [values(seed, shape)], seed)
+
+
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=4, max_side=4), data=st.data(), seed=seeds,
+       scoped=st.booleans())
+@memory_returns
+def test_cat_and_stack(shape, data, seed):
+    n = len(shape)
+    count = data.draw(st.integers(1, 4))
+    dim = data.draw(st.integers(-n, n - 1))
+    sides = data.draw(st.lists(st.integers(1, 3), min_size=count, max_size=count))
+    parts = [values(seed + i, shape[:dim % n] + (side,) + shape[dim % n + 1:])
+             for i, side in enumerate(sides)]
+    cuts = np.cumsum(sides)[:-1]
+    check_op(lambda *xs: ac.cat(list(xs), dim), lambda *xs: np.concatenate(xs, dim),
+             lambda w, *xs: np.split(w, cuts, dim % n), parts, seed)
+    stack_dim = data.draw(st.integers(-n - 1, n))
+    same = [values(seed + i, shape) for i in range(count)]
+    check_op(lambda *xs: ac.stack(list(xs), stack_dim), lambda *xs: np.stack(xs, stack_dim),
+             lambda w, *xs: [np.take(w, i, stack_dim) for i in range(count)], same, seed)
+
+
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=1, min_dims=0, max_dims=4, max_side=4),
+       seed=seeds, scoped=st.booleans())
+@memory_returns
+def test_expand_to_a_broadcast_shape(shapes, seed):
+    (shape,), target = shapes.input_shapes, shapes.result_shape
+    check_op(lambda x: x.expand(*target), lambda x: np.broadcast_to(x, target),
+             lambda w, x: (unbroadcast(w, shape),), [values(seed, shape)], seed)
+
+
+# ---- matmul -------------------------------------------------------------------
+
+@st.composite
+def matmul_shapes(draw):
+    """Operand shapes PyTorch's matmul takes: 1-D, 2-D, and batched with broadcast
+    batch dims."""
+    n, k, m = draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    batch = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3,
+                                                   max_side=3))
+    batch_a, batch_b = batch.input_shapes
+    a = (k,) if draw(st.booleans()) and draw(st.booleans()) else batch_a + (n, k)
+    b = (k,) if draw(st.booleans()) and draw(st.booleans()) else batch_b + (k, m)
+    return a, b
+
+
+def matmul_grads(w, a, b):
+    """The gradients of sum(matmul(a, b) * w) by NumPy, 1-D operands promoted as matmul does."""
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    out = np.matmul(a2, b2)
+    w2 = w.reshape(out.shape)
+    da = unbroadcast(np.matmul(w2, np.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
+    db = unbroadcast(np.matmul(np.swapaxes(a2, -1, -2), w2), b2.shape).reshape(b.shape)
+    return da, db
+
+
+@given(shapes=matmul_shapes(), seed=seeds, scoped=st.booleans())
+@memory_returns
+def test_matmul_of_any_shapes(shapes, seed):
+    a, b = shapes
+    check_op(lambda x, y: x @ y, np.matmul, matmul_grads, [values(seed, a), values(seed + 1, b)],
+             seed, rtol=1e-4)
+
+
+# ---- comparisons and where ------------------------------------------------------
+
+DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
+COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+               "gt": np.greater, "ge": np.greater_equal}
+LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or,
+           "logical_xor": np.logical_xor}
+
+
+def small_values(seed, shape, dtype):
+    """Values in -2..2 (halves for floats), so that ties are common."""
+    x = np.random.default_rng(seed).integers(-4, 5, shape) / (2 if dtype == "float32" else 1)
+    return x.astype(DTYPES[dtype])
+
+
+@given(name=st.sampled_from(sorted(COMPARISONS) + sorted(LOGICAL)),
+       dtypes=st.tuples(st.sampled_from(sorted(DTYPES)), st.sampled_from(sorted(DTYPES))),
+       shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=4),
+       seed=seeds, scoped=st.booleans())
+@memory_returns
+def test_comparisons_and_logical_ops_across_dtypes(name, dtypes, shapes, seed):
+    a = small_values(seed, shapes.input_shapes[0], dtypes[0])
+    b = small_values(seed + 1, shapes.input_shapes[1], dtypes[1])
+    out = getattr(ac.tensor(a), name)(ac.tensor(b))
+    expected = {**COMPARISONS, **LOGICAL}[name](a, b)
+    assert out.dtype == ac.bool
+    assert out.shape == expected.shape
+    np.testing.assert_array_equal(out.numpy(), expected)
+    if name in COMPARISONS:
+        s = float(b.reshape(-1)[0])
+        np.testing.assert_array_equal(getattr(ac.tensor(a), name)(s).numpy(),
+                                      COMPARISONS[name](a, s))
+
+
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=4, max_side=4),
+       cond_dtype=st.sampled_from(sorted(DTYPES)), seed=seeds, scoped=st.booleans())
+@memory_returns
+def test_where_broadcasts_and_routes_gradients(shapes, cond_dtype, seed):
+    shape_c, shape_a, shape_b = shapes.input_shapes
+    cond = small_values(seed, shape_c, cond_dtype)
+    c = ac.tensor(cond) if cond_dtype == "bool" else ac.tensor(cond) != 0
+    picked = np.broadcast_to(cond != 0, shapes.result_shape)
+
+    def grads(w, a, b):
+        return unbroadcast(w * picked, shape_a), unbroadcast(w * ~picked, shape_b)
+    check_op(lambda a, b: ac.where(c, a, b), lambda a, b: np.where(cond != 0, a, b), grads,
+             [values(seed, shape_a), values(seed + 1, shape_b)], seed)
