@@ -3,7 +3,10 @@
 #   make            the Python extension, in place (aicraft/_libac*.so)
 #   make lib        build/libac.a and build/libac.so
 #   make test       install test requirements, build, C tests plain and under
-#                   ASan+UBSan, the fuzz corpora replayed, then pytest
+#                   ASan+UBSan, the thread tests under TSan, the fuzz corpora
+#                   replayed, then pytest
+#   make tsan       the thread tests under ThreadSanitizer
+#   make valgrind   the C tests under Valgrind's memcheck (non-sanitizer build)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS (needs clang and
 #                   libclang-rt-dev: apt-get install clang libclang-rt-14-dev)
 #   make demo       the main demo
@@ -31,7 +34,7 @@ CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 FUZZERS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 CDEMOS    := $(sort $(wildcard demos/c/*.c))
 
-.PHONY: all lib test ctest asan fuzz-replay fuzz pytest demo bench serve bench-serve install clean venv
+.PHONY: all lib test ctest asan tsan valgrind fuzz-replay fuzz pytest demo bench serve bench-serve install clean venv
 
 all: venv
 	$(PY) setup.py -q build_ext --inplace
@@ -89,6 +92,33 @@ asan: $(CTESTS:tests/c/%.c=build/tests-asan/%)
 	@set -e; for t in $^; do echo "== $$t (asan+ubsan)"; \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
+# ThreadSanitizer over the tests that run libac from several threads at once
+# (die_after_fork=0: test_threads checks that a forked child can use the pool).
+TSAN       := -fsanitize=thread -fno-omit-frame-pointer -g -O1
+TSAN_OBJ   := $(SRC:libac/src/%.c=build/tsan/%.o)
+TSAN_TESTS := test_threads test_train_threads
+
+build/tsan/%.o: libac/src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(TSAN) $(INC) -c $< -o $@
+
+build/tsan/libac.a: $(TSAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/tests-tsan/%: tests/c/%.c tests/c/test.h build/tsan/libac.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(TSAN) $(INC) $< build/tsan/libac.a $(LDLIBS) -o $@
+
+tsan: $(TSAN_TESTS:%=build/tests-tsan/%)
+	@set -e; for t in $^; do echo "== $$t (tsan)"; TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" $$t; done
+
+# Memcheck over the plain C tests: any invalid access or leak fails the run.
+valgrind: $(CTESTS:tests/c/%.c=build/tests/%)
+	@set -e; for t in $^; do echo "== $$t (valgrind)"; \
+	  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	      --show-leak-kinds=definite,indirect $$t > /dev/null; done
+
 # Each fuzz target run once on every input of its corpus, under gcc's ASan+UBSan.
 build/tests-asan/%_replay: tests/fuzz/%.c tests/fuzz/fuzz.h tests/fuzz/replay.c build/asan/libac.a
 	@mkdir -p $(dir $@)
@@ -101,7 +131,7 @@ fuzz-replay: $(FUZZERS:tests/fuzz/%.c=build/tests-asan/%_replay)
 pytest: all
 	$(PY) -m pytest -q tests
 
-test: venv ctest asan fuzz-replay pytest
+test: venv ctest asan tsan fuzz-replay pytest
 
 # ---- fuzzing -------------------------------------------------------------------
 
