@@ -9,6 +9,7 @@
 #   make valgrind   the C tests under Valgrind's memcheck (non-sanitizer build)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS (needs clang and
 #                   libclang-rt-dev: apt-get install clang libclang-rt-14-dev)
+#   make fuzz-python  atheris over the Python entry points for FUZZ_SECONDS
 #   make demo       the main demo
 #   make bench      the benchmarks (PyTorch columns need `pip install torch==2.13.0`)
 #   make install PREFIX=/usr/local   header, libraries, aicraft.pc
@@ -34,7 +35,7 @@ CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 FUZZERS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 CDEMOS    := $(sort $(wildcard demos/c/*.c))
 
-.PHONY: all lib test ctest asan tsan valgrind fuzz-replay fuzz pytest demo bench serve bench-serve install clean venv
+.PHONY: all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python pytest demo bench serve bench-serve install clean venv
 
 all: venv
 	$(PY) setup.py -q build_ext --inplace
@@ -117,7 +118,7 @@ tsan: $(TSAN_TESTS:%=build/tests-tsan/%)
 valgrind: $(CTESTS:tests/c/%.c=build/tests/%)
 	@set -e; for t in $^; do echo "== $$t (valgrind)"; \
 	  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
-	      --show-leak-kinds=definite,indirect $$t > /dev/null; done
+	      --show-leak-kinds=definite,indirect --suppressions=tests/valgrind.supp $$t > /dev/null; done
 
 # Each fuzz target run once on every input of its corpus, under gcc's ASan+UBSan.
 build/tests-asan/%_replay: tests/fuzz/%.c tests/fuzz/fuzz.h tests/fuzz/replay.c build/asan/libac.a
@@ -161,6 +162,12 @@ fuzz: $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 	  $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 	      -artifact_prefix=build/fuzz/crash-$$name- build/fuzz/corpus-$$name tests/fuzz/corpus/$$name; \
 	done
+
+fuzz-python: all
+	$(PY) -m pip install -q --disable-pip-version-check atheris
+	@mkdir -p build/fuzz/corpus-python
+	PYTHONPATH=. $(PY) tests/fuzz/fuzz_python.py -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/crash-python- build/fuzz/corpus-python
 
 # ---- demos, benchmarks, install ---------------------------------------------
 
