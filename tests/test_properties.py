@@ -257,7 +257,7 @@ def test_sum_of_integers_and_bools_is_exact_int64(dtype, shape_dims, keepdim, se
 
 # ---- shape ops ----------------------------------------------------------------
 
-def values(seed, shape):
+def normal_values(seed, shape):
     return np.random.default_rng(seed).standard_normal(shape)
 
 
@@ -284,7 +284,7 @@ def reshapes(draw):
 def test_reshape_to_any_shape_of_the_same_size(shapes, seed):
     shape, target = shapes
     check_op(lambda x: x.reshape(target), lambda x: x.reshape(target),
-             lambda w, x: (w.reshape(shape),), [values(seed, shape)], seed)
+             lambda w, x: (w.reshape(shape),), [normal_values(seed, shape)], seed)
 
 
 @given(shape=hnp.array_shapes(min_dims=1, max_dims=5, max_side=4), data=st.data(), seed=seeds,
@@ -294,15 +294,15 @@ def test_permute_transpose_and_flatten(shape, data, seed):
     n = len(shape)
     perm = data.draw(st.permutations(range(n)))
     check_op(lambda x: x.permute(*perm), lambda x: x.transpose(perm),
-             lambda w, x: (w.transpose(np.argsort(perm)),), [values(seed, shape)], seed)
+             lambda w, x: (w.transpose(np.argsort(perm)),), [normal_values(seed, shape)], seed)
     d0, d1 = data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1))
     check_op(lambda x: x.transpose(d0, d1), lambda x: np.swapaxes(x, d0, d1),
-             lambda w, x: (np.swapaxes(w, d0, d1),), [values(seed, shape)], seed)
+             lambda w, x: (np.swapaxes(w, d0, d1),), [normal_values(seed, shape)], seed)
     start = data.draw(st.integers(0, n - 1))
     end = data.draw(st.integers(start, n - 1))
     flat = shape[:start] + (int(np.prod(shape[start:end + 1])),) + shape[end + 1:]
     check_op(lambda x: x.flatten(start, end - n if data.draw(st.booleans()) else end),
-             lambda x: x.reshape(flat), lambda w, x: (w.reshape(shape),), [values(seed, shape)],
+             lambda x: x.reshape(flat), lambda w, x: (w.reshape(shape),), [normal_values(seed, shape)],
              seed)
 
 
@@ -312,13 +312,13 @@ def test_squeeze_and_unsqueeze(shape, data, seed):
     n = len(shape)
     dim = data.draw(st.integers(-n - 1, n))
     check_op(lambda x: x.unsqueeze(dim), lambda x: np.expand_dims(x, dim),
-             lambda w, x: (w.reshape(shape),), [values(seed, shape)], seed)
+             lambda w, x: (w.reshape(shape),), [normal_values(seed, shape)], seed)
     ones = tuple(d for d in range(n) if shape[d] == 1)
     squeezed = data.draw(st.sampled_from([None] + [d - n for d in ones] + list(range(n))))
     np_axis = ones if squeezed is None else (squeezed,) if shape[squeezed] == 1 else ()
     check_op(lambda x: x.squeeze() if squeezed is None else x.squeeze(squeezed),
              lambda x: np.squeeze(x, axis=np_axis), lambda w, x: (w.reshape(shape),),
-             [values(seed, shape)], seed)
+             [normal_values(seed, shape)], seed)
 
 
 @st.composite
@@ -344,7 +344,7 @@ def test_basic_indexing_like_numpy(shape, data, seed):
         g = np.zeros_like(x)
         g[index] += w
         return (g,)
-    check_op(lambda x: x[index], lambda x: x[index], grad, [values(seed, shape)], seed)
+    check_op(lambda x: x[index], lambda x: x[index], grad, [normal_values(seed, shape)], seed)
 
 
 @given(shape=hnp.array_shapes(min_dims=1, max_dims=4, max_side=4), data=st.data(), seed=seeds,
@@ -355,13 +355,13 @@ def test_cat_and_stack(shape, data, seed):
     count = data.draw(st.integers(1, 4))
     dim = data.draw(st.integers(-n, n - 1))
     sides = data.draw(st.lists(st.integers(1, 3), min_size=count, max_size=count))
-    parts = [values(seed + i, shape[:dim % n] + (side,) + shape[dim % n + 1:])
+    parts = [normal_values(seed + i, shape[:dim % n] + (side,) + shape[dim % n + 1:])
              for i, side in enumerate(sides)]
     cuts = np.cumsum(sides)[:-1]
     check_op(lambda *xs: ac.cat(list(xs), dim), lambda *xs: np.concatenate(xs, dim),
              lambda w, *xs: np.split(w, cuts, dim % n), parts, seed)
     stack_dim = data.draw(st.integers(-n - 1, n))
-    same = [values(seed + i, shape) for i in range(count)]
+    same = [normal_values(seed + i, shape) for i in range(count)]
     check_op(lambda *xs: ac.stack(list(xs), stack_dim), lambda *xs: np.stack(xs, stack_dim),
              lambda w, *xs: [np.take(w, i, stack_dim) for i in range(count)], same, seed)
 
@@ -372,7 +372,7 @@ def test_cat_and_stack(shape, data, seed):
 def test_expand_to_a_broadcast_shape(shapes, seed):
     (shape,), target = shapes.input_shapes, shapes.result_shape
     check_op(lambda x: x.expand(*target), lambda x: np.broadcast_to(x, target),
-             lambda w, x: (unbroadcast(w, shape),), [values(seed, shape)], seed)
+             lambda w, x: (unbroadcast(w, shape),), [normal_values(seed, shape)], seed)
 
 
 # ---- matmul -------------------------------------------------------------------
@@ -405,7 +405,7 @@ def matmul_grads(w, a, b):
 @memory_returns
 def test_matmul_of_any_shapes(shapes, seed):
     a, b = shapes
-    check_op(lambda x, y: x @ y, np.matmul, matmul_grads, [values(seed, a), values(seed + 1, b)],
+    check_op(lambda x, y: x @ y, np.matmul, matmul_grads, [normal_values(seed, a), normal_values(seed + 1, b)],
              seed, rtol=1e-4)
 
 
@@ -455,4 +455,4 @@ def test_where_broadcasts_and_routes_gradients(shapes, cond_dtype, seed):
     def grads(w, a, b):
         return unbroadcast(w * picked, shape_a), unbroadcast(w * ~picked, shape_b)
     check_op(lambda a, b: ac.where(c, a, b), lambda a, b: np.where(cond != 0, a, b), grads,
-             [values(seed, shape_a), values(seed + 1, shape_b)], seed)
+             [normal_values(seed, shape_a), normal_values(seed + 1, shape_b)], seed)
