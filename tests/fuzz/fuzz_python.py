@@ -145,7 +145,7 @@ def calls(fdp, t):
         lambda: F.binary_cross_entropy(t, a()), lambda: F.conv2d(t, a()),
         lambda: F.max_pool2d(t, size(fdp)), lambda: F.embedding(a(), t),
         lambda: layer_call(fdp, t), lambda: optimizer_step(fdp, t), lambda: load_bytes(fdp),
-        lambda: t.sum().backward(), lambda: (t * a()).backward(a()),
+        lambda: t.sum().backward(), lambda: ac.mul(t, a()).backward(a()),
         lambda: ended_scope_tensor(fdp) + t, lambda: ac.set_num_threads(size(fdp)),
     ]
 
