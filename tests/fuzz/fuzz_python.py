@@ -82,7 +82,8 @@ def layer_call(fdp, t):
     make = fdp.PickValueInList([
         lambda: nn.Linear(size(fdp), size(fdp)),
         lambda: nn.Conv2d(size(fdp), size(fdp), size(fdp), stride=size(fdp), padding=size(fdp)),
-        lambda: nn.LSTM(size(fdp), size(fdp), num_layers=size(fdp)),
+        # num_layers is a Python loop count: a huge one only runs until the memory limit
+        lambda: nn.LSTM(size(fdp), size(fdp), num_layers=fdp.ConsumeIntInRange(-1, 3)),
         lambda: nn.GRU(size(fdp), size(fdp)),
         lambda: nn.Embedding(size(fdp), size(fdp)),
         lambda: nn.BatchNorm1d(size(fdp)),
