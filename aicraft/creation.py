@@ -199,7 +199,14 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         return _finish(lib.ac_arange(*bounds), requires_grad)
     if step == 0:
         raise ValueError("arange: step must be nonzero")
-    return tensor(np.arange(start, end, step, dtype=np.int64), dtype=dtype, requires_grad=requires_grad)
+    count = max(0, -((start - end) // step))    # ceil((end - start) / step), exact for integers
+    out = zeros(count, dtype=dtypes.int64)      # libac allocates first, so its memory limit holds
+    if count:
+        np.frombuffer(ffi.buffer(out._ptr.data, 8 * count), np.int64)[:] = np.arange(start, end, step)
+    out = out if dtype is dtypes.int64 else out.to(dtype)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
