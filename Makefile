@@ -3,7 +3,13 @@
 #   make            the Python extension, in place (aicraft/_libac*.so)
 #   make lib        build/libac.a and build/libac.so
 #   make test       install test requirements, build, C tests plain and under
-#                   ASan+UBSan, then pytest
+#                   ASan+UBSan, the thread tests under TSan, the fuzz corpora
+#                   replayed, then pytest
+#   make tsan       the thread tests under ThreadSanitizer
+#   make valgrind   the C tests under Valgrind's memcheck (non-sanitizer build)
+#   make fuzz       each libFuzzer target for FUZZ_SECONDS (needs clang and
+#                   libclang-rt-dev: apt-get install clang libclang-rt-14-dev)
+#   make fuzz-python  atheris over the Python entry points for FUZZ_SECONDS
 #   make demo       the main demo
 #   make bench      the benchmarks (PyTorch columns need `pip install torch==2.13.0`)
 #   make install PREFIX=/usr/local   header, libraries, aicraft.pc, aicraft-static.pc
@@ -30,9 +36,10 @@ OBJ       := $(SRC:libac/src/%.c=build/obj/%.o)
 ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o)
 HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h)
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
+FUZZERS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 CDEMOS    := $(sort $(wildcard demos/c/*.c))
 
-.PHONY: all lib test ctest asan pytest demo bench serve bench-serve install dist dist-test docs clean venv
+.PHONY: all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python pytest demo bench serve bench-serve install dist dist-test docs clean venv
 
 all: venv
 	$(PY) setup.py -q build_ext --inplace
@@ -90,10 +97,81 @@ asan: $(CTESTS:tests/c/%.c=build/tests-asan/%)
 	@set -e; for t in $^; do echo "== $$t (asan+ubsan)"; \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
+# ThreadSanitizer over the tests that run libac from several threads at once
+# (die_after_fork=0: test_threads checks that a forked child can use the pool).
+TSAN       := -fsanitize=thread -fno-omit-frame-pointer -g -O1
+TSAN_OBJ   := $(SRC:libac/src/%.c=build/tsan/%.o)
+TSAN_TESTS := test_threads test_train_threads
+
+build/tsan/%.o: libac/src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(TSAN) $(INC) -c $< -o $@
+
+build/tsan/libac.a: $(TSAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/tests-tsan/%: tests/c/%.c tests/c/test.h build/tsan/libac.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(TSAN) $(INC) $< build/tsan/libac.a $(LDLIBS) -o $@
+
+tsan: $(TSAN_TESTS:%=build/tests-tsan/%)
+	@set -e; for t in $^; do echo "== $$t (tsan)"; TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" $$t; done
+
+# Memcheck over the plain C tests: any invalid access or leak fails the run.
+valgrind: $(CTESTS:tests/c/%.c=build/tests/%)
+	@set -e; for t in $^; do echo "== $$t (valgrind)"; \
+	  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	      --show-leak-kinds=definite,indirect --suppressions=tests/valgrind.supp $$t > /dev/null; done
+
+# Each fuzz target run once on every input of its corpus, under gcc's ASan+UBSan.
+build/tests-asan/%_replay: tests/fuzz/%.c tests/fuzz/fuzz.h tests/fuzz/replay.c build/asan/libac.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(SAN) $(INC) $< tests/fuzz/replay.c build/asan/libac.a $(LDLIBS) -o $@
+
+fuzz-replay: $(FUZZERS:tests/fuzz/%.c=build/tests-asan/%_replay)
+	@set -e; for t in $^; do name=$${t#build/tests-asan/fuzz_}; name=$${name%_replay}; \
+	  ASAN_OPTIONS=detect_leaks=1 $$t tests/fuzz/corpus/$$name; done
+
 pytest: all
 	$(PY) -m pytest -q tests
 
-test: venv ctest asan pytest
+test: venv ctest asan tsan fuzz-replay pytest
+
+# ---- fuzzing -------------------------------------------------------------------
+
+# libFuzzer with clang's ASan+UBSan. Each target starts from its corpus in
+# tests/fuzz/corpus/NAME; what it finds new goes to build/fuzz/corpus-NAME, a
+# crashing input to build/fuzz/crash-NAME-* (copy it into the corpus, once fixed,
+# as a regression input).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 600
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
+FUZZ_OBJ     := $(SRC:libac/src/%.c=build/fuzz/obj/%.o)
+
+build/fuzz/obj/%.o: libac/src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(WARN) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(INC) -c $< -o $@
+
+build/fuzz/libac.a: $(FUZZ_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h build/fuzz/libac.a
+	$(FUZZ_CC) $(WARN) $(FUZZ_SAN) -fsanitize=fuzzer $(INC) $< build/fuzz/libac.a $(LDLIBS) -o $@
+
+fuzz: $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
+	@set -e; for t in $^; do name=$${t#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus-$$name; \
+	  echo "== $$t for $(FUZZ_SECONDS) s"; \
+	  $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	      -artifact_prefix=build/fuzz/crash-$$name- build/fuzz/corpus-$$name tests/fuzz/corpus/$$name; \
+	done
+
+fuzz-python: all
+	$(PY) -m pip install -q --disable-pip-version-check atheris
+	@mkdir -p build/fuzz/corpus-python
+	PYTHONPATH=. $(PY) tests/fuzz/fuzz_python.py -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/crash-python- build/fuzz/corpus-python
 
 # ---- demos, benchmarks, install ---------------------------------------------
 

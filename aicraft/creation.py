@@ -222,7 +222,14 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Op
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     import numpy as np
-    return tensor(np.arange(start, end, step, dtype=np.int64), dtype=dtype, requires_grad=requires_grad)
+    count = max(0, -((start - end) // step))    # ceil((end - start) / step), exact for integers
+    out = zeros(count, dtype=dtypes.int64)      # libac allocates first, so its memory limit holds
+    if count:
+        np.frombuffer(ffi.buffer(out._ptr.data, 8 * count), np.int64)[:] = np.arange(start, end, step)
+    out = out if dtype is dtypes.int64 else out.to(dtype)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 def eye(n: int, m: Optional[int] = None, dtype: Optional[dtypes.dtype] = None, device: Any = None,

@@ -312,11 +312,10 @@ def _logical(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
     """Elementwise logical op of self and other (nonzero is true), as a bool tensor."""
     def method(self, other):
         if type(other) is not Tensor:
-            other = _operand(other)
-            if other is NotImplemented:
-                return NotImplemented
-            if type(other) is float:
-                other = _full_scalar(other)
+            operand = _operand(other)
+            if operand is NotImplemented:
+                raise TypeError("%s(): unsupported operand type %s" % (name, type(other).__name__))
+            other = _full_scalar(operand) if type(operand) is float else operand
         p = lib.ac_logical(self._ptr, other._ptr, code)
         if p:
             return _wrap(p)
@@ -333,6 +332,19 @@ def _bool_only(name: str, method: Callable[..., "Tensor"]) -> Callable[..., "Ten
         return method(self, *other)
     op.__name__ = name
     return op
+
+
+def _named(name: str, operator: Callable[["Tensor", Any], Any]) -> Callable[["Tensor", Any], "Tensor"]:
+    """The method form of an operator (t.add(x) for t + x): TypeError where the
+    operator would hand NotImplemented on to Python, as PyTorch's methods do."""
+    def method(self: "Tensor", other: Any) -> "Tensor":
+        out = operator(self, other)
+        if out is NotImplemented:
+            raise TypeError("%s(): unsupported operand type %s" % (name, type(other).__name__))
+        return out
+    method.__name__ = name
+    method.__doc__ = operator.__doc__
+    return method
 
 
 def _inplace(name: str, op: Callable[["Tensor", Any], "Tensor"]) -> Callable[["Tensor", Any], "Tensor"]:
@@ -699,12 +711,14 @@ class Tensor:
         _live(self)
         return self
 
-    __eq__ = eq = _comparison("eq", lib.AC_EQ)
-    __ne__ = ne = _comparison("ne", lib.AC_NE)
-    __lt__ = lt = _comparison("lt", lib.AC_LT)
-    __le__ = le = _comparison("le", lib.AC_LE)
-    __gt__ = gt = _comparison("gt", lib.AC_GT)
-    __ge__ = ge = _comparison("ge", lib.AC_GE)
+    __eq__ = _comparison("eq", lib.AC_EQ)
+    __ne__ = _comparison("ne", lib.AC_NE)
+    __lt__ = _comparison("lt", lib.AC_LT)
+    __le__ = _comparison("le", lib.AC_LE)
+    __gt__ = _comparison("gt", lib.AC_GT)
+    __ge__ = _comparison("ge", lib.AC_GE)
+    eq, ne, lt = _named("eq", __eq__), _named("ne", __ne__), _named("lt", __lt__)
+    le, gt, ge = _named("le", __le__), _named("gt", __gt__), _named("ge", __ge__)
     greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
     __hash__ = object.__hash__    # by identity, as PyTorch: == compares elements
 
@@ -804,7 +818,9 @@ class Tensor:
     def cuda(self, device: Any = None) -> "Tensor":
         return self.to(dtypes.device("cuda") if device is None else device)
 
-    add, sub, mul, div, pow, matmul = __add__, __sub__, __mul__, __truediv__, __pow__, __matmul__
+    add, sub, mul = _named("add", __add__), _named("sub", __sub__), _named("mul", __mul__)
+    div, pow = _named("div", __truediv__), _named("pow", __pow__)
+    matmul = _named("matmul", __matmul__)
     neg = __neg__
 
     add_ = __iadd__ = _inplace("add_", __add__)

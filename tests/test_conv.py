@@ -283,6 +283,12 @@ def test_module_parameters_and_state_dict():
     assert no_bias.bias is None and list(no_bias.state_dict()) == ["weight"]
 
 
+def test_module_with_an_empty_kernel_is_made_as_pytorch_makes_it():
+    conv = nn.Conv2d(2, 3, 0)   # found by atheris: 1 / sqrt(fan_in) with fan_in 0
+    assert conv.weight.shape == (3, 2, 0, 0)
+    np.testing.assert_array_equal(conv.bias.numpy(), np.zeros(3, np.float32))
+
+
 def test_module_forward_matches_functional():
     conv = nn.Conv2d(2, 3, 3, padding=1, dilation=1)
     x = ac.tensor(rng.standard_normal((2, 2, 6, 6)))

@@ -198,6 +198,11 @@ CASES = [
     ("bce shapes", lambda: F.binary_cross_entropy(ac.full((3,), 0.5), ac.ones(2)), ac.ShapeError),
     ("bce probability above 1", lambda: F.binary_cross_entropy(ac.full((3,), 1.5), ac.ones(3)), ValueError),
     ("bce with logits shapes", lambda: F.binary_cross_entropy_with_logits(ac.ones(3), ac.ones(2, 2)), ac.ShapeError),
+    # ---- named forms of operators (the operators hand NotImplemented on to Python)
+    *[("%s with a string" % name, (lambda name=name: getattr(ac, name)(ac.ones(2), "x")), TypeError)
+      for name in ("add", "sub", "mul", "div", "pow", "matmul", "eq", "ne", "lt", "le", "gt", "ge",
+                   "logical_and", "logical_or", "logical_xor")],
+    ("method add with a string", lambda: ac.ones(2).add("x"), TypeError),
     # ---- memory and threads
     ("memory limit negative", lambda: ac.set_memory_limit(-1), ValueError),
     ("memory limit string", lambda: ac.set_memory_limit("1GB"), TypeError),

@@ -532,6 +532,18 @@ def test_memory_limit_at_root():
     assert ac.zeros(1 << 20).numel() == 1 << 20
 
 
+def test_integer_arange_past_the_limit_fails_before_numpy_allocates():
+    # found by atheris: arange(0, 2**35) first built a 256 GB NumPy array
+    try:
+        ac.set_memory_limit(stats()["bytes_in_use"] + (1 << 20))
+        with pytest.raises(MemoryError):
+            ac.arange(0, 2 ** 35)
+        np.testing.assert_array_equal(ac.arange(2 ** 40 - 3, 2 ** 40, 2).numpy(),
+                                      [2 ** 40 - 3, 2 ** 40 - 1])
+    finally:
+        ac.set_memory_limit(None)
+
+
 def test_memory_stats_fields():
     s = ac.memory_stats()
     assert set(s) == {"bytes_in_use", "peak_bytes", "live_tensors", "live_nodes", "arena_reserved",

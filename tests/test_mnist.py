@@ -101,6 +101,13 @@ def test_write_idx_writes_the_bytes_the_format_describes(tmp_path, gz):
     assert (tmp_path / "floats").read_bytes() == idx_bytes(values, ">f4")
 
 
+def test_write_idx_writes_an_array_with_no_elements(tmp_path):
+    empty = np.zeros((0, 3), dtype=np.uint8)
+    write_idx(tmp_path / "empty", empty)
+    assert (tmp_path / "empty").read_bytes() == idx_bytes(empty)
+    assert read_idx(tmp_path / "empty").shape == (0, 3)
+
+
 def test_write_idx_rejects_types_idx_cannot_hold(tmp_path):
     with pytest.raises(TypeError, match="int64"):
         write_idx(tmp_path / "x", np.zeros(3, np.int64))

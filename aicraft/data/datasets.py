@@ -125,7 +125,8 @@ def write_idx(path, array):
         opener = open
     with opener(partial, "wb") as f:
         f.write(header)
-        f.write(memoryview(body).cast("B"))
+        if body.size:   # memoryview cannot cast an empty array's shape
+            f.write(memoryview(body).cast("B"))
     os.replace(partial, path)
 
 

@@ -268,7 +268,7 @@ class Conv2d(Module):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
-            bound = 1.0 / math.sqrt(fan_in)
+            bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0   # as PyTorch's
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):

@@ -272,6 +272,8 @@ static void test_forked_child_uses_pool(void)
     if (child == 0) {
         float *in_child = product(0, 0, 200, 150, 300, 7);
         int ok = covers_once(100000, 100) && same_bits(before, in_child, 200 * 150);
+        free(in_child);
+        free(before);
         _exit(ok ? 0 : 1);
     }
     CHECK(child > 0);
