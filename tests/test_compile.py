@@ -41,6 +41,17 @@ def cnn():
         nn.Flatten(), nn.Linear(6 * 2 * 2, 16), nn.Tanh(), nn.Dropout(0.25), nn.Linear(16, 3))
 
 
+def train_step(model, opt):
+    """The step the tests compile: zero_grad, cross-entropy, backward, the update."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def train(make_model, make_opt, x, y, steps, compiled, scheduled=False):
     """Losses and final parameters of `steps` training steps, eager or compiled."""
     ac.manual_seed(0)
@@ -48,12 +59,7 @@ def train(make_model, make_opt, x, y, steps, compiled, scheduled=False):
     opt = make_opt(model.parameters())
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if scheduled else None
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = train_step(model, opt)
 
     run = ac.compile(step) if compiled else step
     ac.manual_seed(1)
@@ -161,12 +167,7 @@ def test_adam_steps_alternating_batch_shapes_match_eager():
         model = mlp()
         opt = optim.Adam(model.parameters(), lr=0.01)
 
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = train_step(model, opt)
         run = ac.compile(step) if compiled else step
         ac.manual_seed(1)
         losses = [run(x, y).item() for x, y in batches]
@@ -323,12 +324,7 @@ def test_thousand_compiled_steps_leave_memory_flat():
     opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = tensor(8, 20), ac.tensor(rng.integers(0, 5, 8))
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = train_step(model, opt)
     compiled = ac.compile(step)
     for _ in range(20):
         with ac.checkpoint():
