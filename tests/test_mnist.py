@@ -168,7 +168,7 @@ def test_mnist_reads_train_and_test_splits_from_root_mnist_raw(tmp_path, gz):
     arrays = write_split_files(tmp_path / "MNIST" / "raw", gz=gz)
     train, test = MNIST(tmp_path), MNIST(str(tmp_path), train=False)
     assert len(train) == 12 and len(test) == 5
-    assert train.images.dtype == np.uint8 and train.labels.dtype == np.uint8
+    assert train.images.dtype == np.uint8 and train.labels.dtype == np.int64
     image, label = train[3]
     np.testing.assert_array_equal(image, arrays["train-images-idx3-ubyte"][3])
     assert label == 3 and isinstance(label, int)
@@ -197,6 +197,7 @@ def test_assigning_mnist_data_and_targets_changes_the_batches(tmp_path):
     x, y = next(iter(DataLoader(train, batch_size=4)))
     np.testing.assert_array_equal(x.numpy(), arrays["train-images-idx3-ubyte"][keep])
     assert y.tolist() == arrays["train-labels-idx1-ubyte"][keep].tolist()
+    assert y.dtype == ac.int64                      # class indices a loss takes, as torchvision's
     with pytest.raises(ValueError, match="MNIST: data"):
         train.data = np.full((2, 3), 300)
     with pytest.raises(ValueError, match="MNIST: targets"):
@@ -375,3 +376,13 @@ def test_real_mnist_matches_the_published_md5_sums(tmp_path):
     assert train.data.shape == (60000, 28, 28) and test.data.shape == (10000, 28, 28)
     assert train.targets[:5].tolist() == [5, 0, 4, 1, 9]
     assert test.targets[:5].tolist() == [7, 2, 1, 0, 4]
+
+
+def test_a_loader_batch_trains_with_cross_entropy(tmp_path):
+    write_split_files(tmp_path / "MNIST" / "raw")
+    to_input = T.Compose([T.ToTensor(), T.Normalize((0.1307,), (0.3081,)), T.Flatten()])
+    x, y = next(iter(DataLoader(MNIST(tmp_path, transform=to_input), batch_size=4)))
+    assert x.dtype == ac.float32 and y.dtype == ac.int64
+    loss = ac.nn.functional.cross_entropy(ac.nn.Linear(784, 10)(x), y)
+    loss.backward()
+    assert loss.item() > 0

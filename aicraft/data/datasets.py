@@ -167,11 +167,11 @@ class _IdxImages(Dataset):
         if labels.dtype != np.uint8 or labels.shape != images.shape[:1]:
             raise FormatError("%s: '%s' should hold %d uint8 labels, not %s %s"
                               % (type(self).__name__, paths[1], len(images), labels.dtype, labels.shape))
-        self.images, self.labels = images, labels
+        self.images, self.labels = images, labels.astype(np.int64)   # class indices, as loss targets take
         self._data = self._targets = None
 
     # data and targets are torchvision's Tensors (uint8 images, int64 labels), made
-    # on first use; batches are cut from the uint8 arrays `images` and `labels`.
+    # on first use; batches are cut from the arrays `images` (uint8) and `labels` (int64).
     # Assigning either replaces the arrays.
     @property
     def data(self):
@@ -192,7 +192,7 @@ class _IdxImages(Dataset):
     def targets(self):
         """The labels as an int64 Tensor (N,) of class indices."""
         if self._targets is None:
-            self._targets = tensor(self.labels.astype(np.int64))
+            self._targets = tensor(self.labels)
         return self._targets
 
     @targets.setter
