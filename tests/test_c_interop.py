@@ -51,3 +51,31 @@ def test_c_program_reports_a_corrupt_file(mlp_forward, tmp_path):
                           str(tmp_path / "y.f32")], capture_output=True, text=True)
     assert run.returncode == 1
     assert "load:" in run.stderr and "bad.safetensors" in run.stderr
+
+
+def test_c_predict_demo_counts_what_python_counts(tmp_path):
+    """demos/c/predict.c on a small IDX test set: the same correct count as the model in
+    Python (argmax gives int64 indices in C too)."""
+    if CC is None or shutil.which("make") is None:
+        pytest.skip("needs a C compiler and make")
+    from aicraft.data.datasets import write_idx
+    subprocess.run(["make", "-s", "lib"], cwd=ROOT, check=True, capture_output=True)
+    exe = str(tmp_path / "predict")
+    subprocess.run([CC, "-std=c99", "-O2", "-I", os.path.join(ROOT, "libac", "include"),
+                    os.path.join(ROOT, "demos", "c", "predict.c"), os.path.join(ROOT, "build", "libac.a"),
+                    "-lm", "-lpthread", "-o", exe], check=True)
+    rng = np.random.default_rng(5)
+    images = rng.integers(0, 256, (300, 28, 28)).astype(np.uint8)
+    labels = rng.integers(0, 10, 300).astype(np.uint8)
+    write_idx(str(tmp_path / "t10k-images-idx3-ubyte"), images)
+    write_idx(str(tmp_path / "t10k-labels-idx1-ubyte"), labels)
+    ac.manual_seed(4)
+    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    ac.save(model.state_dict(), str(tmp_path / "mlp.safetensors"))
+    with ac.no_grad():
+        x = (ac.from_numpy(images.reshape(300, 784)).float() / 255 - 0.1307) / 0.3081
+        correct = model(x).argmax(1).eq(ac.from_numpy(labels).long()).sum().item()
+    run = subprocess.run([exe, str(tmp_path / "mlp.safetensors"), str(tmp_path)], check=True,
+                         capture_output=True, text=True)
+    assert "(%d/300)" % correct in run.stdout, run.stdout
+    assert 0 < correct < 300

@@ -105,7 +105,7 @@ static int64_t count_correct(const Mlp *m, const AcTensor *images, const AcTenso
         load_batch(images, labels, order, start, n, x, y);
         predicted = ac_argmax(forward(m, ac_tensor_from_data(x, shape, 2)), 1, 0);
         if (!predicted) die("evaluate");
-        for (i = 0; i < n; i++) correct += predicted->data[i] == y[i];
+        for (i = 0; i < n; i++) correct += ((int64_t *)predicted->data)[i] == (int64_t)y[i];
         ac_mem_restore(scope);
     }
     ac_set_grad_enabled(previous);

@@ -76,7 +76,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "predict: %s\n", ac_last_error());
             return 1;
         }
-        for (p = 0; p < n; p++) correct += predicted->data[p] == labels->data[start + p];
+        for (p = 0; p < n; p++)   /* argmax gives int64 indices; IDX labels read as floats */
+            correct += ((int64_t *)predicted->data)[p] == (int64_t)labels->data[start + p];
         ac_mem_restore(scope);
     }
     printf("test accuracy: %.2f%% (%lld/%lld)\n", 100.0 * (double)correct / (double)n_images,
