@@ -11,50 +11,10 @@
  *
  * Not here: Python's capsules and __dlpack__ protocol (aicraft/dlpack.py).
  */
+#include "dlpack.h"
 #include "internal.h"
 
 #include <string.h>
-
-/* dlpack.h's ABI, spelled out so that libac needs no extra header. */
-enum { DL_CPU = 1 };
-enum { DL_INT = 0, DL_FLOAT = 2, DL_BOOL = 6 };   /* type codes; kinds[] below names all */
-enum { DL_MAJOR_VERSION = 1, DL_MINOR_VERSION = 0 };
-#define DL_FLAG_READ_ONLY 1u
-
-typedef struct {
-    int32_t device_type;
-    int32_t device_id;
-} DLDevice;
-
-typedef struct {
-    uint8_t code;
-    uint8_t bits;
-    uint16_t lanes;
-} DLDataType;
-
-typedef struct {
-    void *data;
-    DLDevice device;
-    int32_t ndim;
-    DLDataType dtype;
-    int64_t *shape;
-    int64_t *strides;      /* in elements; NULL (before DLPack 1.2) means row-major */
-    uint64_t byte_offset;
-} DLTensor;
-
-typedef struct DLManagedTensor {
-    DLTensor dl_tensor;
-    void *manager_ctx;
-    void (*deleter)(struct DLManagedTensor *self);
-} DLManagedTensor;
-
-typedef struct DLManagedTensorVersioned {
-    struct { uint32_t major, minor; } version;
-    void *manager_ctx;
-    void (*deleter)(struct DLManagedTensorVersioned *self);
-    uint64_t flags;
-    DLTensor dl_tensor;
-} DLManagedTensorVersioned;
 
 /* One allocation per export: the managed tensor and the arrays it points to. */
 typedef struct {

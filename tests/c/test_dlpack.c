@@ -6,29 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The consumer's and producer's view of DLPack's ABI (dlpack.h). */
-typedef struct { int32_t device_type, device_id; } DLDevice;
-typedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;
-typedef struct {
-    void *data;
-    DLDevice device;
-    int32_t ndim;
-    DLDataType dtype;
-    int64_t *shape, *strides;
-    uint64_t byte_offset;
-} DLTensor;
-typedef struct DLManagedTensor {
-    DLTensor dl_tensor;
-    void *manager_ctx;
-    void (*deleter)(struct DLManagedTensor *self);
-} DLManagedTensor;
-typedef struct DLManagedTensorVersioned {
-    struct { uint32_t major, minor; } version;
-    void *manager_ctx;
-    void (*deleter)(struct DLManagedTensorVersioned *self);
-    uint64_t flags;
-    DLTensor dl_tensor;
-} DLManagedTensorVersioned;
+#include "dlpack.h"   /* the consumer's and producer's view of DLPack's ABI */
 
 static int releases;
 static void count_release(void *ctx) { releases++; (void)ctx; }
