@@ -16,7 +16,10 @@
 # after start-up, after the warm-up and at the end; then the ratios, with the
 # median of the per-round throughput ratios. Last, the aicraft service takes
 # the same load until SOAK_REQUESTS (100,000) requests have been answered
-# since its warm-up, and its workers' RSS is read again.
+# since its warm-up, and its workers' RSS is read again. Before any of that, a
+# fresh aicraft service takes HOSTILE_ROUNDS rounds of bench/serve_hostile.py's
+# mix (1,300 valid and bad requests a round, each checked for its status) and
+# its workers' RSS is read after each round.
 #
 # Weights: $AICRAFT_WEIGHTS, else data/mnist_mlp.safetensors (python
 # demos/mnist_mlp.py writes it), else a randomly initialised model: speed and
@@ -36,6 +39,7 @@ WARMUP=${WARMUP:-30}
 CONNECTIONS=${CONNECTIONS:-8}
 BATCH_EVERY=${BATCH_EVERY:-8}
 SOAK_REQUESTS=${SOAK_REQUESTS:-100000}
+HOSTILE_ROUNDS=${HOSTILE_ROUNDS:-4}
 declare -A PORT=([aicraft]=${PORT:-8731} [torch]=$((${PORT:-8731} + 1)))
 
 missing() { echo "serve_load: $1 is missing; $2" >&2; exit 1; }
@@ -142,6 +146,10 @@ json_list() { echo $1 | tr ' ' ','; }
 echo "serve_load: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); weights: $WEIGHTS_NOTE"
 echo "  wrk: $CONNECTIONS connections; 1-row requests, 32 rows every ${BATCH_EVERY}th;" \
      "${WARMUP} s warm-up, then $ROUNDS rounds of $((DURATION / ROUNDS)) s each, taking turns"
+
+start_service aicraft
+"$PY" bench/serve_hostile.py "${PORT[aicraft]}" "$HOSTILE_ROUNDS" ${WORKERS[aicraft]}
+stop_service aicraft
 
 for b in aicraft torch; do
     start_service "$b"

@@ -32,6 +32,8 @@ import aicraft as ac  # noqa: E402
 from aicraft import nn  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import serve_hostile  # noqa: E402
 START_SECONDS = 30
 REQUEST_SECONDS = 20
 
@@ -315,6 +317,18 @@ def test_bad_requests_get_4xx_and_change_nothing(serve, tmp_path):
     x = rows(32, seed=5)
     for _ in range(4):       # both workers, most likely
         check_prediction(weights, x, predict(server, x))
+    assert "Traceback" not in server.log()
+
+
+def test_hostile_mix_gets_its_statuses_and_no_dropped_connection(serve):
+    # bench/serve_hostile.py's mix, each request on its own connection: valid
+    # ones, a truncated body, non-JSON, a short row, NaN, 1e999, 257 rows, a
+    # 2 MB body (413 from its Content-Length), random bytes, a random request line.
+    server = serve(2)
+    pids = server.worker_pids()
+    kinds = len(serve_hostile.mix())
+    assert serve_hostile.run(server.port, 4 * kinds) == []
+    assert server.worker_pids() == pids, "a worker died:\n" + server.log()
     assert "Traceback" not in server.log()
 
 
