@@ -163,6 +163,17 @@ def inference_case(make_ac, make_torch, shape, use_torch_compile):
     return cases
 
 
+def adam_step(model, opt, cross_entropy):
+    """One training step, the same code for aicraft and PyTorch (their APIs agree)."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def adam_case(use_torch_compile):
     rng = np.random.default_rng(2)
     x_np = rng.standard_normal((32, 784)).astype(np.float32)
@@ -171,15 +182,7 @@ def adam_case(use_torch_compile):
 
     def ac_step():
         model = mlp_ac()
-        opt = optim.Adam(model.parameters(), lr=1e-3)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+        return adam_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy)
     eager_step, compiled = ac_step(), ac.compile(ac_step())
 
     def eager():
@@ -195,15 +198,8 @@ def adam_case(use_torch_compile):
 
         def torch_step():
             model = mlp_torch()
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-            def step(x, y):
-                opt.zero_grad()
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-                return loss
-            return step
+            return adam_step(model, torch.optim.Adam(model.parameters(), lr=1e-3),
+                             torch.nn.functional.cross_entropy)
         teager = torch_step()
         cases["torch eager"] = lambda: teager(tx, ty)
         if use_torch_compile:
@@ -217,15 +213,7 @@ def compile_time_ms():
     rng = np.random.default_rng(3)
     x, y = ac.tensor(rng.standard_normal((32, 784)).astype(np.float32)), ac.tensor(rng.integers(0, 10, 32))
     model = mlp_ac()
-    opt = optim.Adam(model.parameters(), lr=1e-3)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    compiled = ac.compile(step)
+    compiled = ac.compile(adam_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy))
     start = time.perf_counter()
     with ac.checkpoint():
         compiled(x, y)
