@@ -12,7 +12,6 @@ from aicraft import _trace
 from aicraft._ffi import lib
 from aicraft.errors import raise_error
 from aicraft.optim.optimizer import Optimizer, root_zeros_like
-from aicraft.tensor import _live
 
 _adam_step = lib.ac_adam_step
 
@@ -49,14 +48,9 @@ class Adam(Optimizer):
     def _step_group(self, group):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         weight_decay, decoupled = group["weight_decay"], self._decoupled
-        state = self.state
         trace = _trace.recording()
         lr_of_group = lambda: group["lr"]   # noqa: E731  one getter a group: a compiled call reads it once
-        for p in group["params"]:
-            ptr = _live(p)
-            if not ptr.grad:
-                continue
-            entries = state[p]
+        for p, ptr, entries in self._with_grad(group):
             if not entries:
                 entries["step"] = 0
                 entries["exp_avg"] = root_zeros_like(p)

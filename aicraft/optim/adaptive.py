@@ -19,7 +19,6 @@ after g = g + weight_decay * p:
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
 from aicraft.optim.optimizer import Optimizer, root_zeros_like
-from aicraft.tensor import _live
 
 _NULL = ffi.NULL
 
@@ -52,11 +51,7 @@ class Adadelta(Optimizer):
 
     def _step_group(self, group):
         lr, rho, eps, weight_decay = group["lr"], group["rho"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            ptr = _live(p)
-            if not ptr.grad:
-                continue
-            entries = self.state[p]
+        for p, ptr, entries in self._with_grad(group):
             if not entries:
                 entries.update(step=0, square_avg=root_zeros_like(p), acc_delta=root_zeros_like(p))
             if lib.ac_adadelta_step(ptr, entries["square_avg"]._ptr, entries["acc_delta"]._ptr, lr,
@@ -89,11 +84,7 @@ class RMSprop(Optimizer):
     def _step_group(self, group):
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
         weight_decay, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
-        for p in group["params"]:
-            ptr = _live(p)
-            if not ptr.grad:
-                continue
-            entries = self.state[p]
+        for p, ptr, entries in self._with_grad(group):
             if not entries:
                 entries.update(step=0, square_avg=root_zeros_like(p))
                 if momentum > 0:
@@ -141,11 +132,7 @@ class Adagrad(Optimizer):
 
     def _step_group(self, group):
         lr, lr_decay, weight_decay, eps = group["lr"], group["lr_decay"], group["weight_decay"], group["eps"]
-        for p in group["params"]:
-            ptr = _live(p)
-            if not ptr.grad:
-                continue
-            entries = self.state[p]
+        for p, ptr, entries in self._with_grad(group):
             if not entries:           # a parameter of a group added after construction
                 self._init_state(p, group)
             step = entries["step"] + 1

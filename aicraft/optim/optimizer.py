@@ -101,6 +101,15 @@ class Optimizer:
     def _step_group(self, group):
         raise NotImplementedError
 
+    def _with_grad(self, group):
+        """(p, its AcTensor*, its state dict) for each parameter of group that has a grad:
+        the parameters a step updates."""
+        state = self.state
+        for p in group["params"]:
+            ptr = _live(p)
+            if ptr.grad:
+                yield p, ptr, state[p]
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every parameter's gradient (or fill it with zeros when set_to_none is False)."""
         # A compiled step records the call even without a grad: later calls have one.

@@ -12,7 +12,6 @@ from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
 from aicraft.optim.optimizer import Optimizer, root_zeros_like
-from aicraft.tensor import _live
 
 _NULL = ffi.NULL
 _sgd_step = lib.ac_sgd_step
@@ -46,17 +45,12 @@ class SGD(Optimizer):
     def _step_group(self, group):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         nesterov, weight_decay = group["nesterov"], group["weight_decay"]
-        state = self.state
         trace = _trace.recording()
         lr_of_group = lambda: group["lr"]   # noqa: E731  one getter a group: a compiled call reads it once
-        for p in group["params"]:
-            ptr = _live(p)
-            if not ptr.grad:
-                continue
+        for p, ptr, entries in self._with_grad(group):
             if not momentum:
                 rc = _sgd_step(ptr, _NULL, 1, lr, 0.0, dampening, nesterov, weight_decay)
             else:
-                entries = state[p]
                 buf = entries.get("momentum_buffer")
                 if buf is None:
                     # The first step writes the buffer; keep it only once that succeeded.
