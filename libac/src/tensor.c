@@ -167,6 +167,18 @@ int same_shape(const AcTensor *a, const AcTensor *b)
 
 /* ---- making and freeing -------------------------------------------------- */
 
+/* The tensor in a new, zeroed box: its shape, size and dtype, on the CPU. */
+static AcTensor *box_header(TensorBox *box, const int64_t *shape, int ndim, int64_t size, int dtype)
+{
+    AcTensor *t = &box->tensor;
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+    t->ndim = ndim;
+    t->size = size;
+    t->dtype = dtype;
+    t->device = AC_CPU;
+    return t;
+}
+
 AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtype,
                         const AcTensor *share, size_t node_bytes, int at_root)
 {
@@ -186,12 +198,7 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtyp
     if (!box) return NULL;
     memset(box, 0, head + node_bytes);
     box->alloc_bytes = total;
-    t = &box->tensor;
-    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
-    t->ndim = ndim;
-    t->size = size;
-    t->dtype = dtype;
-    t->device = AC_CPU;
+    t = box_header(box, shape, ndim, size, dtype);
     t->scope_depth = scoped ? current_depth() : 0;
     t->refcount = scoped ? 0 : 1;
     if (scoped) box->scope_serial = current_serial();
@@ -379,12 +386,7 @@ AcTensor *ac_tensor_from_external(void *data, const int64_t *shape, int ndim, in
     box->alloc_bytes = head + AC_ALIGN;
     box->release = release;
     box->release_ctx = ctx;
-    t = &box->tensor;
-    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
-    t->ndim = ndim;
-    t->size = size;
-    t->dtype = dtype;
-    t->device = AC_CPU;
+    t = box_header(box, shape, ndim, size, dtype);
     t->refcount = 1;
     t->data = data ? data : (float *)(void *)((char *)box + head);
     counters_tensor(1, 0);
