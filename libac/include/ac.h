@@ -442,6 +442,13 @@ AcStateDict *ac_load_safetensors(const char *path);                   /* the sam
    (uint8 images stay 0..255). */
 AcTensor *ac_read_idx(const char *path);
 
+/* ---- Data-parallel training -------------------------------------------- */
+
+/* The way back from ac_grads_to_flat once flat holds the gradients summed over
+   ranks: each param's grad = scale * its slice of flat (scale = 1 / ranks gives
+   the mean). Every param must have a grad already; nothing is allocated. */
+int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const AcTensor *flat);
+
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real
@@ -562,7 +569,7 @@ int ac_profiler_dump(FILE *out);
 /* ---- Threads ------------------------------------------------------------- */
 
 int ac_set_num_threads(int n);           /* 1..256; the pool resizes on next use */
-int ac_get_num_threads(void);
+int ac_get_num_threads(void);            /* AC_NUM_THREADS, else the cores the CPU affinity allows */
 
 /* AC_CDEF_END */
 

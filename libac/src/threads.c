@@ -2,7 +2,8 @@
  * threads.c - the one thread pool, parallel_for, and ac_set_num_threads.
  *
  * Workers are persistent pthreads, started on first use and sized by
- * AC_NUM_THREADS or the core count. The calling thread works too: it posts a
+ * AC_NUM_THREADS or the cores the process may run on (its CPU affinity, so
+ * ranks pinned to one core each do not oversubscribe). The calling thread works too: it posts a
  * job, claims chunks alongside the workers, then waits for the chunks they
  * hold. Idle threads poll only briefly, then sleep on a condition variable,
  * so a core taken by another process costs a wake-up, never a spinning
@@ -14,10 +15,16 @@
  * workers are joined when the library is unloaded or the process exits.
  */
 #define _POSIX_C_SOURCE 200809L
+#ifdef __linux__
+#define _GNU_SOURCE  /* sched_getaffinity, CPU_COUNT */
+#endif
 
 #include "internal.h"
 
 #include <pthread.h>
+#ifdef __linux__
+#include <sched.h>
+#endif
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -77,6 +84,17 @@ static AC_THREAD_LOCAL int in_parallel_region;
 
 /* ---- thread count -------------------------------------------------------- */
 
+/* The cores this process may run on: its CPU affinity where the system tells
+   it (mpiexec --bind-to core, taskset), else the cores online. */
+static long usable_cores(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 static int default_thread_count(void)
 {
     const char *env = getenv("AC_NUM_THREADS");
@@ -86,7 +104,7 @@ static int default_thread_count(void)
         n = strtol(env, &end, 10);
         if (end != env && *end == '\0' && n >= 1 && n <= MAX_THREADS) return (int)n;
     }
-    n = sysconf(_SC_NPROCESSORS_ONLN);
+    n = usable_cores();
     return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 

@@ -347,6 +347,54 @@ static void test_flat_helpers_move_params_and_grads(void)
     ac_tensor_free(flat);
 }
 
+/* DistributedDataParallel's way back: the summed flat gradient, scaled, into each grad. */
+static void test_grads_from_flat_scales_into_each_grad(void)
+{
+    const float w0[4] = {1, 2, 3, 4}, b0[2] = {5, 6}, gw[4] = {0, 0, 0, 0}, gb[2] = {9, 9};
+    const float summed[6] = {2, -4, 6, 8, 1, 0};
+    const double w_mean[4] = {1, -2, 3, 4}, b_mean[2] = {0.5, 0}, same[4] = {1, 2, 3, 4};
+    AcTensor *params[2], *flat = vec(summed, 6);
+    params[0] = param_of(w0, 4);
+    params[1] = param_of(b0, 2);
+    set_grad(params[0], gw);
+    set_grad(params[1], gb);
+    CHECK(ac_grads_from_flat(params, 2, 0.5f, flat) == AC_OK);
+    check_values(params[0]->grad, w_mean, 0);
+    check_values(params[1]->grad, b_mean, 0);
+    check_values(params[0], same, 0);              /* the params themselves are untouched */
+    ac_tensor_free(params[0]);
+    ac_tensor_free(params[1]);
+    ac_tensor_free(flat);
+}
+
+static void test_grads_from_flat_refuses_bad_arguments(void)
+{
+    const float w0[3] = {1, 2, 3}, g[3] = {1, 1, 1};
+    const double kept[3] = {1, 1, 1};
+    int64_t n3 = 3, n4 = 4;
+    AcTensor *w = param_of(w0, 3), *bare = param_of(w0, 3), *flat = ac_tensor_new(&n3, 1);
+    AcTensor *big = ac_tensor_new(&n4, 1), *none[1] = {NULL}, *both[2];
+    set_grad(w, g);
+    both[0] = w;
+    both[1] = bare;
+    expect_error(ac_grads_from_flat(NULL, 1, 1.0f, flat), AC_ERR_ARG, "grads_from_flat: params is NULL");
+    expect_error(ac_grads_from_flat(&w, 0, 1.0f, flat), AC_ERR_ARG, "n_params 0");
+    expect_error(ac_grads_from_flat(none, 1, 1.0f, flat), AC_ERR_ARG, "params[0] is NULL");
+    expect_error(ac_grads_from_flat(&w, 1, 1.0f, NULL), AC_ERR_ARG, "flat is NULL");
+    expect_error(ac_grads_from_flat(&w, 1, 1.0f, big), AC_ERR_SHAPE, "has 4 elements but the params have 3");
+    expect_error(ac_grads_from_flat(&bare, 1, 1.0f, flat), AC_ERR_ARG, "params[0] (3,) has no grad");
+    ac_tensor_free(big);
+    big = ac_tensor_new((int64_t[]){6}, 1);
+    expect_error(ac_grads_from_flat(both, 2, 1.0f, big), AC_ERR_ARG, "params[1] (3,) has no grad");
+    check_values(w->grad, kept, 0);                /* nothing was written */
+    CHECK(ac_grads_from_flat(&w, 1, 2.0f, w) == AC_OK);   /* still usable: grad = 2 * w */
+    CHECK(w->grad->data[2] == 6);
+    ac_tensor_free(w);
+    ac_tensor_free(bare);
+    ac_tensor_free(flat);
+    ac_tensor_free(big);
+}
+
 static void test_lbfgs_direction_two_loop(void)
 {
     /* With no history the direction is -h_diag grad. With one pair (y, s), the two
@@ -674,6 +722,8 @@ int main(void)
     RUN(test_adagrad_decays_its_learning_rate);
     RUN(test_adaptive_steps_refuse_bad_arguments);
     RUN(test_flat_helpers_move_params_and_grads);
+    RUN(test_grads_from_flat_scales_into_each_grad);
+    RUN(test_grads_from_flat_refuses_bad_arguments);
     RUN(test_lbfgs_direction_two_loop);
     RUN(test_lbfgs_helpers_refuse_bad_arguments);
     RUN(test_steps_allocate_nothing);

@@ -3,7 +3,9 @@
  * history and runs the iterations and line search in Python): copying the
  * parameters or their gradients into one flat vector and back, moving the
  * parameters along a flat direction, and the two-loop recursion that turns the
- * gradient into the next direction.
+ * gradient into the next direction. DistributedDataParallel uses the flat
+ * gradients too: its buckets go to MPI as flat vectors and come back summed
+ * over ranks (ac_grads_from_flat).
  *
  * Nothing is allocated here; the caller owns every vector.
  */
@@ -67,6 +69,29 @@ int ac_grads_to_flat(AcTensor *const *params, int n_params, AcTensor *flat)
             else memset(flat->data + offset, 0, bytes);
         }
         offset += p->size;
+    }
+    return AC_OK;
+}
+
+int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const AcTensor *flat)
+{
+    int64_t offset = 0, j;
+    int i;
+    if (check_flat("grads_from_flat", params, n_params, flat, 0)) return ac_last_error_code();
+    for (i = 0; i < n_params; i++) {
+        const AcTensor *grad = params[i]->grad;
+        if (!grad)
+            return error_set(AC_ERR_ARG, "grads_from_flat: params[%d] %s has no grad", i,
+                             tensor_shape_str(params[i]));
+        if (grad->size != params[i]->size)
+            return error_set(AC_ERR_SHAPE, "grads_from_flat: params[%d] %s has a grad of shape %s", i,
+                             tensor_shape_str(params[i]), tensor_shape_str(grad));
+    }
+    for (i = 0; i < n_params; i++) {
+        float *g = params[i]->grad->data;
+        const float *d = flat->data + offset;
+        for (j = 0; j < params[i]->size; j++) g[j] = scale * d[j];
+        offset += params[i]->size;
     }
     return AC_OK;
 }
