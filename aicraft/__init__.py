@@ -28,7 +28,7 @@ from aicraft.io import load, save
 from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memory_limit,
                             set_num_threads)
 from aicraft.tensor import Tensor
-from aicraft import accelerator, backends, cuda, nn, optim, profiler
+from aicraft import accelerator, backends, cuda, distributed, nn, optim, profiler
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -44,8 +44,8 @@ __all__ = [
     "checkpoint", "memory_stats", "set_memory_limit", "set_num_threads", "get_num_threads",
     "ShapeError", "ScopeError", "FormatError", "DeviceError", "GradcheckError",
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
-    "data", "functional", "viz", "accelerator", "backends", "cuda", "nn", "optim", "profiler",
-    "utils",
+    "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
+    "profiler", "utils",
 ]
 
 

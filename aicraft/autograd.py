@@ -2,14 +2,20 @@
 
 Grad mode is per thread in C (ac_set_grad_enabled returns the previous mode), so
 each context restores exactly the mode it found. The contexts also work as
-function decorators, as PyTorch's do.
+function decorators, as PyTorch's do. Also the callbacks Tensor.backward()
+runs when it is done (after_backward).
 """
 import functools
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, List, TypeVar, cast
 
 from aicraft._ffi import lib
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Called, in order, with no arguments, when a Tensor.backward() has filled the
+# leaves' grads: DistributedDataParallel averages its gradients over ranks here.
+# A callback that is done removes itself.
+after_backward: List[Callable[[], None]] = []
 
 
 class _GradMode:

@@ -30,6 +30,7 @@ from aicraft._args import _as_dim, _as_int, _dims_arg, _is_numpy, _pick, _scalar
 from aicraft import dtypes
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes, tls as _tls
+from aicraft.autograd import after_backward as _after_backward
 from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
 
 _NULL = ffi.NULL
@@ -603,6 +604,9 @@ class Tensor:
             rc = lib.ac_backward_ex(self._ptr, g, 1 if retain_graph else 0)
         if rc < 0:
             raise_error(self, gradient)
+        if _after_backward:
+            for callback in tuple(_after_backward):
+                callback()
 
     def detach(self) -> "Tensor":
         """The same data with no graph (shares memory)."""

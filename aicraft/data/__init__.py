@@ -17,9 +17,9 @@ from aicraft.data import datasets, transforms
 from aicraft.data.dataloader import DataLoader, default_collate, get_worker_info
 from aicraft.data.dataset import Dataset, Subset, TensorDataset, random_split
 from aicraft.data.datasets import MNIST, FashionMNIST
-from aicraft.data.sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
-                                  SubsetRandomSampler)
+from aicraft.data.sampler import (BatchSampler, DistributedSampler, RandomSampler, Sampler,
+                                  SequentialSampler, SubsetRandomSampler)
 
 __all__ = ["Dataset", "TensorDataset", "Subset", "random_split", "DataLoader", "default_collate",
            "get_worker_info", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "BatchSampler", "MNIST", "FashionMNIST", "datasets", "transforms"]
+           "BatchSampler", "DistributedSampler", "MNIST", "FashionMNIST", "datasets", "transforms"]

@@ -17,7 +17,7 @@ import numpy as np
 from aicraft.creation import rand
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler",
-           "library_rng", "check_generator"]
+           "DistributedSampler", "library_rng", "check_generator"]
 
 
 def library_rng():
@@ -150,3 +150,68 @@ class BatchSampler(Sampler):
         if self.drop_last:
             return len(self.sampler) // self.batch_size
         return -(-len(self.sampler) // self.batch_size)
+
+
+class DistributedSampler(Sampler):
+    """The share of a dataset one rank reads, as torch.utils.data.DistributedSampler.
+
+    Each epoch's order (a permutation drawn from seed + epoch, the same on every
+    rank, or the dataset's order without shuffle) is padded with its own first
+    indices up to a multiple of num_replicas, or cut down to one with drop_last;
+    rank takes every num_replicas-th index from position rank. So the ranks
+    together read each sample once per epoch (the padding aside), and each
+    the same number of them. num_replicas and rank default to
+    aicraft.distributed's world size and rank. Call set_epoch(epoch) before each
+    epoch, or every epoch repeats the first's order.
+    """
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+        from aicraft import distributed
+        if num_replicas is None:
+            num_replicas = distributed.get_world_size()
+        if rank is None:
+            rank = distributed.get_rank()
+        num_replicas = _positive_int(num_replicas, "DistributedSampler: num_replicas")
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not 0 <= rank < num_replicas:
+            raise ValueError("DistributedSampler: rank must be an int in [0, %d], got %r"
+                             % (num_replicas - 1, rank))
+        for name, value in (("shuffle", shuffle), ("drop_last", drop_last)):
+            if not isinstance(value, bool):
+                raise TypeError("DistributedSampler: %s must be a bool, got %r" % (name, value))
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError("DistributedSampler: seed must be an int, got %r" % (seed,))
+        self.dataset = dataset
+        self.num_replicas = num_replicas
+        self.rank = int(rank)
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.drop_last = drop_last
+        self.epoch = 0
+        n = len(dataset)
+        if drop_last:
+            self.num_samples = n // num_replicas
+        else:
+            self.num_samples = -(-n // num_replicas)
+        self.total_size = self.num_samples * num_replicas
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration shuffles for."""
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+            raise TypeError("DistributedSampler: epoch must be an int, got %r" % (epoch,))
+        self.epoch = int(epoch)
+
+    def epoch_indices(self):
+        n = len(self.dataset)
+        if self.shuffle:
+            order = np.random.default_rng(self.seed + self.epoch).permutation(n)
+        else:
+            order = np.arange(n, dtype=np.int64)
+        if self.total_size > n:     # pad with the order's own first indices (repeated if need be)
+            order = np.resize(order, self.total_size)
+        return order[self.rank:self.total_size:self.num_replicas].astype(np.int64)
+
+    def __iter__(self):
+        return iter(self.epoch_indices().tolist())
+
+    def __len__(self):
+        return self.num_samples

@@ -10,7 +10,7 @@ PyTorch's names and behaviour.
         loss = loss_fn(model(x), y)
         loss.backward()                  # parameters' .grad live at root
 """
-from aicraft.nn import functional, init, utils
+from aicraft.nn import functional, init, parallel, utils
 from aicraft.nn.conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
                              Dropout2d, MaxPool2d)
 from aicraft.nn.layers import (GELU, Flatten, Identity, Linear, LogSoftmax, ModuleList, ReLU,
@@ -28,4 +28,4 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
            "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "Dropout", "Dropout2d", "Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "functional",
-           "init", "utils"]
+           "init", "parallel", "utils"]

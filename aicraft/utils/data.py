@@ -6,10 +6,10 @@
 
 Everything here is aicraft.data's own object, not a copy.
 """
-from aicraft.data import (BatchSampler, DataLoader, Dataset, RandomSampler, Sampler,
-                          SequentialSampler, Subset, SubsetRandomSampler, TensorDataset,
+from aicraft.data import (BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler,
+                          Sampler, SequentialSampler, Subset, SubsetRandomSampler, TensorDataset,
                           default_collate, get_worker_info, random_split)
 
 __all__ = ["Dataset", "TensorDataset", "Subset", "random_split", "DataLoader", "default_collate",
            "get_worker_info", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "BatchSampler"]
+           "BatchSampler", "DistributedSampler"]

@@ -1,0 +1,69 @@
+"""python -m aicraft.distributed.run -n 2 script.py [args ...] - start a data-parallel job.
+
+A thin wrapper over the MPI runtime's own mpiexec, as torchrun is over PyTorch's
+agents. It runs
+
+    mpiexec -n N [--hostfile FILE] --bind-to core PYTHON -m mpi4py script.py args ...
+
+with the mpiexec installed next to this Python (the mpich wheel's, in a venv),
+else the first on PATH. mpi4py's runner aborts the whole job when any rank
+raises, even before init_process_group, so no rank is left waiting; mpiexec
+ends the job when a rank dies of a signal. --bind-to core pins each rank to a
+core, and aicraft's thread pool sizes itself from that affinity: one thread
+per rank, no oversubscription (--bind-to none leaves the ranks free).
+
+On several machines, list them in a host file (MPICH: `host:slots` per line)
+and pass --hostfile; the same Python, aicraft and script must be at the same
+path on each.
+"""
+import argparse
+import os
+import shutil
+import sys
+from typing import List, Optional
+
+
+def find_mpiexec() -> Optional[str]:
+    """The mpiexec beside this Python (a venv's, from the mpich wheel), else PATH's."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.access(here, os.X_OK):
+        return here
+    return shutil.which("mpiexec")
+
+
+def parse(argv: List[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m aicraft.distributed.run",
+                                     description="Run a script on N ranks through mpiexec.")
+    parser.add_argument("-n", "--nproc", type=int, default=1, help="number of ranks (default 1)")
+    parser.add_argument("--hostfile", help="the machines to run on (the runtime's host file format)")
+    parser.add_argument("--bind-to", choices=("core", "none"), default="core",
+                        help="pin each rank to a core (default) or not")
+    parser.add_argument("script", help="the Python script each rank runs")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    args = parser.parse_args(argv)
+    if args.nproc < 1:
+        parser.error("-n must be at least 1, got %d" % args.nproc)
+    return args
+
+
+def command(args: argparse.Namespace, mpiexec: str) -> List[str]:
+    cmd = [mpiexec, "-n", str(args.nproc)]
+    if args.hostfile:
+        cmd += ["--hostfile", args.hostfile]
+    cmd += ["--bind-to", args.bind_to, sys.executable, "-m", "mpi4py", args.script]
+    return cmd + args.args
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        sys.exit("aicraft.distributed.run: no mpiexec found; pip install 'aicraft[mpi]' (mpi4py, mpich) "
+                 "or put your MPI's mpiexec on PATH")
+    cmd = command(args, mpiexec)
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    main()

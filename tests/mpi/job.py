@@ -1,0 +1,263 @@
+"""job.py - what each rank runs in tests/test_distributed.py's MPI jobs:
+
+    python -m aicraft.distributed.run -n N tests/mpi/job.py WHAT [args]
+
+WHAT is one of the functions below; each rank writes what it returns to
+$JOB_RESULTS/rank<r>.json (rank 0's holds the comparisons).
+
+The model is the MNIST MLP (784-128-10) on synthetic data standing in for MNIST:
+pixels uniform in [0, 1), labels from a fixed random linear teacher. Real MNIST
+would need a download, and the comparison here does not depend on the data.
+"""
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+import aicraft as ac
+import aicraft.distributed as dist
+from aicraft import nn, optim
+from aicraft.data import DistributedSampler
+from aicraft.nn.parallel import DistributedDataParallel
+
+
+def synthetic_mnist(steps, batch, seed=1234):
+    """steps batches of batch flattened 28x28 images and their labels (int64)."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((steps, batch, 784), dtype=np.float32)
+    teacher = rng.standard_normal((784, 10)).astype(np.float32)
+    return x, (x @ teacher).argmax(axis=2).astype(np.int64)
+
+
+def mlp(seed):
+    ac.manual_seed(seed)
+    return nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def make_optimizer(name, params):
+    if name == "sgd":
+        return optim.SGD(params, lr=0.01, momentum=0.9)
+    return optim.Adam(params, lr=1e-3)
+
+
+def fit(model, optimizer, x, y, warm_steps=None):
+    """Train on every batch; returns heap allocations made after warm_steps steps."""
+    loss_fn = nn.CrossEntropyLoss()
+    allocations = 0
+    for step in range(len(x)):
+        if step == warm_steps:
+            allocations = ac.memory_stats()["heap_allocations"]
+        with ac.checkpoint():
+            optimizer.zero_grad()
+            loss = loss_fn(model(ac.from_numpy(x[step])), ac.from_numpy(y[step]))
+            loss.backward()
+            optimizer.step()
+    if warm_steps is None:
+        return 0
+    return ac.memory_stats()["heap_allocations"] - allocations
+
+
+def flat_weights(model):
+    return np.concatenate([p.numpy().ravel() for p in model.parameters()])
+
+
+def train(steps, batch, bucket_cap_mb):
+    """N ranks of batch b against one process of batch N * b, for SGD and Adam."""
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    x, y = synthetic_mnist(int(steps), size * int(batch))
+    mine = slice(rank * int(batch), (rank + 1) * int(batch))
+    result = {"world_size": size, "threads": ac.get_num_threads()}
+    for name in ("sgd", "adam"):
+        # Each rank starts from its own weights: DDP must replace them with rank 0's.
+        model = DistributedDataParallel(mlp(seed=100 + rank), bucket_cap_mb=float(bucket_cap_mb))
+        result["buckets"] = len(model._buckets)
+        allocations = fit(model, make_optimizer(name, model.parameters()), x[:, mine], y[:, mine],
+                          warm_steps=10)
+        weights = ac.from_numpy(flat_weights(model))
+        everyone = [ac.empty(weights.numel()) for _ in range(size)]
+        dist.all_gather(everyone, weights)
+        allocations_everywhere = ac.tensor([allocations])
+        dist.all_reduce(allocations_everywhere, dist.ReduceOp.MAX)
+        if rank == 0:
+            alone = mlp(seed=100)
+            fit(alone, make_optimizer(name, alone.parameters()), x, y)
+            result[name] = {
+                "max_diff": float(np.abs(flat_weights(alone) - weights.numpy()).max()),
+                "ranks_identical": all(np.array_equal(t.numpy(), weights.numpy()) for t in everyone),
+                "heap_allocations_after_warmup": int(allocations_everywhere.item()),
+            }
+    dist.destroy_process_group()
+    return result
+
+
+def sampler(length, epochs):
+    """Each epoch, the indices every rank's DistributedSampler gives, gathered on rank 0."""
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    result = {}
+    for drop_last in (False, True):
+        s = DistributedSampler(range(int(length)), shuffle=True, seed=7, drop_last=drop_last)
+        epochs_seen = []
+        for epoch in range(int(epochs)):
+            s.set_epoch(epoch)
+            mine = ac.tensor(list(s), dtype=ac.int64)
+            everyone = [ac.empty(len(s), dtype=ac.int64) for _ in range(size)]
+            dist.all_gather(everyone, mine)
+            epochs_seen.append([t.tolist() for t in everyone])
+        result["drop_last" if drop_last else "padded"] = epochs_seen
+    dist.destroy_process_group()
+    return result
+
+
+def collectives():
+    """all_reduce with each op, broadcast, all_gather and barrier, on float32 and int64;
+    then the bad calls."""
+    result = {}
+    try:
+        dist.init_process_group("mpi", world_size=99)
+    except ValueError as e:
+        result["wrong_world_size"] = str(e)
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    for op in ("SUM", "AVG", "MAX", "MIN"):
+        t = ac.tensor([rank + 1.0, -2.0 * rank, 0.5])
+        dist.all_reduce(t, getattr(dist.ReduceOp, op))
+        result[op] = t.tolist()
+    counts = ac.tensor([rank, 1], dtype=ac.int64)
+    dist.all_reduce(counts)
+    result["int64_sum"] = counts.tolist()
+    with ac.checkpoint():                       # a scoped tensor works like any other
+        scoped = ac.full((2, 3), float(rank))
+        dist.broadcast(scoped, src=size - 1)
+        result["broadcast"] = scoped.tolist()
+    with ac.checkpoint():
+        ended = ac.ones(3)
+    try:
+        dist.all_reduce(ended)
+    except ac.ScopeError as e:
+        result["ended_scope"] = str(e)
+    parts = [ac.empty(2) for _ in range(size)]
+    dist.all_gather(parts, ac.tensor([rank, 10.0 * rank]))
+    result["all_gather"] = [p.tolist() for p in parts]
+    result["bad_calls"] = bad_calls(size)
+    dist.barrier()
+    dist.destroy_process_group()
+    return result
+
+
+def bad_calls(size):
+    """Each bad call's exception type and message; none of them reaches MPI."""
+    calls = {
+        "non_tensor": lambda: dist.all_reduce([1.0, 2.0]),
+        "numpy_array": lambda: dist.broadcast(np.ones(3, np.float32)),
+        "op": lambda: dist.all_reduce(ac.ones(2), "sum"),
+        "avg_int64": lambda: dist.all_reduce(ac.tensor([1]), dist.ReduceOp.AVG),
+        "sum_bool": lambda: dist.all_reduce(ac.tensor([True])),
+        "src": lambda: dist.broadcast(ac.ones(2), src=size),
+        "gather_list": lambda: dist.all_gather([ac.ones(2)] * (size + 1), ac.ones(2)),
+        "gather_sizes": lambda: dist.all_gather([ac.ones(3)] * size, ac.ones(2)),
+        "init_twice": lambda: dist.init_process_group("mpi"),
+        "ddp_module": lambda: DistributedDataParallel(lambda x: x),
+        "ddp_bucket": lambda: DistributedDataParallel(mlp(0), bucket_cap_mb=0),
+    }
+    found = {}
+    for name, call in calls.items():
+        try:
+            call()
+            found[name] = None
+        except Exception as e:
+            found[name] = [type(e).__name__, str(e)]
+    return found
+
+
+def accumulate(steps, batch):
+    """no_sync(): two half batches accumulated on each rank, averaged once, equal one
+    synced step on the whole batch."""
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    x, y = synthetic_mnist(int(steps), size * int(batch))
+    mine = slice(rank * int(batch), (rank + 1) * int(batch))
+    half = int(batch) // 2
+    loss_fn = nn.CrossEntropyLoss()
+    model = DistributedDataParallel(mlp(seed=5))
+    optimizer = optim.SGD(model.parameters(), lr=0.05)
+    for step in range(int(steps)):
+        xs, ys = x[step, mine], y[step, mine]
+        optimizer.zero_grad()
+        with model.no_sync():
+            (loss_fn(model(ac.from_numpy(xs[:half])), ac.from_numpy(ys[:half])) * 0.5).backward()
+        (loss_fn(model(ac.from_numpy(xs[half:])), ac.from_numpy(ys[half:])) * 0.5).backward()
+        optimizer.step()
+    result = {}
+    if rank == 0:
+        alone = mlp(seed=5)
+        fit(alone, optim.SGD(alone.parameters(), lr=0.05), x, y)
+        result["max_diff"] = float(np.abs(flat_weights(alone) - flat_weights(model)).max())
+    dist.destroy_process_group()
+    return result
+
+
+def transport():
+    """Whether the ranks share a memory segment of MPI's, and how many TCP
+    connections each rank holds open (/proc/self/net/tcp*: state 01 is ESTABLISHED)."""
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    grads = ac.ones(1 << 18)
+    dist.all_reduce(grads)                       # 1 MB: the transport carries it
+    with open("/proc/self/maps") as f:
+        segments = sorted({line.split()[-1] for line in f if "/dev/shm/" in line})
+    sockets = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            sockets.add(link[len("socket:["):-1])
+    established = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+        established += sum(1 for row in rows if row[9] in sockets and row[3] == "01")
+    summary = ac.tensor([established], dtype=ac.int64)
+    dist.all_reduce(summary, dist.ReduceOp.MIN)
+    shared = dist.get_world_size() > 1 and _same_on_every_rank(segments)
+    result = {"sum": grads[0].item(), "min_tcp_connections": summary.item(), "shared_segment": shared}
+    dist.destroy_process_group()
+    return result
+
+
+def _same_on_every_rank(segments):
+    """True when some /dev/shm segment is mapped by every rank."""
+    from mpi4py import MPI
+    everyone = MPI.COMM_WORLD.allgather(segments)
+    return bool(set(everyone[0]).intersection(*map(set, everyone[1:])))
+
+
+def fail(how):
+    """Rank 1 raises (or is killed) while the others wait in a collective."""
+    dist.init_process_group("mpi")
+    if dist.get_rank() == 1:
+        time.sleep(0.2)
+        if how == "raise":
+            raise RuntimeError("rank 1 fails on purpose")
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.barrier()
+    return {"passed_barrier": True}
+
+
+def threads():
+    return {"threads": ac.get_num_threads(), "cores": len(os.sched_getaffinity(0))}
+
+
+if __name__ == "__main__":
+    what, args = sys.argv[1], sys.argv[2:]
+    rank = os.environ.get("PMI_RANK", "0")   # the launcher's (MPICH's), readable before init
+    out = {"train": train, "sampler": sampler, "collectives": collectives, "accumulate": accumulate,
+           "transport": transport, "fail": fail, "threads": threads}[what](*args)
+    with open(os.path.join(os.environ["JOB_RESULTS"], "rank%s.json" % rank), "w") as f:
+        json.dump(out, f)
