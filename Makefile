@@ -37,9 +37,12 @@ ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o)
 HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h)
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 FUZZERS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
-CDEMOS    := $(sort $(wildcard demos/c/*.c))
+CDEMOS    := $(filter-out demos/c/mnist_mlp_mpi.c,$(sort $(wildcard demos/c/*.c)))
+# The data-parallel C demo needs an MPI compiler: the mpich wheel's in the venv,
+# else PATH's (looked up when used, so after `venv` has installed the wheel).
+MPICC      = $(firstword $(wildcard $(VENV)/bin/mpicc) $(shell command -v mpicc))
 
-.PHONY: all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python pytest demo bench serve bench-serve install dist dist-test docs clean venv
+.PHONY: all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python pytest mpi-demo demo bench serve bench-serve install dist dist-test docs clean venv
 
 all: venv
 	$(PY) setup.py -q build_ext --inplace
@@ -133,7 +136,7 @@ fuzz-replay: $(FUZZERS:tests/fuzz/%.c=build/tests-asan/%_replay)
 	@set -e; for t in $^; do name=$${t#build/tests-asan/fuzz_}; name=$${name%_replay}; \
 	  ASAN_OPTIONS=detect_leaks=1 $$t tests/fuzz/corpus/$$name; done
 
-pytest: all
+pytest: all mpi-demo
 	$(PY) -m pytest -q tests
 
 test: venv ctest asan tsan fuzz-replay pytest
@@ -178,6 +181,15 @@ fuzz-python: all
 build/demos/%: demos/c/%.c build/libac.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
+
+build/demos/mnist_mlp_mpi: demos/c/mnist_mlp_mpi.c build/libac.a
+	@mkdir -p $(dir $@)
+	$(MPICC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
+
+# Built only where an mpicc is found (tests/test_distributed.py runs it when built).
+mpi-demo: venv
+	@if [ -n "$(MPICC)" ]; then $(MAKE) --no-print-directory build/demos/mnist_mlp_mpi; \
+	else echo "no mpicc found: demos/c/mnist_mlp_mpi.c not built"; fi
 
 # The MNIST MLP in Python (fetches MNIST into data/ on first use), the same model
 # trained in C, then C predicting with the weights Python saved.

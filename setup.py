@@ -56,6 +56,9 @@ setup(
     package_data={"aicraft": ["py.typed"]},
     python_requires=">=3.8",
     install_requires=["numpy", "cffi>=1.15"],
+    # pip install aicraft[mpi]: data-parallel training (aicraft.distributed) over MPI;
+    # the mpich wheel brings mpiexec, libmpi and mpicc.
+    extras_require={"mpi": ["mpi4py", "mpich"]},
     cffi_modules=["build_ffi.py:ffibuilder"],
     cmdclass={"build_ext": build_ext_with_libac},
     zip_safe=False,

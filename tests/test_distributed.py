@@ -267,3 +267,35 @@ def test_a_killed_rank_ends_the_job(tmp_path):
     assert proc.returncode not in (0, 124), proc.stdout + proc.stderr
     assert seconds < 30
     assert not results
+
+
+MPI_DEMO = os.path.join(ROOT, "build", "demos", "mnist_mlp_mpi")
+
+
+@needs_mpi
+@pytest.mark.skipif(not os.path.exists(MPI_DEMO), reason="build/demos/mnist_mlp_mpi not built (make mpi-demo)")
+def test_c_demo_on_two_ranks_trains_as_one_rank_of_the_double_batch(tmp_path):
+    """demos/c/mnist_mlp_mpi.c on MNIST-shaped synthetic IDX files: 2 ranks of batch 16
+    end with the weights of 1 rank of batch 32, the same on both ranks."""
+    np = pytest.importorskip("numpy")
+    from aicraft.data.datasets import write_idx
+    rng = np.random.default_rng(0)
+    teacher = rng.standard_normal((784, 10))
+    for prefix, count in (("train", 512), ("t10k", 200)):
+        images = rng.integers(0, 256, (count, 28, 28), dtype=np.uint8)
+        write_idx(tmp_path / ("%s-images-idx3-ubyte" % prefix), images)
+        write_idx(tmp_path / ("%s-labels-idx1-ubyte" % prefix),
+                  (images.reshape(count, 784) @ teacher).argmax(1).astype(np.uint8))
+    outputs = {}
+    for ranks, batch in ((1, 32), (2, 16)):
+        proc = subprocess.run(["timeout", "60", run.find_mpiexec(), "-n", str(ranks), MPI_DEMO, str(tmp_path),
+                               "2", str(batch)], capture_output=True, text=True)
+        ran(proc)
+        outputs[ranks] = proc.stdout.splitlines()
+    assert "epoch 2: loss" in outputs[2][1] and "(2 ranks," in outputs[2][1]
+    sums = {}
+    for ranks, lines in outputs.items():
+        words = lines[-1].split()
+        assert words[:4] == ["weights:", "sum", "of", "squares"] and words[-1] == "yes", lines
+        sums[ranks] = float(words[4])
+    assert sums[2] == pytest.approx(sums[1], rel=1e-5)
