@@ -28,7 +28,7 @@ from aicraft.io import load, save
 from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memory_limit,
                             set_num_threads)
 from aicraft.tensor import Tensor
-from aicraft import accelerator, backends, cuda, distributed, nn, optim, profiler
+from aicraft import accelerator, backends, cuda, nn, optim, profiler
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -49,8 +49,9 @@ __all__ = [
 ]
 
 
-# Imported on first use: they need NumPy, and a service that only runs a model does not.
-_ON_FIRST_USE = ("data", "utils", "viz")
+# Imported on first use: they need NumPy, and a service that only runs a model does not;
+# distributed is for training on several ranks.
+_ON_FIRST_USE = ("data", "distributed", "utils", "viz")
 
 
 def __getattr__(name: str) -> object:

@@ -10,7 +10,9 @@ PyTorch's names and behaviour.
         loss = loss_fn(model(x), y)
         loss.backward()                  # parameters' .grad live at root
 """
-from aicraft.nn import functional, init, parallel, utils
+import importlib
+
+from aicraft.nn import functional, init, utils
 from aicraft.nn.conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
                              Dropout2d, MaxPool2d)
 from aicraft.nn.layers import (GELU, Flatten, Identity, Linear, LogSoftmax, ModuleList, ReLU,
@@ -29,3 +31,9 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
            "Dropout", "Dropout2d", "Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "functional",
            "init", "parallel", "utils"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "parallel":   # on first use: DistributedDataParallel is for training on several ranks
+        return importlib.import_module("aicraft.nn.parallel")
+    raise AttributeError("module 'aicraft.nn' has no attribute %r" % name)
