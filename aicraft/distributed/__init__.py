@@ -107,7 +107,7 @@ def is_initialized() -> bool:
     return _group is not None
 
 
-def group(what: str) -> _Group:
+def default_group(what: str) -> _Group:
     """The default group, or the error torch.distributed gives before init."""
     if _group is None:
         raise ValueError("%s: the default process group has not been initialized; call "
@@ -117,11 +117,11 @@ def group(what: str) -> _Group:
 
 def get_rank() -> int:
     """This process's rank, 0 .. world_size - 1."""
-    return group("get_rank").rank
+    return default_group("get_rank").rank
 
 
 def get_world_size() -> int:
-    return group("get_world_size").size
+    return default_group("get_world_size").size
 
 
 def typed_buffer(g: _Group, what: str, tensor: Any, reduce: bool = False) -> List[Any]:
@@ -139,7 +139,7 @@ def typed_buffer(g: _Group, what: str, tensor: Any, reduce: bool = False) -> Lis
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM) -> None:
     """Combine tensor over the ranks, in place: afterwards every rank holds the same
     values (the sum, mean, max or min)."""
-    g = group("all_reduce")
+    g = default_group("all_reduce")
     if not isinstance(op, ReduceOp):
         raise TypeError("all_reduce: op must be a ReduceOp, not %s" % type(op).__name__)
     buf = typed_buffer(g, "all_reduce", tensor, reduce=True)
@@ -163,7 +163,7 @@ def _check_src(what: str, src: Any, size: int) -> int:
 
 def broadcast(tensor: Tensor, src: int = 0) -> None:
     """Copy rank src's tensor into every rank's, in place (same shape everywhere)."""
-    g = group("broadcast")
+    g = default_group("broadcast")
     buf = typed_buffer(g, "broadcast", tensor)
     g.comm.Bcast(buf, root=_check_src("broadcast", src, g.size))
 
@@ -171,7 +171,7 @@ def broadcast(tensor: Tensor, src: int = 0) -> None:
 def all_gather(tensor_list: List[Tensor], tensor: Tensor) -> None:
     """tensor_list[r] = rank r's tensor, on every rank; tensor_list holds world_size
     tensors of tensor's size and dtype."""
-    g = group("all_gather")
+    g = default_group("all_gather")
     send = typed_buffer(g, "all_gather", tensor)
     if not isinstance(tensor_list, list):
         raise TypeError("all_gather: tensor_list must be a list of tensors, not %s"
@@ -197,14 +197,14 @@ def all_gather(tensor_list: List[Tensor], tensor: Tensor) -> None:
 
 def barrier() -> None:
     """Wait until every rank has called barrier()."""
-    group("barrier").comm.Barrier()
+    default_group("barrier").comm.Barrier()
 
 
 def destroy_process_group() -> None:
     """Leave the group (MPI itself stays up until the process exits, so
     init_process_group may be called again)."""
     global _group
-    g = group("destroy_process_group")
+    g = default_group("destroy_process_group")
     if g.excepthook is not None and sys.excepthook is _abort_job:
         sys.excepthook = g.excepthook
     _group = None

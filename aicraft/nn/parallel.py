@@ -65,7 +65,7 @@ class DistributedDataParallel(Module):
 
     def __init__(self, module: Module, broadcast_buffers: bool = True, bucket_cap_mb: float = 25.0) -> None:
         super().__init__()
-        group = distributed.group("DistributedDataParallel")
+        group = distributed.default_group("DistributedDataParallel")
         if not isinstance(module, Module):
             raise TypeError("DistributedDataParallel: module must be an aicraft.nn.Module, not %s"
                             % type(module).__name__)
@@ -98,7 +98,7 @@ class DistributedDataParallel(Module):
         return buckets
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
-        group = distributed.group("DistributedDataParallel")
+        group = distributed.default_group("DistributedDataParallel")
         if group.size > 1:
             if self.broadcast_buffers:
                 for buffer in self.module.buffers():
@@ -109,7 +109,7 @@ class DistributedDataParallel(Module):
 
     def _average_gradients(self) -> None:
         after_backward.remove(self._sync)
-        group = distributed.group("DistributedDataParallel")
+        group = distributed.default_group("DistributedDataParallel")
         for bucket in self._buckets:
             bucket.reduce(group)
 
