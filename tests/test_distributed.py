@@ -39,7 +39,8 @@ def launch(tmp_path, n, *job_args, env=None, launcher=(), limit=60):
         start = [run.find_mpiexec(), "-n", str(n), sys.executable]
     else:
         start = [sys.executable, "-m", "aicraft.distributed.run", "-n", str(n), *launcher]
-    environ = dict(os.environ, PYTHONPATH=ROOT, JOB_RESULTS=str(results), **(env or {}))
+    environ = {k: v for k, v in os.environ.items() if k != "AC_NUM_THREADS"}   # the affinity decides
+    environ.update(PYTHONPATH=ROOT, JOB_RESULTS=str(results), **(env or {}))
     began = time.monotonic()
     proc = subprocess.run(["timeout", str(limit), *start, JOB, *map(str, job_args)], cwd=ROOT,
                           env=environ, capture_output=True, text=True)
