@@ -160,6 +160,24 @@ def test_launcher_builds_the_mpiexec_command_and_refuses_bad_arguments(capsys):
     assert "-n must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
+def test_launcher_removes_only_the_shared_memory_files_nobody_maps():
+    import mmap
+    paths = ["/dev/shm/mpich_shm_aicraft_test_%d_%s" % (os.getpid(), which) for which in ("mapped", "left")]
+    for path in paths:
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+    with open(paths[0], "r+b") as f:
+        mapping = mmap.mmap(f.fileno(), 4096)
+    try:
+        assert paths[1] in run.remove_leftover_segments()
+        assert os.path.exists(paths[0]) and not os.path.exists(paths[1])
+    finally:
+        mapping.close()
+    assert paths[0] in run.remove_leftover_segments()
+    assert not os.path.exists(paths[0])
+
+
 # ---- MPI jobs ---------------------------------------------------------------------
 
 @needs_mpi
@@ -251,23 +269,29 @@ def test_forced_tcp_transport_shares_no_memory(tmp_path):
     assert tcp[0]["sum"] == default[0]["sum"] == 2.0
 
 
+def shm_files():
+    return {name for name in os.listdir("/dev/shm") if name.startswith("mpich_shm_")} \
+        if os.path.isdir("/dev/shm") else set()
+
+
 @needs_mpi
-@pytest.mark.parametrize("launcher", ["run", "mpiexec"])
-def test_a_raising_rank_ends_the_job_with_its_traceback(tmp_path, launcher):
-    proc, seconds, results = launch(tmp_path, 2, "fail", "raise",
+@pytest.mark.parametrize("how, launcher", [("raise", "run"), ("raise", "mpiexec"), ("kill", "run")])
+def test_a_failing_rank_ends_the_job(tmp_path, how, launcher):
+    """Rank 1 raises or is SIGKILLed while rank 0 waits in a barrier: the job ends
+    non-zero within seconds, a raise with its traceback; the launcher then removes
+    the shared-memory file MPICH leaves behind."""
+    before = shm_files()
+    proc, seconds, results = launch(tmp_path, 2, "fail", how,
                                     launcher=() if launcher == "run" else "mpiexec", limit=40)
     assert proc.returncode not in (0, 124), proc.stdout + proc.stderr   # 124: timeout's
     assert seconds < 30
-    assert "RuntimeError: rank 1 fails on purpose" in proc.stdout + proc.stderr
+    if how == "raise":
+        assert "RuntimeError: rank 1 fails on purpose" in proc.stdout + proc.stderr
     assert not results                                  # rank 0 never passed the barrier
-
-
-@needs_mpi
-def test_a_killed_rank_ends_the_job(tmp_path):
-    proc, seconds, results = launch(tmp_path, 2, "fail", "kill", limit=40)
-    assert proc.returncode not in (0, 124), proc.stdout + proc.stderr
-    assert seconds < 30
-    assert not results
+    if launcher == "run":
+        assert shm_files() <= before
+    else:
+        run.remove_leftover_segments()
 
 
 MPI_DEMO = os.path.join(ROOT, "build", "demos", "mnist_mlp_mpi")

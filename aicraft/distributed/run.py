@@ -15,10 +15,16 @@ per rank, no oversubscription (--bind-to none leaves the ranks free).
 On several machines, list them in a host file (MPICH: `host:slots` per line)
 and pass --hostfile; the same Python, aicraft and script must be at the same
 path on each.
+
+A job that ends badly (MPI_Abort, a rank killed) leaves MPICH's shared-memory
+file in /dev/shm behind; when mpiexec exits non-zero the launcher removes the
+ones no process maps any more.
 """
 import argparse
 import os
 import shutil
+import signal
+import subprocess
 import sys
 from typing import List, Optional
 
@@ -54,15 +60,48 @@ def command(args: argparse.Namespace, mpiexec: str) -> List[str]:
     return cmd + args.args
 
 
+def remove_leftover_segments() -> List[str]:
+    """Remove MPICH's files in /dev/shm that this user owns and no process maps (what
+    an aborted job leaves); returns their paths."""
+    folder = "/dev/shm"
+    try:
+        paths = [os.path.join(folder, name) for name in os.listdir(folder) if name.startswith("mpich_shm_")]
+        paths = [path for path in paths if os.stat(path).st_uid == os.getuid()]
+    except OSError:
+        return []
+    if not paths:
+        return []
+    mapped = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/maps" % pid) as f:
+                mapped.update(line.split()[-1] for line in f if "/dev/shm/mpich_shm_" in line)
+        except OSError:     # gone, or not ours (then it cannot map our 0600 files)
+            continue
+    removed = []
+    for path in paths:
+        if path not in mapped:
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
     mpiexec = find_mpiexec()
     if mpiexec is None:
         sys.exit("aicraft.distributed.run: no mpiexec found; pip install 'aicraft[mpi]' (mpi4py, mpich) "
                  "or put your MPI's mpiexec on PATH")
-    cmd = command(args, mpiexec)
-    sys.stdout.flush()
-    os.execv(cmd[0], cmd)
+    job = subprocess.Popen(command(args, mpiexec))
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):   # mpiexec ends the ranks
+        signal.signal(signum, lambda signum, frame: job.send_signal(signum))
+    code = job.wait()
+    if code != 0:
+        remove_leftover_segments()
+    sys.exit(code if code >= 0 else 128 - code)
 
 
 if __name__ == "__main__":
