@@ -243,6 +243,7 @@ def test_collectives_and_bad_calls(tmp_path):
     assert r["broadcast"] == [[2.0] * 3] * 2
     assert r["all_gather"] == [[0.0, 0.0], [1.0, 10.0], [2.0, 20.0]]
     assert "ac.checkpoint() scope ended" in r["ended_scope"]
+    assert r["buffers_at_start"] == [0.0, 0.0] and r["buffers_after_forward"] == [5.0, 5.0]
     bad = r["bad_calls"]
     assert bad["non_tensor"] == ["TypeError", "all_reduce: tensor must be an aicraft Tensor, not list"]
     assert bad["numpy_array"] == ["TypeError", "broadcast: tensor must be an aicraft Tensor, not ndarray"]

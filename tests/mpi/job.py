@@ -143,6 +143,14 @@ def collectives():
     parts = [ac.empty(2) for _ in range(size)]
     dist.all_gather(parts, ac.tensor([rank, 10.0 * rank]))
     result["all_gather"] = [p.tolist() for p in parts]
+    norm = nn.BatchNorm1d(2)                    # buffers: rank 0's at start and at each forward
+    norm.running_mean.fill_(float(rank))
+    model = DistributedDataParallel(norm)
+    result["buffers_at_start"] = norm.running_mean.tolist()
+    norm.running_mean.fill_(rank + 5.0)
+    model.eval()
+    model(ac.ones(4, 2))
+    result["buffers_after_forward"] = norm.running_mean.tolist()
     result["bad_calls"] = bad_calls(size)
     dist.barrier()
     dist.destroy_process_group()
