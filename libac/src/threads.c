@@ -2,8 +2,7 @@
  * threads.c - the one thread pool, parallel_for, and ac_set_num_threads.
  *
  * Workers are persistent pthreads, started on first use and sized by
- * AC_NUM_THREADS or the cores the process may run on (its CPU affinity, so
- * ranks pinned to one core each do not oversubscribe). The calling thread works too: it posts a
+ * AC_NUM_THREADS or the usable cores. The calling thread works too: it posts a
  * job, claims chunks alongside the workers, then waits for the chunks they
  * hold. Idle threads poll only briefly, then sleep on a condition variable,
  * so a core taken by another process costs a wake-up, never a spinning
@@ -85,7 +84,8 @@ static AC_THREAD_LOCAL int in_parallel_region;
 /* ---- thread count -------------------------------------------------------- */
 
 /* The cores this process may run on: its CPU affinity where the system tells
-   it (mpiexec --bind-to core, taskset), else the cores online. */
+   it (mpiexec --bind-to core, taskset), else the cores online. So ranks pinned
+   to one core each run one thread each and do not oversubscribe. */
 static long usable_cores(void)
 {
 #ifdef __linux__
