@@ -199,7 +199,7 @@ bench: all
 AICRAFT_WEIGHTS ?= data/mnist_mlp.safetensors
 
 serve: all
-	AICRAFT_WEIGHTS=$(AICRAFT_WEIGHTS) AC_NUM_THREADS=1 $(VENV)/bin/gunicorn --no-control-socket \
+	AICRAFT_WEIGHTS=$(AICRAFT_WEIGHTS) AC_NUM_THREADS=1 $(VENV)/bin/gunicorn -c demos/gunicorn_conf.py --no-control-socket \
 	    --preload -w 2 --threads 4 -b 127.0.0.1:8000 demos.serve:app
 
 # Load test against the same service on PyTorch (needs wrk, curl, torch): about 6 minutes.

@@ -2,7 +2,7 @@
 in flat memory, under a real server.
 
     AICRAFT_WEIGHTS=data/mnist_mlp.safetensors AC_NUM_THREADS=1 \\
-        gunicorn --preload -w 2 --threads 4 -b 127.0.0.1:8000 demos.serve:app    # make serve
+        gunicorn -c demos/gunicorn_conf.py --preload -w 2 --threads 4 -b 127.0.0.1:8000 demos.serve:app
 
     POST /predict  {"inputs": [[784 floats], ...]}        -> {"classes": [...], "probs": [[10 floats], ...]}
     POST /learn    {"inputs": [[784 floats], ...], "labels": [int, ...]}    -> {"loss": float}
@@ -34,6 +34,7 @@ and writes each float so that it reads back as the same double.
 import bisect
 import ctypes
 import http
+import io
 import math
 import os
 import sys
@@ -67,12 +68,16 @@ class AicraftMLP:
         with ac.no_grad():
             return self.model(ac.from_numpy(x)).softmax(1).numpy()
 
-    def learn(self, x, labels):
-        """One SGD step on rows x with int64 labels; the loss before the step."""
+    def learn(self, x, labels, update=True):
+        """One SGD step on rows x with int64 labels; the loss before the step.
+        update=False stops before the weights change (warm_up)."""
         loss = self.loss_fn(self.model(ac.from_numpy(x)), labels)
-        self.optimizer.zero_grad()
+        # Zeroed, not dropped: the gradients stay allocated once, rather than
+        # made anew by whichever request thread runs the next step.
+        self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        self.optimizer.step()
+        if update:
+            self.optimizer.step()
         return loss.item()
 
 
@@ -81,8 +86,8 @@ def bound_malloc():
     each of a worker's threads gets its own malloc arena, and freed blocks under a
     threshold that rises to 32 MB stay in them: the hostile mix in
     bench/serve_hostile.py left about 37 MB more per worker after its first 1,300
-    requests, 8 MB with these settings (the rest is the first use of the valid
-    paths: code pages and libac's per-thread scope arenas). Set before the
+    requests, 8 MB with these settings (the first use of the valid paths, which
+    warm_up now moves to the worker's start). Set before the
     workers fork and start their threads; elsewhere this does nothing."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -221,9 +226,9 @@ def resident_bytes():
 
 # ---- the app -----------------------------------------------------------------
 
-def make_app(model):
-    """The WSGI callable serving `model` (an object with predict(x) and learn(x, labels))."""
-    model_lock = threading.Lock()
+def make_app(model, model_lock):
+    """The WSGI callable serving `model` (an object with predict(x) and learn(x, labels)),
+    one call at a time under model_lock."""
     metrics = Metrics()
 
     def predict(environ):
@@ -326,5 +331,31 @@ def load_model():
     return model
 
 
+def warm_up(pool, threads):
+    """Before a worker takes connections, run on each of its `threads` request
+    threads (pool: the executor they belong to) what a request does: predictions of
+    one row and of 32, a refused body, and a learning step's forward and backward
+    without its update (the weights stay as loaded). What their first use brings in
+    (each thread's libac arena, code pages, the allocators' high-water marks) is then
+    part of the worker's RSS at rest, and bad traffic later finds nothing new to grow.
+    demos/gunicorn_conf.py calls it from gunicorn's post_worker_init."""
+    row = b"[" + b",".join([b"0.5"] * FEATURES) + b"]"
+    barrier = threading.Barrier(threads)
+
+    def warm():
+        barrier.wait()      # holds each task on its own thread until all have one
+        for body in (b'{"inputs": [%s]}' % row, b'{"inputs": [%s]}' % b",".join([row] * 32), b"not json"):
+            environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/predict", "CONTENT_LENGTH": str(len(body)),
+                       "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr}
+            app(environ, lambda status, headers: None)
+        with model_lock, ac.checkpoint():
+            model.learn(np.zeros((8, FEATURES), np.float32), np.zeros(8, np.int64), update=False)
+
+    for future in [pool.submit(warm) for _ in range(threads)]:
+        future.result()
+
+
 bound_malloc()
-app = make_app(load_model())
+model = load_model()
+model_lock = threading.Lock()
+app = make_app(model, model_lock)

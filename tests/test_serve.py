@@ -58,7 +58,7 @@ class Server:
         environment.update(env or {})
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "--no-control-socket", "--preload",
+                [sys.executable, "-m", "gunicorn", "-c", "demos/gunicorn_conf.py", "--no-control-socket", "--preload",
                  "-w", str(workers), "--threads", "4", "-b", "127.0.0.1:%d" % self.port,
                  "demos.serve:app"],
                 cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
@@ -419,7 +419,7 @@ def test_memory_in_use_is_flat_over_2000_requests(serve):
 def test_missing_weights_stop_the_start(tmp_path):
     environment = dict(os.environ, AICRAFT_WEIGHTS=str(tmp_path / "none.safetensors"))
     done = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "--no-control-socket", "--preload", "-w", "2",
+        [sys.executable, "-m", "gunicorn", "-c", "demos/gunicorn_conf.py", "--no-control-socket", "--preload", "-w", "2",
          "-b", "127.0.0.1:%d" % free_port(), "demos.serve:app"],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=START_SECONDS)
     assert done.returncode != 0
