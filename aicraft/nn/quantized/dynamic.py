@@ -37,11 +37,10 @@ def _view(fn, q):
 
 
 def _register_views(module, q, weight, scale, bias):
-    """The block's weight, scales and bias (when it has one) as buffers of module."""
+    """The block's weight, scales and bias (None when it has none) as buffers of module."""
     module.register_buffer(weight, _view(lib.ac_qlinear_weight, q))
     module.register_buffer(scale, _view(lib.ac_qlinear_scale, q))
-    if bias is not None:
-        module.register_buffer(bias, _view(lib.ac_qlinear_bias, q))
+    module.register_buffer(bias, _view(lib.ac_qlinear_bias, q) if lib.ac_qlinear_has_bias(q) else None)
 
 
 def _inference_only(module):
@@ -65,7 +64,7 @@ class Linear(Module):
         self.in_features, self.out_features = mod.in_features, mod.out_features
         q = _pack(mod.weight, mod.bias)
         self.__dict__["_packed"] = q
-        _register_views(self, q, "weight", "weight_scale", None if mod.bias is None else "bias")
+        _register_views(self, q, "weight", "weight_scale", "bias")
 
     @classmethod
     def from_float(cls, mod):
@@ -111,8 +110,7 @@ class _QuantizedRNN:
             pair = (_pack(w_ih, b_ih), _pack(w_hh, b_hh))
             for q, name in zip(pair, ("ih", "hh")):
                 _register_views(self, q, "weight_%s%s" % (name, suffix),
-                                "weight_%s%s_scale" % (name, suffix),
-                                "bias_%s%s" % (name, suffix) if mod.bias else None)
+                                "weight_%s%s_scale" % (name, suffix), "bias_%s%s" % (name, suffix))
             blocks.append(pair)
         self.__dict__["_packed"] = blocks
 
