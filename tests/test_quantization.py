@@ -314,3 +314,35 @@ def test_quantized_weights_take_a_quarter_of_the_bytes():
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
     q = ac.quantization.quantize_dynamic(model)
     assert ac.quantization.weight_bytes(q) <= 0.27 * ac.quantization.weight_bytes(model)
+
+
+# ---- C: demos/c/predict.c reads a quantized file ----------------------------------------
+
+def test_c_predict_reads_a_quantized_file(tmp_path):
+    """predict's count of right answers on a quantized MLP is the Python model's, exactly."""
+    import shutil
+    from aicraft.data.datasets import write_idx
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if shutil.which("make") is None or shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("needs a C compiler and make")
+    subprocess.run(["make", "-s", "build/demos/predict"], cwd=root, check=True, capture_output=True)
+    images = rng.integers(0, 256, (300, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, 300, dtype=np.uint8)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", images)
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", labels)
+    ac.manual_seed(11)
+    model = ac.quantization.quantize_dynamic(
+        nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)), inplace=True)
+    ac.save(model.state_dict(), str(tmp_path / "q.safetensors"))
+    x = (images.reshape(300, 784).astype(F32) / F32(255) - F32(0.1307)) / F32(0.3081)
+    with ac.no_grad():
+        correct = int((model(ac.tensor(x)).numpy().argmax(1) == labels).sum())
+    run = subprocess.run([os.path.join(root, "build", "demos", "predict"), str(tmp_path / "q.safetensors"),
+                          str(tmp_path)], capture_output=True, text=True, check=True)
+    assert "(int8)" in run.stdout and "(%d/300)" % correct in run.stdout, run.stdout
+    scales = ac.load(str(tmp_path / "q.safetensors"))
+    del scales["2.weight_scale"]
+    ac.save(scales, str(tmp_path / "broken.safetensors"))
+    run = subprocess.run([os.path.join(root, "build", "demos", "predict"),
+                          str(tmp_path / "broken.safetensors"), str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 1 and "2.weight_scale" in run.stderr
