@@ -39,6 +39,15 @@ struct AcQLinear {
 
 static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* The quantizing loop is compiled for AVX-512, AVX2 and plain x86-64 and the
+   CPU picks at load time; its steps are exact or correctly rounded, so each
+   gives the same bits. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define QUANTIZE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define QUANTIZE_KERNEL
+#endif
+
 /* Round half to even for |v| <= 2^22, as rint does, in two float steps the
    compiler vectorises (no -ffast-math, so they are kept): near 1.5 * 2^23
    floats are one apart. */
@@ -52,7 +61,7 @@ static inline float round_even(float v)
    k to ld; returns the scale max|x| / 127. A row with max|x| < 2^-120 (where
    127 / max|x| could overflow) quantizes to 0 with scale 0; one holding inf or
    NaN to 0 with scale NaN. */
-static float quantize_row(const float *restrict x, int64_t k, int64_t ld, int plus_128,
+QUANTIZE_KERNEL static float quantize_row(const float *restrict x, int64_t k, int64_t ld, int plus_128,
                           uint8_t *restrict dst)
 {
     const int offset = plus_128 ? 128 : 0;
