@@ -16,6 +16,15 @@
 
 #include <string.h>
 
+/* The cell loops are compiled for AVX-512, AVX2 and plain x86-64, and the CPU
+   picks at load time; elementwise math without contraction gives the same bits
+   on each (as rnn.c's gate loops). */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define CELL_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CELL_KERNEL
+#endif
+
 typedef struct {
     const char *op;
     int64_t steps, batch, hidden, gates;
@@ -71,7 +80,8 @@ static int qrnn_check(QSeq *s, const AcTensor *x, const AcTensor *h0, const AcTe
 }
 
 /* LSTM: xp and hp hold the projections of gates i, f, g, o of one sequence. */
-static void lstm_cell(int64_t hidden, const float *xp, const float *hp, float *c, float *h)
+CELL_KERNEL static void lstm_cell(int64_t hidden, const float *restrict xp, const float *restrict hp,
+                                  float *restrict c, float *restrict h)
 {
     int64_t j;
     for (j = 0; j < hidden; j++) {
@@ -85,7 +95,8 @@ static void lstm_cell(int64_t hidden, const float *xp, const float *hp, float *c
 }
 
 /* GRU: gates r, z, n; n = tanh(x_n + r * h_n), h' = (1 - z) n + z h. */
-static void gru_cell(int64_t hidden, const float *xp, const float *hp, float *h)
+CELL_KERNEL static void gru_cell(int64_t hidden, const float *restrict xp, const float *restrict hp,
+                                 float *restrict h)
 {
     int64_t j;
     for (j = 0; j < hidden; j++) {
