@@ -26,6 +26,8 @@
 /* Output columns per task, and the multiply-adds below which one thread does all. */
 #define QLINEAR_COLUMNS 16
 #define QLINEAR_PARALLEL_WORK 524288
+/* Below this many in features the portable kernel is the fastest. */
+#define QLINEAR_SIMD_MIN_IN 16
 
 struct AcQLinear {
     int32_t refs;
@@ -293,7 +295,9 @@ int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
     scratch = scratch_alloc(bytes);
     if (!scratch) return ac_last_error_code();
     f.q = q;
-    f.kern = qgemm_kernels();
+    /* A few features fill a fraction of a vector, and summing it across costs more
+       than the plain loop's few products (the same sums, so the same results). */
+    f.kern = q->in < QLINEAR_SIMD_MIN_IN ? &qgemm_generic_kernels : qgemm_kernels();
     f.qx = (const uint8_t *)scratch;
     f.ld_x = ld_x;
     f.m = m;
