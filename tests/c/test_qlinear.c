@@ -111,6 +111,25 @@ static void test_every_set_matches_the_reference(void)
         }
 }
 
+/* Threads split the output columns; each sum has one writer, so the bits stay. */
+static void test_threads_give_the_same_bits(void)
+{
+    AcTensor *w = randn2(300, 500, 0.1f), *x = randn2(64, 500, 1.0f), *y1, *y2;
+    AcQLinear *q = ac_qlinear_pack(w, NULL);
+    int before = ac_get_num_threads();
+    ac_set_num_threads(1);
+    y1 = ac_qlinear_forward(q, x);
+    ac_set_num_threads(2);
+    y2 = ac_qlinear_forward(q, x);
+    CHECK(y1 && y2 && memcmp(y1->data, y2->data, (size_t)y1->size * sizeof(float)) == 0);
+    ac_set_num_threads(before);
+    ac_tensor_free(y2);
+    ac_tensor_free(y1);
+    ac_qlinear_free(q);
+    ac_tensor_free(x);
+    ac_tensor_free(w);
+}
+
 /* The packed weight is the symmetric per-row quantization, close to the float one. */
 static void test_pack_quantizes_rows(void)
 {
@@ -375,6 +394,7 @@ int main(void)
 {
     ac_manual_seed(7);
     RUN(test_every_set_matches_the_reference);
+    RUN(test_threads_give_the_same_bits);
     RUN(test_pack_quantizes_rows);
     RUN(test_views_share_the_block);
     RUN(test_special_rows_and_scopes);
