@@ -65,13 +65,12 @@ class AicraftMLP:
     def __init__(self, path, lr, quantize=False):
         state = ac.load(path)
         shapes = [state["%d.weight" % i].shape for i in range(0, len(state), 2) if "%d.weight" % i in state]
+        quantized_file = any(name.endswith("weight_scale") for name in state)
+        linear = nn.quantized.dynamic.Linear if quantized_file else nn.Linear   # no float copy of int8
         layers = []
         for out_features, in_features in shapes:
-            layers += [nn.Linear(in_features, out_features), nn.ReLU()]
+            layers += [linear(in_features, out_features), nn.ReLU()]
         self.model = nn.Sequential(*layers[:-1])
-        quantized_file = any(name.endswith("weight_scale") for name in state)
-        if quantized_file:
-            ac.quantization.quantize_dynamic(self.model, inplace=True)
         self.model.load_state_dict(state)
         del state
         if quantize and not quantized_file:

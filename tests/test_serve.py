@@ -442,3 +442,11 @@ def test_quantized_service_predicts_and_refuses_to_learn(serve, tmp_path):
     assert status == 409 and "int8" in result["error"]
     float_bytes = 4 * (784 * 128 + 128 + 128 * 10 + 10)
     assert 0 < server.metrics()["aicraft_weight_bytes"] <= 0.27 * float_bytes
+    # an already quantized file is served as it is, without AICRAFT_QUANTIZE
+    int8_path = tmp_path / "mlp_int8.safetensors"
+    ac.save(quantized.state_dict(), str(int8_path))
+    server = serve(1, weights=int8_path)
+    status, result = predict(server, x)
+    assert status == 200
+    np.testing.assert_allclose(np.array(result["probs"]), expected, rtol=1e-6, atol=1e-7)
+    assert server.post("/learn", {"inputs": x.tolist(), "labels": [0] * 5})[0] == 409

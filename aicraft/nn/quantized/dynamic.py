@@ -14,7 +14,8 @@ from aicraft import dtypes
 from aicraft.errors import raise_error
 from aicraft.nn import layers, rnn
 from aicraft.nn.module import Module
-from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.creation import zeros
+from aicraft.tensor import Tensor, _as_int, _live, _wrap
 
 __all__ = ["Linear", "LSTM", "GRU"]
 
@@ -55,14 +56,24 @@ class Linear(Module):
     with from_float (or ac.quantization.quantize_dynamic)."""
 
     def __init__(self, in_features, out_features, bias_=True, dtype=dtypes.qint8):
+        """Zero weights (load a quantized state_dict into it), made without float ones."""
         super().__init__()
         if dtype is not dtypes.qint8:
             raise ValueError("quantized Linear: dtype must be aicraft.qint8, not %r" % (dtype,))
-        self._pack_from(layers.Linear(in_features, out_features, bias_))
+        in_features = _as_int(in_features, "quantized Linear: in_features")
+        out_features = _as_int(out_features, "quantized Linear: out_features")
+        if in_features < 0 or out_features < 0:
+            raise ValueError("quantized Linear: in_features and out_features must be >= 0, got %d "
+                             "and %d" % (in_features, out_features))
+        weight, scale = zeros(out_features, in_features, dtype=dtypes.int8), zeros(out_features)
+        bias = zeros(out_features) if bias_ else None
+        q = lib.ac_qlinear_new(weight._ptr, scale._ptr, _NULL if bias is None else bias._ptr)
+        if not q:
+            raise_error()
+        self._set_packed(in_features, out_features, ffi.gc(q, lib.ac_qlinear_free))
 
-    def _pack_from(self, mod):
-        self.in_features, self.out_features = mod.in_features, mod.out_features
-        q = _pack(mod.weight, mod.bias)
+    def _set_packed(self, in_features, out_features, q):
+        self.in_features, self.out_features = in_features, out_features
         self.__dict__["_packed"] = q
         _register_views(self, q, "weight", "weight_scale", "bias")
 
@@ -74,7 +85,7 @@ class Linear(Module):
                             % type(mod).__name__)
         self = cls.__new__(cls)
         Module.__init__(self)
-        self._pack_from(mod)
+        self._set_packed(mod.in_features, mod.out_features, _pack(mod.weight, mod.bias))
         return self
 
     def _blocks(self):
