@@ -233,6 +233,21 @@ def test_load_state_dict_writes_into_the_packed_layer():
         np.testing.assert_array_equal(q(ac.tensor(x)).numpy(), np_qlinear(x, *packed(q)))
 
 
+def test_deepcopy_gives_layers_of_their_own():
+    import copy
+    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 2))
+    q = ac.quantization.quantize_dynamic(model)
+    q2 = ac.quantization.quantize_dynamic(q, {nn.Linear})     # copies, finds nothing to quantize
+    lstm = copy.deepcopy(ac.quantization.quantize_dynamic(nn.GRU(3, 4, num_layers=2)))
+    x = ac.randn(3, 5)
+    with ac.no_grad():
+        np.testing.assert_array_equal(q2(x).numpy(), q(x).numpy())
+        assert lstm(ac.randn(2, 1, 3))[0].shape == (2, 1, 4)
+    q2.load_state_dict({k: (v if v.dtype == ac.int8 else v * 0) for k, v in q2.state_dict().items()})
+    with ac.no_grad():
+        assert not np.array_equal(q2(x).numpy(), q(x).numpy())
+
+
 def test_corrupt_or_mismatched_files_fail_cleanly(tmp_path):
     q = ac.quantization.quantize_dynamic(_mlp())
     path = str(tmp_path / "q.safetensors")

@@ -91,6 +91,13 @@ class Linear(Module):
     def _blocks(self):
         return [self._packed]
 
+    def __deepcopy__(self, memo):
+        """A copy with a packed block of its own."""
+        copy = Linear(self.in_features, self.out_features, self.bias is not None)
+        copy.load_state_dict(self.state_dict())
+        copy.train(self.training)
+        return copy
+
     def forward(self, input):
         _inference_only(self)
         if not isinstance(input, Tensor):
@@ -137,6 +144,15 @@ class _QuantizedRNN:
 
     def _blocks(self):
         return [q for pair in self._packed for q in pair]
+
+    def __deepcopy__(self, memo):
+        """A copy with packed blocks of its own."""
+        copy = self.from_float(self._float_class(
+            self.input_size, self.hidden_size, self.num_layers, self.bias, self.batch_first,
+            self.dropout, self.bidirectional))
+        copy.load_state_dict(self.state_dict())
+        copy.train(self.training)
+        return copy
 
     def _layer(self, x, h0, c0, k, direction):
         ih, hh = self._packed[k]
