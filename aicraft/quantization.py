@@ -15,7 +15,7 @@ float model (any weights), then load_state_dict(ac.load(path)).
 """
 import copy
 
-from aicraft import dtypes
+from aicraft._ffi import lib
 from aicraft.dtypes import qint8
 from aicraft.nn import layers, rnn
 from aicraft.nn.module import Module
@@ -87,7 +87,7 @@ def weight_bytes(model):
     total = 0
     for module in model.modules():
         if isinstance(module, _QUANTIZED):
-            total += sum(dynamic.lib.ac_qlinear_nbytes(q) for q in module._blocks())
+            total += sum(lib.ac_qlinear_nbytes(q) for q in module._blocks())
             continue
         for tensor in list(module._parameters.values()) + list(module._buffers.values()):
             if tensor is not None:

@@ -317,7 +317,7 @@ def worker_rss(weights, quantize):
     return int(values["process_resident_memory_bytes"]), int(values["aicraft_weight_bytes"])
 
 
-def service_rss(args):
+def service_rss():
     try:
         import gunicorn  # noqa: F401
     except ImportError:
@@ -364,7 +364,7 @@ def main():
     results.update(mnist_models(torch, args))
     results.update(lstm_model(torch, args))
     if not args.no_serve:
-        results.update(service_rss(args))
+        results.update(service_rss())
     print(json.dumps(results))
 
 

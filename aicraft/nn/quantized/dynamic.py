@@ -9,12 +9,12 @@ state_dict() shares its memory (the int8 `weight`, its `weight_scale` and the
 `bias`; an LSTM's `weight_ih_l0`, `weight_ih_l0_scale`, ...), and
 load_state_dict() writes into it. ac.save stores them as safetensors I8 and F32.
 """
-from aicraft._ffi import ffi, lib
 from aicraft import dtypes
+from aicraft._ffi import ffi, lib
+from aicraft.creation import zeros
 from aicraft.errors import raise_error
 from aicraft.nn import layers, rnn
 from aicraft.nn.module import Module
-from aicraft.creation import zeros
 from aicraft.tensor import Tensor, _as_int, _live, _wrap
 
 __all__ = ["Linear", "LSTM", "GRU"]
