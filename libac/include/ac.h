@@ -460,7 +460,8 @@ AcTensor *ac_read_idx(const char *path);
 
 typedef struct AcQLinear AcQLinear;
 
-/* Quantize weight (out, in), float32; bias (out) or NULL. */
+/* Quantize weight (out, in), float32, in <= 65536 (so int32 sums cannot overflow);
+   bias (out) or NULL. */
 AcQLinear *ac_qlinear_pack(const AcTensor *weight, const AcTensor *bias);
 /* From quantized values: qweight int8 (out, in), scale float32 (out), bias (out) or NULL. */
 AcQLinear *ac_qlinear_new(const AcTensor *qweight, const AcTensor *scale, const AcTensor *bias);
