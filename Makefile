@@ -193,6 +193,7 @@ bench: all
 	$(PY) bench/elementwise.py
 	$(PY) bench/lstm.py
 	$(PY) bench/cnn.py
+	$(PY) bench/quant.py
 
 # The MNIST MLP as a WSGI service: 2 workers, 4 threads each, the model loaded
 # before the fork. Train it first with `make demo` (or point AICRAFT_WEIGHTS elsewhere).

@@ -95,8 +95,9 @@ typedef struct AcTensor AcTensor;
 typedef struct AcGradNode AcGradNode;
 
 /* Element types. Math is float32; int64 holds indices and counts, bool (one byte,
-   0 or 1) masks and comparison results, uint8 bytes as they come (image pixels). */
-typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2, AC_UINT8 = 3 } AcDtype;
+   0 or 1) masks and comparison results, uint8 bytes as they come (image pixels),
+   int8 quantized weights (see INT8 inference). */
+typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2, AC_UINT8 = 3, AC_INT8 = 4 } AcDtype;
 
 /* Where a tensor's data lives: AC_CPU, the only device so far. */
 typedef enum { AC_CPU = 0 } AcDevice;
@@ -138,7 +139,7 @@ AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim)
 AcTensor *ac_tensor_new_typed(const int64_t *shape, int ndim, int dtype);
 AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim, int dtype);
 int64_t ac_dtype_size(int dtype);        /* bytes per element; < 0 for an unknown dtype */
-const char *ac_dtype_name(int dtype);    /* "float32", "int64", "bool", "uint8"; else "unknown" */
+const char *ac_dtype_name(int dtype);    /* "float32", "int64", "bool", "uint8", "int8"; else "unknown" */
 /* a converted to dtype: to int64 and uint8 truncates toward zero (uint8 then wraps
    modulo 256, as C's cast from int64), to bool is != 0. float32 to float32 is a
    differentiable copy; other casts record no graph. */
@@ -435,12 +436,57 @@ AcTensor *ac_state_dict_tensor(const AcStateDict *dict, int index);    /* borrow
 AcTensor *ac_state_dict_get(const AcStateDict *dict, const char *name); /* borrowed; NULL if absent */
 int ac_state_dict_free(AcStateDict *dict);
 
-int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* F32, I64, BOOL, U8 */
+int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* F32, I64, BOOL, U8, I8 */
 AcStateDict *ac_load_safetensors(const char *path);                   /* the same, at root */
 
 /* An IDX file (the MNIST format, not gzipped) as a float tensor of its values
    (uint8 images stay 0..255). */
 AcTensor *ac_read_idx(const char *path);
+
+/* ---- INT8 inference ------------------------------------------------------- */
+/* A Linear layer for inference with int8 weights: weight(j, :) ~ scale[j] * q(j, :),
+   q in [-127, 127] (symmetric, one float32 scale per output row, scale = max|row| / 127),
+   and a float32 bias. Forward quantizes each input row the same way at run time
+   (qx = rint(x * (127 / max|x|)), sx = max|x| / 127) and multiplies in exact int32:
+       y[i, j] = (float)(sum_p qx[i, p] q[j, p]) * (sx[i] * scale[j]) + bias[j]
+   in float32 steps, so every kernel set (AC_SIMD: AVX-512 VNNI, AVX2, portable C)
+   gives the same bits. A row holding inf or NaN gives NaN outputs. No graph: x must
+   not require grad while grad mode is on (AC_ERR_STATE).
+   An AcQLinear lives at root, whatever scope is open, in one block of its own; the
+   caller owns one reference (ac_qlinear_free drops it), and each tensor that
+   ac_qlinear_weight / _scale / _bias returns holds another: those are root tensors
+   sharing the block (int8 (out, in), float32 (out), float32 (out)), so writing
+   them (ac_tensor_copy_, loading a state dict) changes the layer. */
+
+typedef struct AcQLinear AcQLinear;
+
+/* Quantize weight (out, in), float32, in <= 65536 (so int32 sums cannot overflow);
+   bias (out) or NULL. */
+AcQLinear *ac_qlinear_pack(const AcTensor *weight, const AcTensor *bias);
+/* From quantized values: qweight int8 (out, in), scale float32 (out), bias (out) or NULL. */
+AcQLinear *ac_qlinear_new(const AcTensor *qweight, const AcTensor *scale, const AcTensor *bias);
+int ac_qlinear_free(AcQLinear *q);
+int64_t ac_qlinear_in_features(const AcQLinear *q);
+int64_t ac_qlinear_out_features(const AcQLinear *q);
+int ac_qlinear_has_bias(const AcQLinear *q);          /* 1 or 0; < 0 for NULL */
+int64_t ac_qlinear_nbytes(const AcQLinear *q);        /* the bytes of its block */
+AcTensor *ac_qlinear_weight(AcQLinear *q);
+AcTensor *ac_qlinear_scale(AcQLinear *q);
+AcTensor *ac_qlinear_bias(AcQLinear *q);              /* AC_ERR_STATE when it has none */
+/* x (..., in) float32 -> (..., out), in the current scope. */
+AcTensor *ac_qlinear_forward(const AcQLinear *q, const AcTensor *x);
+/* The int8 kernel set in use: "avx512-vnni", "avx2" or "generic". */
+const char *ac_qlinear_kernels(void);
+
+/* One quantized LSTM or GRU layer in one direction, as ac_lstm / ac_gru (same
+   shapes, equations and gate order) with ih = the packed (w_ih, b_ih) and hh =
+   the packed (w_hh, b_hh): each step quantizes its input rows and h as above.
+   No graph. */
+AcTensor *ac_qlstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcQLinear *ih,
+                   const AcQLinear *hh, int batch_first, int reverse, AcTensor **h_n,
+                   AcTensor **c_n);
+AcTensor *ac_qgru(const AcTensor *x, const AcTensor *h0, const AcQLinear *ih, const AcQLinear *hh,
+                  int batch_first, int reverse, AcTensor **h_n);
 
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
