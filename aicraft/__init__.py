@@ -12,7 +12,7 @@ import importlib as _importlib
 import os as _os
 
 from aicraft import functional
-from aicraft.compile import compile
+from aicraft.compile import compile, export, load_program
 from aicraft.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, from_numpy, full,
                               full_like, manual_seed, ones, ones_like, rand, rand_like, randint,
@@ -43,7 +43,7 @@ __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "checkpoint", "memory_stats", "set_memory_limit", "set_num_threads", "get_num_threads",
     "ShapeError", "ScopeError", "FormatError", "DeviceError", "GradcheckError",
-    "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
+    "gradcheck", "save", "load", "export", "load_program", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "nn", "optim", "profiler",
     "utils",
 ]
