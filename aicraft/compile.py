@@ -14,6 +14,7 @@ import inspect
 import operator
 import os
 import warnings
+from typing import Any, Callable, Sequence, Tuple, Union
 
 from aicraft import _trace
 from aicraft._ffi import ffi, lib
@@ -285,7 +286,10 @@ def _unflatten(tensors, layout):
     return layout(tensors)
 
 
-def export(fn, example_inputs, path):
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
+def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor]], path: PathLike) -> None:
     """Record one call fn(*example_inputs) and save it, with fn's weights, as a
     program file at path, which C programs run with libac alone
     (ac_program_load, ac_program_run) and ac.load_program runs from Python.
@@ -349,7 +353,7 @@ def _program_outputs(result):
                     % type(result).__name__)
 
 
-def load_program(path):
+def load_program(path: PathLike) -> "Program":
     """The program file at path (written by ac.export or ac_program_save) as a
     callable: program(*inputs) takes tensors of the recorded shapes and dtypes
     and returns new tensors (one tensor, or a tuple for several), the same bits
@@ -361,7 +365,7 @@ class Program:
     """A loaded program file (ac.load_program): call it with tensors of the shapes
     it was exported for."""
 
-    def __init__(self, path):
+    def __init__(self, path: PathLike) -> None:
         try:
             c_path = os.fsencode(path)
         except TypeError:
@@ -376,7 +380,7 @@ class Program:
         self._inputs = ffi.new("AcTensor *[]", max(self.n_inputs, 1))
         self._outputs = ffi.new("AcTensor *[]", max(self.n_outputs, 1))
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs: Tensor) -> Union[Tensor, Tuple[Tensor, ...]]:
         if len(inputs) != self.n_inputs:
             raise TypeError("program: %d inputs given, the program takes %d" % (len(inputs), self.n_inputs))
         for i, t in enumerate(inputs):
