@@ -585,6 +585,8 @@ AcProgram *ac_program_load(const char *path)
     AcProgram *p;
     AcGraph *g;
     if (!path) return error_null(AC_ERR_ARG, "program_load: path is NULL");
+    if (graph_open)   /* its check run would be recorded */
+        return error_null(AC_ERR_STATE, "program_load: a graph is recording on this thread");
     memset(&r, 0, sizeof r);
     r.path = path;
     if (!(r.f = fopen(path, "rb"))) {

@@ -321,6 +321,7 @@ static void test_bad_calls_fail_cleanly(void)
     CHECK(ac_program_save(NULL, path) == AC_ERR_ARG);
     g = ac_graph_begin();
     CHECK(ac_program_save(g, path) == AC_ERR_STATE);   /* still recording */
+    CHECK(ac_program_load(path) == NULL && ac_last_error_code() == AC_ERR_STATE);
     ac_graph_end(g, NULL, 0);
     CHECK(ac_program_save(g, NULL) == AC_ERR_ARG);
     CHECK(ac_program_save(g, "/nonexistent-dir/x.acprog") == AC_ERR_IO);
