@@ -445,9 +445,9 @@ AcTensor *ac_read_idx(const char *path);
 /* ---- Programs: graphs saved for C programs -------------------------------- */
 /* A program is a recorded forward graph (see Graphs below) saved in one file with
    its parameters and state, which a C program loads and runs with libac alone.
-   It holds the ops listed under Graphs, except backward, zero_grad, grad mode
-   switches and optimizer steps (a program is for inference); dropout and
-   batch_norm must be recorded in eval mode. The loader is as strict as the
+   It holds the ops listed under Graphs, except backward, zero_grad and the
+   optimizer steps (a program is for inference); dropout and batch_norm must be
+   recorded in eval mode, and grad mode switched only off. The loader is as strict as the
    safetensors reader: a truncated, corrupt or inconsistent file fails with
    AC_ERR_FORMAT naming what is wrong, never a crash; it runs the program once on
    zeros to check each op's output against the shape the file records. Runs give

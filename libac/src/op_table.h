@@ -3,10 +3,11 @@
  * an op: its name in a graph, its replay function (graph.h), its numbers of
  * input and output tensors, and its scalar arguments, one letter each:
  *
- *   f   any double (the op converts it to float)
+ *   f   a float, infinite or NaN (the op converts it to float)
  *   i   an integer in int's range (the op converts it to int)
  *   0-9 exactly that integer (the reduction kind, which picks the op; 0 for
- *       dropout's and batch_norm's training flag: a program runs in eval mode)
+ *       dropout's and batch_norm's training flag, as a program runs in eval
+ *       mode, and for set_grad_enabled, as it runs with grad mode off)
  *   n   a count in [-1, AC_MAX_DIMS] of the integers that follow it (-1: none,
  *       for "all dims"); it ends the list
  *
@@ -14,9 +15,8 @@
  * would convert out of range or read past. The ops themselves check what the
  * values mean. Each op file defines its X_replay next to its forward.
  *
- * Not here: backward, zero_grad, set_grad_enabled and the optimizer steps,
- * which a graph records too (graph.h) but a program (a forward pass for
- * inference) never holds.
+ * Not here: backward, zero_grad and the optimizer steps, which a graph records
+ * too (graph.h) but a program (a forward pass for inference) never holds.
  */
 #ifndef AC_OP_TABLE_H
 #define AC_OP_TABLE_H
@@ -78,7 +78,8 @@
     X("smooth_l1_loss", smooth_l1_loss_replay, 2, 1, "if") \
     X("binary_cross_entropy", binary_cross_entropy_replay, 2, 1, "i") \
     X("bce_with_logits", bce_with_logits_replay, 2, 1, "i") \
-    X("cross_entropy", cross_entropy_replay, 2, 1, "if")
+    X("cross_entropy", cross_entropy_replay, 2, 1, "if") \
+    X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0")
 
 #define OP_TABLE_DECLARE(name, fn, n_in, n_out, attrs) int fn(AcTensor **t, const double *attr);
 RECORDED_OPS(OP_TABLE_DECLARE)

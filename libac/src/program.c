@@ -150,6 +150,15 @@ static void put_elements(Writer *w, const AcTensor *t)
     }
 }
 
+/* What to change where a recorded argument does not fit a program. */
+static const char *save_hint(const char *op)
+{
+    if (strcmp(op, "set_grad_enabled") == 0) return " (a program runs with grad mode off)";
+    if (strcmp(op, "dropout") == 0 || strcmp(op, "feature_dropout") == 0 || strcmp(op, "batch_norm") == 0)
+        return " (record it in eval mode)";
+    return "";
+}
+
 /* g holds only ops a program may hold, with arguments in range. */
 static int save_check(const AcGraph *g)
 {
@@ -163,12 +172,10 @@ static int save_check(const AcGraph *g)
         const char *why;
         if (!op || op->fn != node->replay)
             return error_set(AC_ERR_ARG, "program_save: node %d is %s, which a program cannot hold "
-                             "(a program is a forward pass for inference: no backward, zero_grad, "
-                             "grad mode switch or optimizer step)", k, node->op);
+                             "(a program is a forward pass for inference: no backward, zero_grad or "
+                             "optimizer step)", k, node->op);
         if ((why = attrs_misfit(op, node->attr, node->n_attr)))
-            return error_set(AC_ERR_ARG, "program_save: node %d (%s): %s%s", k, node->op, why,
-                             strcmp(node->op, "dropout") == 0 || strcmp(node->op, "feature_dropout") == 0 ||
-                             strcmp(node->op, "batch_norm") == 0 ? " (record it in eval mode)" : "");
+            return error_set(AC_ERR_ARG, "program_save: node %d (%s): %s%s", k, node->op, why, save_hint(node->op));
     }
     return AC_OK;
 }
@@ -530,20 +537,21 @@ static int check_run(Reader *r, AcGraph *g)
     for (k = 0; k < g->n_nodes && !r->rc; k++) {
         const GraphNode *node = &g->nodes[k];
         for (i = 0; i < node->n_in; i++) t[i] = node->buf[i] < 0 ? NULL : g->run[node->buf[i]];
-        t[node->n_in] = NULL;
+        for (; i < node->n_in + node->n_out; i++) t[i] = NULL;
         if (node->replay(t, node->attr)) {
             int code = ac_last_error_code();
             read_error(r, code == AC_ERR_MEMORY ? code : AC_ERR_FORMAT, "node %ld (%s) fails: %s", (long)k,
                        node->op, ac_last_error());
-        } else {
-            const GraphBuffer *b = &g->bufs[node->buf[node->n_in]];
-            const AcTensor *out = t[node->n_in];
+        }
+        for (i = node->n_in; i < node->n_in + node->n_out && !r->rc; i++) {
+            const GraphBuffer *b = &g->bufs[node->buf[i]];
+            const AcTensor *out = t[i];
             if (out->dtype != b->dtype || out->ndim != b->ndim ||
                 memcmp(out->shape, b->shape, (size_t)b->ndim * sizeof *b->shape) != 0)
                 read_error(r, AC_ERR_FORMAT, "node %ld (%s) gives %s %s where its buffer records %s %s",
                            (long)k, node->op, ac_dtype_name(out->dtype), tensor_shape_str(out),
                            ac_dtype_name(b->dtype), shape_str(b->shape, b->ndim));
-            g->run[node->buf[node->n_in]] = t[node->n_in];
+            g->run[node->buf[i]] = t[i];
         }
     }
     ac_set_grad_enabled(previous_grad);
