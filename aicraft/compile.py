@@ -363,7 +363,7 @@ def load_program(path: PathLike) -> "Program":
 
 class Program:
     """A loaded program file (ac.load_program): call it with tensors of the shapes
-    it was exported for."""
+    it was exported for, from one thread at a time."""
 
     def __init__(self, path: PathLike) -> None:
         try:

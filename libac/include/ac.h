@@ -450,8 +450,10 @@ AcTensor *ac_read_idx(const char *path);
    recorded in eval mode, and grad mode switched only off. The loader is as strict as the
    safetensors reader: a truncated, corrupt or inconsistent file fails with
    AC_ERR_FORMAT naming what is wrong, never a crash; it runs the program once on
-   zeros to check each op's output against the shape the file records. Runs give
-   the bits eager calls give. One run at a time per program. */
+   zeros to check each op's output against the shape the file records, and fails
+   with AC_ERR_MEMORY first when that run would need more than the memory limit
+   (or the machine's memory) leaves. Runs give the bits eager calls give. One run
+   at a time per program. */
 
 typedef struct AcProgram AcProgram;
 struct AcGraph;   /* typedef'd as AcGraph below */
