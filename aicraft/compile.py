@@ -1,12 +1,9 @@
-"""compile.py - ac.compile: run a forward pass or a whole training step from C;
-ac.export and ac.load_program: a forward pass saved for C programs.
+"""compile.py - ac.compile: run a forward pass or a whole training step from C.
 
 The first call for each input signature runs `fn` eagerly while libac records
 the ops it runs into a graph (libac/src/graph.c); later calls with that
 signature replay the graph from C in one call (libac/src/replay.c), with no
-Python per op. ac.export records one call the same way and saves the graph
-with its weights as a program file (libac/src/program.c), which C programs
-run with libac alone. Not here: the graph itself, which C programs use directly.
+Python per op. Not here: the graph itself, which C programs use directly.
 """
 import functools
 import importlib
@@ -18,9 +15,9 @@ from typing import Any, Callable, Sequence, Tuple, Union
 
 from aicraft import _trace
 from aicraft._ffi import ffi, lib
-from aicraft.autograd import no_grad
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.autograd import no_grad   # export's; apart from the lines above, which the mlir backend edits
 
 _tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
@@ -285,6 +282,9 @@ def _unflatten(tensors, layout):
         return dict(zip(layout, tensors))
     return layout(tensors)
 
+
+# ---- ac.export and ac.load_program: one recorded call saved with its weights as
+# a program file (libac/src/program.c), which C programs run with libac alone.
 
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
