@@ -17,7 +17,7 @@ from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
-from aicraft.autograd import no_grad   # export's; apart from the lines above, which the mlir backend edits
+from aicraft.autograd import no_grad
 
 _tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
