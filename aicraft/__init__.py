@@ -41,9 +41,10 @@ __all__ = [
     "dtype", "device", "float32", "float", "float64", "double", "float16", "half", "int64", "long",
     "int", "int32", "uint8", "bool", "get_default_dtype", "set_default_dtype",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "export", "load_program",
     "checkpoint", "memory_stats", "set_memory_limit", "set_num_threads", "get_num_threads",
     "ShapeError", "ScopeError", "FormatError", "DeviceError", "GradcheckError",
-    "gradcheck", "save", "load", "export", "load_program", "get_include", "get_lib", "__version__",
+    "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "nn", "optim", "profiler",
     "utils",
 ]
