@@ -12,7 +12,7 @@ import importlib as _importlib
 import os as _os
 
 from aicraft import functional
-from aicraft.compile import compile
+from aicraft.compile import compile, export, load_program
 from aicraft.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, from_numpy, full,
                               full_like, manual_seed, ones, ones_like, rand, rand_like, randint,
@@ -41,6 +41,7 @@ __all__ = [
     "dtype", "device", "float32", "float", "float64", "double", "float16", "half", "int64", "long",
     "int", "int32", "uint8", "int8", "qint8", "bool", "get_default_dtype", "set_default_dtype",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "export", "load_program",
     "checkpoint", "memory_stats", "set_memory_limit", "set_num_threads", "get_num_threads",
     "ShapeError", "ScopeError", "FormatError", "DeviceError", "GradcheckError",
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",

@@ -9,16 +9,19 @@ import functools
 import importlib
 import inspect
 import operator
+import os
 import warnings
+from typing import Any, Callable, Sequence, Tuple, Union
 
 from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.autograd import no_grad
 
 _tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
-__all__ = ["compile"]
+__all__ = ["compile", "export", "load_program"]
 
 _MAX_SIGNATURES = 8
 _CONSTANTS = (bool, int, float, str, type(None))
@@ -278,3 +281,113 @@ def _unflatten(tensors, layout):
     if isinstance(layout, tuple):
         return dict(zip(layout, tensors))
     return layout(tensors)
+
+
+# ---- ac.export and ac.load_program: one recorded call saved with its weights as
+# a program file (libac/src/program.c), which C programs run with libac alone.
+
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
+def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor]], path: PathLike) -> None:
+    """Record one call fn(*example_inputs) and save it, with fn's weights, as a
+    program file at path, which C programs run with libac alone
+    (ac_program_load, ac_program_run) and ac.load_program runs from Python.
+
+    fn takes tensors and returns a tensor or a tuple or list of tensors; it may
+    be an nn.Module, which is recorded in eval mode (its mode is restored
+    after), as torch.onnx.export does. The call runs under ac.no_grad(): a
+    program is a forward pass for inference, so a backward pass or an optimizer
+    step in fn is refused, and so is an op a graph cannot record. As
+    torch.jit.trace, Python control flow is recorded as the path it took, and
+    the program takes inputs of example_inputs' shapes and dtypes only. The
+    weights saved are their values when export runs.
+    """
+    if not callable(fn):
+        raise TypeError("export: fn must be callable, not %s" % type(fn).__name__)
+    if isinstance(example_inputs, Tensor):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise TypeError("export: example_inputs must be a tensor or a tuple of tensors, not %s"
+                        % type(example_inputs).__name__)
+    for i, t in enumerate(example_inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError("export: example_inputs[%d] is %s, not a Tensor" % (i, type(t).__name__))
+    try:
+        c_path = os.fsencode(path)
+    except TypeError:
+        raise TypeError("export: path must be a str, bytes or os.PathLike, not %s"
+                        % type(path).__name__) from None
+    module = fn if hasattr(fn, "training") and hasattr(fn, "eval") else None
+    training = module.training if module is not None else None
+    with no_grad():   # around the whole recording: a program holds no grad mode switch
+        graph = lib.ac_graph_begin()
+        if graph == ffi.NULL:
+            raise_error()
+        graph = ffi.gc(graph, lib.ac_graph_free)
+        try:
+            if module is not None:
+                module.eval()
+            for t in example_inputs:
+                if lib.ac_graph_input(graph, _live(t)) < 0:
+                    raise_error(t)
+            outputs = _program_outputs(fn(*example_inputs))
+        except BaseException:
+            lib.ac_graph_end(graph, ffi.NULL, 0)
+            raise
+        finally:
+            if module is not None:
+                module.train(training)
+        if lib.ac_graph_end(graph, [_live(t) for t in outputs], len(outputs)) < 0:
+            raise_error()
+    if lib.ac_program_save(graph, c_path) < 0:
+        raise_error()
+
+
+def _program_outputs(result):
+    if isinstance(result, Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)) and result and all(isinstance(t, Tensor) for t in result):
+        return list(result)
+    raise TypeError("export: fn returns %s; a program returns a tensor or a tuple of tensors"
+                    % type(result).__name__)
+
+
+def load_program(path: PathLike) -> "Program":
+    """The program file at path (written by ac.export or ac_program_save) as a
+    callable: program(*inputs) takes tensors of the recorded shapes and dtypes
+    and returns new tensors (one tensor, or a tuple for several), the same bits
+    as the eager call. A corrupt or truncated file raises ac.FormatError."""
+    return Program(path)
+
+
+class Program:
+    """A loaded program file (ac.load_program): call it with tensors of the shapes
+    it was exported for, from one thread at a time."""
+
+    def __init__(self, path: PathLike) -> None:
+        try:
+            c_path = os.fsencode(path)
+        except TypeError:
+            raise TypeError("load_program: path must be a str, bytes or os.PathLike, not %s"
+                            % type(path).__name__) from None
+        program = lib.ac_program_load(c_path)
+        if program == ffi.NULL:
+            raise_error()
+        self._program = ffi.gc(program, lib.ac_program_free)
+        self.n_inputs = lib.ac_program_num_inputs(program)
+        self.n_outputs = lib.ac_program_num_outputs(program)
+        self._inputs = ffi.new("AcTensor *[]", max(self.n_inputs, 1))
+        self._outputs = ffi.new("AcTensor *[]", max(self.n_outputs, 1))
+
+    def __call__(self, *inputs: Tensor) -> Union[Tensor, Tuple[Tensor, ...]]:
+        if len(inputs) != self.n_inputs:
+            raise TypeError("program: %d inputs given, the program takes %d" % (len(inputs), self.n_inputs))
+        for i, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError("program: input %d is %s, not a Tensor" % (i, type(t).__name__))
+            self._inputs[i] = _live(t)
+        if lib.ac_program_run(self._program, self._inputs, self.n_inputs, self._outputs, self.n_outputs) < 0:
+            raise_error(*inputs)
+        outputs = tuple(_wrap(self._outputs[k]) for k in range(self.n_outputs))
+        return outputs[0] if self.n_outputs == 1 else outputs

@@ -488,6 +488,37 @@ AcTensor *ac_qlstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, co
 AcTensor *ac_qgru(const AcTensor *x, const AcTensor *h0, const AcQLinear *ih, const AcQLinear *hh,
                   int batch_first, int reverse, AcTensor **h_n);
 
+/* ---- Programs: graphs saved for C programs -------------------------------- */
+/* A program is a recorded forward graph (see Graphs below) saved in one file with
+   its parameters and state, which a C program loads and runs with libac alone.
+   It holds the ops listed under Graphs, except backward, zero_grad and the
+   optimizer steps (a program is for inference); dropout and batch_norm must be
+   recorded in eval mode, and grad mode switched only off. The loader is as strict as the
+   safetensors reader: a truncated, corrupt or inconsistent file fails with
+   AC_ERR_FORMAT naming what is wrong, never a crash; it runs the program once on
+   zeros to check each op's output against the shape the file records, and fails
+   with AC_ERR_MEMORY first when that run would need more than the memory limit
+   (or the machine's memory) leaves. Runs give the bits eager calls give. One run
+   at a time per program. */
+
+typedef struct AcProgram AcProgram;
+struct AcGraph;   /* typedef'd as AcGraph below */
+
+/* Write g (ended, recorded on the ops a program holds) and the current values
+   of its parameters and state to path. */
+int ac_program_save(const struct AcGraph *g, const char *path);
+AcProgram *ac_program_load(const char *path);   /* NULL on error (AC_ERR_FORMAT, AC_ERR_IO, ...) */
+/* Run on inputs (the recorded dtypes and shapes); outputs[i] gets a new tensor in
+   the caller's current scope (or at root, owned by the caller). */
+int ac_program_run(AcProgram *p, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
+                   int n_outputs);
+int ac_program_free(AcProgram *p);
+int ac_program_num_inputs(const AcProgram *p);
+int ac_program_num_outputs(const AcProgram *p);
+/* Input (output) i's dtype, and its shape into shape[AC_MAX_DIMS]; returns its ndim. */
+int ac_program_input_info(const AcProgram *p, int i, int *dtype, int64_t *shape);
+int ac_program_output_info(const AcProgram *p, int i, int *dtype, int64_t *shape);
+
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real

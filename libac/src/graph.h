@@ -16,6 +16,7 @@
 #define AC_GRAPH_H
 
 #include "internal.h"
+#include "op_table.h"   /* the recorded ops' replay functions, declared */
 
 #define GRAPH_MAX_TENSORS 8
 #define GRAPH_MAX_ATTRS 12

@@ -553,7 +553,7 @@ static int clone_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return AC_OK;
 }
 
-static int clone_replay(AcTensor **t, const double *attr)
+int clone_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_tensor_clone(t[0]));
@@ -602,7 +602,7 @@ AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
     return out;
 }
 
-static int detach_replay(AcTensor **t, const double *attr)
+int detach_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_tensor_detach(t[0]));
