@@ -11,7 +11,7 @@ import inspect
 import operator
 import warnings
 
-from aicraft import _trace
+from aicraft import _mlir, _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
@@ -50,10 +50,10 @@ def compile(fn, example_inputs=None, backend="replay"):
     """
     if not callable(fn):
         raise TypeError("compile: fn must be callable, not %s" % type(fn).__name__)
-    if backend == "mlir":
-        raise NotImplementedError("compile: the 'mlir' backend is not built yet; use backend='replay'")
-    if backend != "replay":
-        raise ValueError("compile: unknown backend %r; the backends are 'replay'" % (backend,))
+    if backend not in ("replay", "mlir"):
+        raise ValueError("compile: unknown backend %r; the backends are 'replay' and 'mlir'" % (backend,))
+    if backend == "mlir" and _mlir.missing_tool():
+        raise RuntimeError(_mlir.missing_tool())
     if example_inputs is not None:
         if isinstance(example_inputs, Tensor):
             example_inputs = (example_inputs,)
@@ -61,14 +61,15 @@ def compile(fn, example_inputs=None, backend="replay"):
         for i, t in enumerate(example_inputs):
             if not isinstance(t, Tensor):
                 raise TypeError("compile: example_inputs[%d] is %s, not a Tensor" % (i, type(t).__name__))
-    return CompiledFunction(fn, example_inputs)
+    return CompiledFunction(fn, example_inputs, backend)
 
 
 class CompiledFunction:
     """What ac.compile returns: call it as fn."""
 
-    def __init__(self, fn, example_inputs):
+    def __init__(self, fn, example_inputs, backend="replay"):
         self._fn = fn
+        self.backend = backend
         self._module = fn if hasattr(fn, "training") and hasattr(fn, "parameters") else None
         self._graphs = {}
         self._last = None        # the _Replay of the last call, when it takes only tensors
@@ -162,6 +163,8 @@ class CompiledFunction:
             training = self._module.training if self._module is not None else None
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
                                                  key[0], training)
+            if self.backend == "mlir":
+                replay.native = _mlir.lower(graph)
             if replay.n_inputs == len(args):
                 self._last = replay
         else:
@@ -175,7 +178,7 @@ class _Replay:
     """One recorded graph and how to call it."""
 
     __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "taken", "outputs",
-                 "n_outputs", "scalars", "grad_enabled", "training")
+                 "n_outputs", "scalars", "grad_enabled", "training", "native")
 
     def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
         self.graph = graph
@@ -189,6 +192,7 @@ class _Replay:
         self.scalars = _by_getter(scalars)
         self.grad_enabled = grad_enabled
         self.training = training
+        self.native = None   # the mlir backend's loaded code for the graph's native segments
 
     def __call__(self, args):
         inputs = self.inputs

@@ -76,10 +76,15 @@ static int replay_check(const AcGraph *g, AcTensor *const *inputs, int n_inputs,
 static int replay_nodes(AcGraph *g)
 {
     AcTensor *t[GRAPH_MAX_TENSORS];
-    int32_t k, i;
+    int32_t k, i, next;
     for (k = 0; k < g->n_nodes; k++) {
         const GraphNode *node = &g->nodes[k];
-        int n = node->n_in + node->n_out;
+        int n = node->n_in + node->n_out, ran = g->native_at ? native_run(g, k, &next) : 0;
+        if (ran < 0) return ran;
+        if (ran) {
+            k = next - 1;
+            continue;
+        }
         for (i = 0; i < node->n_in; i++) t[i] = node->buf[i] < 0 ? NULL : g->run[node->buf[i]];
         for (; i < n; i++) t[i] = NULL;
         if (node->replay(t, node->attr)) return ac_last_error_code();

@@ -1,0 +1,866 @@
+"""_mlir.py - the "mlir" backend of ac.compile: a recorded graph as native code.
+
+After ac.compile records a graph, lower() reads it (ac_graph_node_info and
+friends), emits MLIR (affine loops over memrefs, arith, math, func) for the runs
+of nodes it covers, lowers that with the MLIR 19 and LLVM 19 tools to a shared
+object, loads it in process and registers each run as a native segment of the
+graph (libac/src/native.c). Replay then calls the native code for those nodes
+and libac's own replay function for every other node.
+
+Covered: the elementwise ops and activations with broadcasting (a run of them
+over one shape is one loop nest), sum and mean, mse_loss, linear and matmul
+(libac's SGEMM, called through the kernel table), the reshape-like views, and
+the SGD (without momentum) and Adam steps. When a training step's forward pass
+before its backward node is made only of those, the backward pass is derived
+here too and the whole step (zero_grad, forward, backward, update) is one
+native function; otherwise libac runs the backward pass and everything before it.
+Not here: recording and replay (libac/src/graph.c, replay.c), ac.compile itself.
+"""
+import atexit
+import ctypes
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+from aicraft._ffi import ffi, lib
+from aicraft.errors import raise_error
+
+TOOLS = (("mlir-opt-19", "mlir-19-tools"), ("mlir-translate-19", "mlir-19-tools"),
+         ("opt-19", "llvm-19"), ("llc-19", "llvm-19"), ("cc", "gcc"))
+PASSES = ("--lower-affine", "--convert-scf-to-cf", "--convert-math-to-llvm", "--convert-math-to-libm",
+          "--convert-arith-to-llvm", "--finalize-memref-to-llvm", "--convert-func-to-llvm",
+          "--convert-cf-to-llvm", "--reconcile-unrealized-casts")
+FAST = "fastmath<contract>"   # fused multiply-adds; reductions add reassoc so they vectorise
+
+BINARY = {"add", "sub", "mul", "div"}
+SCALAR = {"add_scalar", "mul_scalar", "rsub_scalar", "div_scalar", "rdiv_scalar", "pow_scalar", "clamp"}
+UNARY = {"neg", "exp", "log", "log1p", "sqrt", "abs", "sin", "cos", "relu", "sigmoid", "tanh"}
+ELEMENTWISE = BINARY | SCALAR | UNARY
+VIEWS = {"reshape", "flatten", "squeeze", "unsqueeze", "detach", "clone"}
+FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul"}
+STEPS = {"sgd_step", "adam_step"}
+F32, I64 = 0, 1   # AcDType values the emitter reads (float32, int64)
+
+
+def missing_tool():
+    """A sentence naming the first tool this backend lacks and its Debian package, or None."""
+    for tool, package in TOOLS:
+        if shutil.which(tool) is None:
+            return ("compile: backend 'mlir' needs %s, which is not installed (Debian package %s: "
+                    "apt-get install mlir-19-tools llvm-19)" % (tool, package))
+    return None
+
+
+class _Node:
+    __slots__ = ("index", "op", "ins", "outs", "attrs")
+
+    def __init__(self, graph, index):
+        n_in, n_out, n_attr = ffi.new("int *"), ffi.new("int *"), ffi.new("int *")
+        bufs, attrs = ffi.new("int[8]"), ffi.new("double[12]")
+        if lib.ac_graph_node_info(graph, index, n_in, n_out, bufs, n_attr, attrs) < 0:
+            raise_error()
+        self.index = index
+        self.op = ffi.string(lib.ac_graph_node_op(graph, index)).decode()
+        self.ins = list(bufs[0:n_in[0]])
+        self.outs = list(bufs[n_in[0]:n_in[0] + n_out[0]])
+        self.attrs = list(attrs[0:n_attr[0]])
+
+
+class _Graph:
+    """What the emitter reads of a recorded graph."""
+
+    def __init__(self, graph):
+        self.nodes = [_Node(graph, k) for k in range(lib.ac_graph_num_nodes(graph))]
+        shape = ffi.new("int64_t[8]")
+        self.shapes, self.dtypes, self.kinds = [], [], []
+        for b in range(lib.ac_graph_num_buffers(graph)):
+            ndim = lib.ac_graph_buffer_shape(graph, b, shape)
+            self.shapes.append(tuple(shape[0:ndim]))
+            self.dtypes.append(lib.ac_graph_buffer_dtype(graph, b))
+            self.kinds.append(lib.ac_graph_buffer_kind(graph, b))
+        self.outputs = {lib.ac_graph_output_buffer(graph, i) for i in range(lib.ac_graph_num_outputs(graph))}
+        self.readers = {}   # buffer -> indices of the nodes that read it
+        for node in self.nodes:
+            for b in node.ins:
+                self.readers.setdefault(b, []).append(node.index)
+
+
+def _size(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _f32(x):
+    """x as an exact MLIR f32 literal (its bits)."""
+    return "0x%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def _covered(g, node):
+    """Whether the emitter covers node as a forward op (float32 buffers, supported attrs)."""
+    op = node.op
+    if op not in FORWARD or any(b < 0 for b in node.outs):
+        return False
+    bufs = [b for b in node.ins if b >= 0] + node.outs
+    if any(g.dtypes[b] != F32 for b in bufs):
+        return False
+    if op in BINARY:
+        return len(node.ins) == 2 and all(b >= 0 for b in node.ins)
+    if op in ("sum", "mean"):
+        return True
+    if op == "matmul":
+        return len(g.shapes[node.ins[0]]) == 2 and len(g.shapes[node.ins[1]]) == 2
+    if op == "linear":
+        return len(g.shapes[node.ins[0]]) == 2
+    return True
+
+
+def _step_covered(g, node):
+    op = node.op
+    if op == "sgd_step":   # attrs: step, lr, momentum, dampening, nesterov, weight_decay
+        return node.attrs[2] == 0 and node.attrs[4] == 0 and g.dtypes[node.ins[0]] == F32
+    if op == "adam_step":
+        return all(b >= 0 and g.dtypes[b] == F32 for b in node.ins)
+    return False
+
+
+# ---- the text of one function ------------------------------------------------
+
+class _Array:
+    """A flat float32 memref of `shape` at an address; `ptr` its !llvm.ptr value."""
+    __slots__ = ("ptr", "ref", "shape", "size")
+
+    def __init__(self, ptr, ref, shape):
+        self.ptr, self.ref, self.shape, self.size = ptr, ref, tuple(shape), _size(shape)
+
+
+class _Func:
+    """One native segment: its MLIR function, its buffers (entries) and scratch."""
+
+    def __init__(self, name, first):
+        self.name, self.first = name, first
+        self.head, self.body = [], []
+        self.entries, self.entry_arrays = [], {}
+        self.scratch = 0
+        self.consts = {}
+        self.n = 0
+
+    def tmp(self, prefix="v"):
+        self.n += 1
+        return "%%%s%d" % (prefix, self.n)
+
+    def const(self, value, kind="f32"):
+        key = (value, kind)
+        if key not in self.consts:
+            name = self.tmp("c")
+            if kind == "f32":
+                self.head.append("%s = arith.constant %s : f32" % (name, _f32(value)))
+            elif kind == "f64":
+                self.head.append("%s = arith.constant %r : f64" % (name, float(value)))
+            else:
+                self.head.append("%s = llvm.mlir.constant(%d : %s) : %s" % (name, value, kind, kind))
+            self.consts[key] = name
+        return self.consts[key]
+
+    def _memref(self, ptr, size):
+        desc = "!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>"
+        d = self.tmp("d")
+        self.head.append("%s = llvm.mlir.undef : %s" % (d, desc))
+        for pos, value in (("0", ptr), ("1", ptr), ("2", self.const(0, "i64")),
+                           ("3, 0", self.const(size, "i64")), ("4, 0", self.const(1, "i64"))):
+            nd = self.tmp("d")
+            self.head.append("%s = llvm.insertvalue %s, %s[%s] : %s" % (nd, value, d, pos, desc))
+            d = nd
+        ref = self.tmp("m")
+        self.head.append("%s = builtin.unrealized_conversion_cast %s : %s to memref<%dxf32>" % (ref, d, desc, size))
+        return ref
+
+    def entry(self, entry, shape):
+        """The array of segment buffer `entry` (a buffer id, or -2 - id for its grad)."""
+        if entry not in self.entry_arrays:
+            k = len(self.entries)
+            self.entries.append(entry)
+            slot, ptr = self.tmp("p"), self.tmp("p")
+            self.head.append("%s = llvm.getelementptr %%data[%d] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr" % (slot, k))
+            self.head.append("%s = llvm.load %s : !llvm.ptr -> !llvm.ptr" % (ptr, slot))
+            self.entry_arrays[entry] = _Array(ptr, self._memref(ptr, _size(shape)), shape)
+        array = self.entry_arrays[entry]
+        return _Array(array.ptr, array.ref, shape)
+
+    def scratch_array(self, shape):
+        size = _size(shape)
+        offset = self.scratch
+        self.scratch += (size + 15) // 16 * 16   # 64-byte aligned
+        ptr = self.tmp("p")
+        self.head.append("%s = llvm.getelementptr %%scratch[%d] : (!llvm.ptr) -> !llvm.ptr, f32" % (ptr, offset))
+        return _Array(ptr, self._memref(ptr, size), shape)
+
+    def attr(self, node_index, attr):
+        """Scalar argument `attr` of node node_index, as replay holds it now (f64)."""
+        slot, ptr, at, value = self.tmp("a"), self.tmp("a"), self.tmp("a"), self.tmp("a")
+        self.body.append("%s = llvm.getelementptr %%attrs[%d] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr"
+                         % (slot, node_index - self.first))
+        self.body.append("%s = llvm.load %s : !llvm.ptr -> !llvm.ptr" % (ptr, slot))
+        self.body.append("%s = llvm.getelementptr %s[%d] : (!llvm.ptr) -> !llvm.ptr, f64" % (at, ptr, attr))
+        self.body.append("%s = llvm.load %s : !llvm.ptr -> f64" % (value, at))
+        return value
+
+    def op(self, text, body=None):
+        """Emit `%new = text` into body (default: the function's); returns %new."""
+        name = self.tmp()
+        (self.body if body is None else body).append("%s = %s" % (name, text))
+        return name
+
+    def gemm(self, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc):
+        fp = self.op("llvm.load %kernels : !llvm.ptr -> !llvm.ptr")
+        i32, i64 = (lambda v: self.const(v, "i32")), (lambda v: self.const(v, "i64"))
+        self.body.append(
+            "llvm.call %s(%s) : !llvm.ptr, (i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, "
+            "f32, !llvm.ptr, i64) -> ()" % (fp, ", ".join([
+                i32(ta), i32(tb), i64(m), i64(n), i64(k), self.const(1.0), a.ptr, i64(lda), b.ptr, i64(ldb),
+                self.const(float(beta)), c.ptr, i64(ldc)])))
+
+    def text(self):
+        lines = ["  func.func @%s(%%data: !llvm.ptr, %%attrs: !llvm.ptr, %%kernels: !llvm.ptr) {" % self.name,
+                 "    %scratch_slot = llvm.getelementptr %data[" + str(len(self.entries)) +
+                 "] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr",
+                 "    %scratch = llvm.load %scratch_slot : !llvm.ptr -> !llvm.ptr"]
+        lines += ["    " + line for line in self.head + self.body]
+        lines += ["    return", "  }"]
+        return "\n".join(lines)
+
+
+class _Nest:
+    """A loop nest over `shape`: loads, math, stores; a full sum rides as a loop-carried value."""
+
+    def __init__(self, func, shape):
+        self.func = func
+        self.shape = tuple(shape) or (1,)
+        self.body = []
+        self.values = {}      # key (a buffer, ('grad', buffer)) -> SSA value in this nest
+        self.pending = set()  # keys whose arrays this nest reduces into: no reading them here
+        self.sums = []        # (array, scale, accumulate, value)
+        self.ivs = [func.tmp("i") for _ in self.shape]
+
+    def index(self, shape):
+        shape = tuple(shape)
+        if len(shape) > len(self.shape):   # a view's extra leading ones
+            shape = shape[len(shape) - len(self.shape):]
+        terms, stride = [], 1
+        offset = len(self.shape) - len(shape)
+        for d in range(len(shape) - 1, -1, -1):
+            if shape[d] != 1:
+                terms.append("%s * %d" % (self.ivs[offset + d], stride) if stride != 1 else self.ivs[offset + d])
+            stride *= shape[d]
+        return " + ".join(reversed(terms)) or "0"
+
+    def load(self, array):
+        return self.func.op("affine.load %s[%s] : memref<%dxf32>" % (array.ref, self.index(array.shape), array.size),
+                            self.body)
+
+    def store(self, array, value):
+        self.body.append("affine.store %s, %s[%s] : memref<%dxf32>" % (value, array.ref, self.index(array.shape),
+                                                                       array.size))
+
+    def accumulate(self, array, value, key, scale=None):
+        """array[broadcast index] += value (times scale); a sum into one element is carried."""
+        if array.size == 1 and _size(self.shape) > 1:
+            self.sums.append((array, scale, value))
+            self.pending.add(key)
+            return
+        if scale is not None:
+            value = self.calc("mulf", value, self.func.const(scale))
+        if _size(array.shape) != _size(self.shape):
+            self.pending.add(key)
+        old = self.load(array)
+        self.store(array, self.calc("addf", old, value))
+
+    def calc(self, op, *args):
+        return self.func.op("arith.%s %s %s : f32" % (op, ", ".join(args), FAST), self.body)
+
+    def math(self, op, arg):
+        return self.func.op("math.%s %s : f32" % (op, arg), self.body)
+
+    def select(self, cond, a, b):
+        return self.func.op("arith.select %s, %s, %s : f32" % (cond, a, b), self.body)
+
+    def cmp(self, pred, a, b):
+        return self.func.op("arith.cmpf %s, %s, %s : f32" % (pred, a, b), self.body)
+
+    def close(self):
+        """Emit the nest into its function."""
+        func, n = self.func, len(self.sums)
+        zero = func.const(0.0)
+        accs = [[func.tmp("s") for _ in range(n)] for _ in self.shape]
+        inner = accs[-1]
+        for k, (_, _, value) in enumerate(self.sums):
+            self.body.append("%s = arith.addf %s, %s fastmath<reassoc, contract> : f32"
+                             % ("%%n%s" % inner[k][1:], inner[k], value))
+        text = self.body
+        for level in range(len(self.shape) - 1, -1, -1):
+            iv, size = self.ivs[level], self.shape[level]
+            if n:
+                results = func.tmp("r")
+                inits = [zero] * n if level == 0 else accs[level - 1]
+                carried = ", ".join("%s = %s" % (a, i) for a, i in zip(accs[level], inits))
+                types = ", ".join(["f32"] * n)
+                if level == len(self.shape) - 1:
+                    yields = ["%%n%s" % a[1:] for a in accs[level]]
+                else:
+                    yields = ["%s#%d" % (inner_results, k) for k in range(n)]
+                head = "%s:%d = affine.for %s = 0 to %d iter_args(%s) -> (%s) {" % (results, n, iv, size, carried, types)
+                tail = ["  affine.yield %s : %s" % (", ".join(yields), types), "}"]
+                inner_results = results
+            else:
+                head = "affine.for %s = 0 to %d {" % (iv, size)
+                tail = ["}"]
+            text = [head] + ["  " + line for line in text] + tail
+        func.body.extend(text)
+        for k, (array, scale, _) in enumerate(self.sums):
+            total = "%s#%d" % (inner_results, k)
+            if scale is not None:
+                total = func.op("arith.mulf %s, %s : f32" % (total, func.const(scale)))
+            old = func.op("affine.load %s[0] : memref<%dxf32>" % (array.ref, array.size))
+            func.body.append("affine.store %s, %s[0] : memref<%dxf32>"
+                             % (func.op("arith.addf %s, %s : f32" % (old, total)), array.ref, array.size))
+
+
+def _fill(func, array, value):
+    nest = _Nest(func, array.shape)
+    nest.store(array, func.const(value))
+    nest.close()
+
+
+# ---- forward ops -------------------------------------------------------------
+
+def _view_shape(g, node):
+    return g.shapes[node.outs[0]]
+
+
+def _reduced_keepdim(g, node):
+    """The output shape of a sum or mean with the reduced dims kept (as ones); its count."""
+    shape = g.shapes[node.ins[0]]
+    n_dims = int(node.attrs[3])
+    dims = range(len(shape)) if n_dims < 0 else [int(d) % max(len(shape), 1) for d in node.attrs[4:4 + n_dims]]
+    kept = tuple(1 if d in dims else s for d, s in enumerate(shape))
+    return kept, _size(shape) // max(_size(kept), 1)
+
+
+class _Emitter:
+    """Emits one segment: forward nodes, optionally a derived backward, optimizer steps."""
+
+    def __init__(self, g, func, nodes, stored):
+        self.g, self.func, self.nodes = g, func, nodes
+        self.stored = set(stored)   # buffers in memory once their nest ends
+        self.arrays = {}          # buffer -> _Array
+        self.grads = {}           # buffer -> _Array of its gradient
+        self.nest = None
+        self.made = set()         # buffers this segment makes
+        self.unstored_reads = set()   # made here, read from memory, but not stored: a bad plan
+
+    # arrays: a buffer lives in a segment buffer when replay can see it, else in scratch
+    def array(self, b):
+        if b not in self.arrays:
+            self.arrays[b] = (self.func.entry(b, self.g.shapes[b]) if self.visible(b)
+                              else self.func.scratch_array(self.g.shapes[b]))
+        return self.arrays[b]
+
+    def visible(self, b):
+        g = self.g
+        if g.kinds[b] != 3 or b in g.outputs:   # not a temporary
+            return True
+        first, last = self.nodes[0].index, self.nodes[-1].index
+        return any(r < first or r > last for r in g.readers.get(b, ()))
+
+    def open(self, shape, reads=()):
+        """The nest to put a node over shape into: the open one when it fits."""
+        nest = self.nest
+        if nest is not None and (nest.shape != (tuple(shape) or (1,)) or any(k in nest.pending for k in reads)):
+            self.close()
+        if self.nest is None:
+            self.nest = _Nest(self.func, shape)
+        return self.nest
+
+    def close(self):
+        if self.nest is not None:
+            self.nest.close()
+            self.nest = None
+
+    def value(self, nest, b):
+        if b in nest.values:
+            return nest.values[b]
+        v = nest.values[b] = nest.load(self.read(b))
+        return v
+
+    def read(self, b):
+        """The array of b, read from memory: b must be stored where it is made."""
+        if b in self.made and b not in self.stored:
+            self.unstored_reads.add(b)
+        return self.array(b)
+
+    def define(self, nest, b, v):
+        nest.values[b] = v
+        self.made.add(b)
+        if b in self.stored:
+            nest.store(self.array(b), v)
+
+    def forward(self, node):
+        g, op, f = self.g, node.op, self.func
+        out = node.outs[0]
+        if op in ELEMENTWISE:
+            nest = self.open(g.shapes[out], node.ins)
+            args = [self.value(nest, b) for b in node.ins]
+            self.define(nest, out, _elementwise(nest, op, args, node.attrs))
+        elif op in VIEWS:
+            self.made.add(out)
+            self.stored.add(out)
+            source = self.read(node.ins[0])
+            if self.visible(out):   # replay sees it: a copy of its own
+                self.close()
+                nest = self.open(g.shapes[out])
+                nest.store(self.array(out), nest.load(_Array(source.ptr, source.ref, g.shapes[out])))
+                nest.pending.add(out)
+            else:
+                self.arrays[out] = _Array(source.ptr, source.ref, g.shapes[out])
+                if self.nest is not None:
+                    self.nest.pending.add(out)
+        elif op in ("sum", "mean"):
+            kept, count = _reduced_keepdim(g, node)
+            nest = self.open(g.shapes[node.ins[0]], node.ins)
+            target = self.array(out)
+            self.made.add(out)
+            self.stored.add(out)
+            _fill_before(self, target)
+            v = self.value(nest, node.ins[0])
+            nest.accumulate(_Array(target.ptr, target.ref, kept), v, out,
+                            1.0 / count if op == "mean" else None)
+        elif op == "mse_loss":
+            nest = self.open(g.shapes[node.ins[0]], node.ins)
+            d = nest.calc("subf", self.value(nest, node.ins[0]), self.value(nest, node.ins[1]))
+            sq = nest.calc("mulf", d, d)
+            reduction = int(node.attrs[0])
+            if reduction == 0:
+                self.define(nest, out, sq)
+            else:
+                target = self.array(out)
+                self.made.add(out)
+                self.stored.add(out)
+                _fill_before(self, target)
+                nest.accumulate(target, sq, out, 1.0 / _size(g.shapes[node.ins[0]]) if reduction == 1 else None)
+        elif op in ("linear", "matmul"):
+            self.close()
+            x, w = self.read(node.ins[0]), self.read(node.ins[1])
+            y = self.array(out)
+            self.made.add(out)
+            self.stored.add(out)
+            m, k = g.shapes[node.ins[0]]
+            if op == "linear":
+                n = g.shapes[node.ins[1]][0]
+                f.gemm(0, 1, m, n, k, x, k, w, k, 0.0, y, n)
+                if len(node.ins) > 2 and node.ins[2] >= 0:
+                    nest = self.open(g.shapes[out])
+                    v = nest.calc("addf", nest.load(y), self.value(nest, node.ins[2]))
+                    nest.values[out] = v
+                    nest.store(y, v)
+            else:
+                n = g.shapes[node.ins[1]][1]
+                f.gemm(0, 0, m, n, k, x, k, w, n, 0.0, y, n)
+        else:
+            raise AssertionError(op)
+
+    def step(self, node, grad_of):
+        """An optimizer step on a parameter, its gradient the array grad_of gives."""
+        self.close()
+        g, f = self.g, self.func
+        p = node.ins[0]
+        param, grad = self.array(p), grad_of(p)
+        lr = f.op("arith.truncf %s : f64 to f32" % f.attr(node.index, 1))
+        nest = _Nest(f, g.shapes[p])
+        pv, gv = nest.load(param), nest.load(grad)
+        if node.op == "sgd_step":
+            wd = node.attrs[5]
+            if wd != 0:
+                gv = nest.calc("addf", gv, nest.calc("mulf", f.const(wd), pv))
+            nest.store(param, nest.calc("subf", pv, nest.calc("mulf", lr, gv)))
+        else:
+            _adam(self, nest, node, lr, param, pv, gv)
+        nest.close()
+
+
+def _fill_before(emitter, array):
+    """Zero array before the open nest runs (its text comes first)."""
+    f = emitter.func
+    nest = _Nest(f, array.shape)
+    nest.store(array, f.const(0.0))
+    nest.close()
+
+
+def _elementwise(nest, op, a, attrs):
+    """The value of elementwise op on argument values a."""
+    f = nest.func
+    if op in BINARY:
+        return nest.calc({"add": "addf", "sub": "subf", "mul": "mulf", "div": "divf"}[op], a[0], a[1])
+    x = a[0]
+    if op in SCALAR and op != "clamp":
+        s = f.const(attrs[0])
+        if op == "add_scalar":
+            return nest.calc("addf", x, s)
+        if op == "mul_scalar":
+            return nest.calc("mulf", x, s)
+        if op == "rsub_scalar":
+            return nest.calc("subf", s, x)
+        if op == "div_scalar":
+            return nest.calc("divf", x, s)
+        if op == "rdiv_scalar":
+            return nest.calc("divf", s, x)
+        if attrs[0] == 2.0:
+            return nest.calc("mulf", x, x)
+        return f.op("math.powf %s, %s : f32" % (x, s), nest.body)
+    if op == "clamp":
+        lo = nest.select(nest.cmp("olt", x, f.const(attrs[0])), f.const(attrs[0]), x)
+        return nest.select(nest.cmp("ogt", lo, f.const(attrs[1])), f.const(attrs[1]), lo)
+    if op == "neg":
+        return f.op("arith.negf %s : f32" % x, nest.body)
+    if op == "relu":
+        return nest.select(nest.cmp("ogt", x, f.const(0.0)), x, f.const(0.0))
+    if op == "sigmoid":
+        e = nest.math("exp", f.op("arith.negf %s : f32" % x, nest.body))
+        return nest.calc("divf", f.const(1.0), nest.calc("addf", f.const(1.0), e))
+    if op == "abs":
+        return nest.math("absf", x)
+    return nest.math(op, x)   # exp, log, log1p, sqrt, sin, cos, tanh
+
+
+def _adam(emitter, nest, node, lr, param, pv, gv):
+    """torch.optim.Adam's update of one element, as libac/src/optim/adam.c computes it."""
+    f = emitter.func
+    _, _, beta1, beta2, eps, wd, decoupled = node.attrs
+    step = f.attr(node.index, 0)
+    lr64 = f.op("arith.extf %s : f32 to f64" % lr)
+    bc1 = f.op("arith.subf %s, %s : f64" % (f.const(1.0, "f64"), f.op("math.powf %s, %s : f64" % (
+        f.const(_as_f32(beta1), "f64"), step))))
+    bc2 = f.op("arith.subf %s, %s : f64" % (f.const(1.0, "f64"), f.op("math.powf %s, %s : f64" % (
+        f.const(_as_f32(beta2), "f64"), step))))
+    neg_step = f.op("arith.truncf %s : f64 to f32" % f.op("arith.divf %s, %s : f64" % (
+        f.op("arith.negf %s : f64" % lr64), bc1)))
+    bc2_sqrt = f.op("arith.truncf %s : f64 to f32" % f.op("math.sqrt %s : f64" % bc2))
+    w1 = _as_f32(1.0 - _as_f32(beta1))
+    m_arr, v_arr = emitter.array(node.ins[1]), emitter.array(node.ins[2])
+    if wd != 0:
+        if decoupled:
+            decay = f.op("arith.truncf %s : f64 to f32" % f.op("arith.subf %s, %s : f64" % (
+                f.const(1.0, "f64"), f.op("arith.mulf %s, %s : f64" % (lr64, f.const(_as_f32(wd), "f64"))))))
+            pv = nest.calc("mulf", pv, decay)
+        else:
+            gv = nest.calc("addf", gv, nest.calc("mulf", f.const(wd), pv))
+    m, v = nest.load(m_arr), nest.load(v_arr)
+    diff = nest.calc("subf", gv, m)
+    if w1 < 0.5:
+        mi = nest.calc("addf", m, nest.calc("mulf", f.const(w1), diff))
+    else:
+        mi = nest.calc("subf", gv, nest.calc("mulf", diff, f.const(_as_f32(1.0 - w1))))
+    vi = nest.calc("addf", nest.calc("mulf", v, f.const(beta2)),
+                   nest.calc("mulf", nest.calc("mulf", f.const(_as_f32(1.0 - _as_f32(beta2))), gv), gv))
+    tiny = f.const(1.1754943508222875e-38)
+    mi = nest.select(nest.cmp("olt", nest.math("absf", mi), tiny), f.const(0.0), mi)
+    vi = nest.select(nest.cmp("olt", vi, tiny), f.const(0.0), vi)
+    nest.store(m_arr, mi)
+    nest.store(v_arr, vi)
+    denom = nest.calc("addf", nest.calc("divf", nest.math("sqrt", vi), bc2_sqrt), f.const(eps))
+    nest.store(param, nest.calc("addf", pv, nest.calc("divf", nest.calc("mulf", neg_step, mi), denom)))
+
+
+def _as_f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+# ---- the backward pass of a whole step -----------------------------------------
+
+def _needs_grad(g, forward, loss):
+    """The buffers whose gradient the loss's backward pass computes."""
+    depends = {b for b, kind in enumerate(g.kinds) if kind == 0}   # parameters
+    for node in forward:
+        if node.op != "detach" and any(b in depends for b in node.ins if b >= 0):
+            depends.update(node.outs)
+    leads = {loss}
+    for node in reversed(forward):
+        if node.outs[0] in leads and node.op != "detach":
+            leads.update(b for b in node.ins if b >= 0)
+    return depends & leads
+
+
+def _backward(em, forward, loss, zeroed):
+    """Emit the gradients of loss: parameters' .grad (set where zero_grad came first, else added to)."""
+    g, f = em.g, em.func
+    need = _needs_grad(g, forward, loss)
+    em.close()
+    for b in sorted(need):
+        if g.kinds[b] == 0:
+            em.grads[b] = f.entry(-2 - b, g.shapes[b])
+            if b in zeroed:
+                _fill(f, em.grads[b], 0.0)
+    for node in forward:
+        out = node.outs[0]
+        if out not in need:
+            continue
+        if node.op in VIEWS:
+            src = em.grads[node.ins[0]]
+            em.grads[out] = _Array(src.ptr, src.ref, g.shapes[out])
+        else:
+            em.grads[out] = f.scratch_array(g.shapes[out])
+            _fill(f, em.grads[out], 1.0 if out == loss else 0.0)
+    for node in reversed(forward):
+        if node.outs[0] in need and node.op not in VIEWS:
+            _node_backward(em, node, need)
+    em.close()
+
+
+def _node_backward(em, node, need):
+    g, f, op = em.g, em.func, node.op
+    out = node.outs[0]
+    gout_key = ("grad", out)
+    ins = [b for b in node.ins if b >= 0]
+
+    def add(nest, b, value, scale=None):
+        if b in need:
+            nest.accumulate(em.grads[b], value, ("grad", b), scale)
+
+    if op in ("linear", "matmul"):
+        em.close()
+        x, w, gy = node.ins[0], node.ins[1], em.grads[out]
+        m, k = g.shapes[x]
+        if op == "linear":
+            n = g.shapes[w][0]
+            if x in need:
+                f.gemm(0, 0, m, k, n, gy, n, em.array(w), k, 1.0, em.grads[x], k)
+            if w in need:
+                f.gemm(1, 0, n, k, m, gy, n, em.array(x), k, 1.0, em.grads[w], k)
+            if len(ins) > 2 and node.ins[2] in need:
+                nest = em.open(g.shapes[out], [gout_key])
+                add(nest, node.ins[2], nest.load(gy))
+        else:
+            n = g.shapes[w][1]
+            if x in need:
+                f.gemm(0, 1, m, k, n, gy, n, em.array(w), n, 1.0, em.grads[x], k)
+            if w in need:
+                f.gemm(1, 0, k, n, m, em.array(x), k, gy, n, 1.0, em.grads[w], n)
+        return
+    if op in ("sum", "mean"):
+        kept, count = _reduced_keepdim(g, node)
+        nest = em.open(g.shapes[node.ins[0]], [gout_key])
+        gy = em.grads[out]
+        add(nest, node.ins[0], nest.load(_Array(gy.ptr, gy.ref, kept)), 1.0 / count if op == "mean" else None)
+        return
+    if op == "mse_loss":
+        a, b = node.ins
+        nest = em.open(g.shapes[a], [gout_key])
+        gy = em.grads[out]
+        reduction = int(node.attrs[0])
+        scale = {0: 2.0, 1: 2.0 / _size(g.shapes[a]), 2: 2.0}[reduction]
+        d = nest.calc("subf", em.value(nest, a), em.value(nest, b))
+        v = nest.calc("mulf", nest.calc("mulf", nest.load(gy), f.const(scale)), d)
+        add(nest, a, v)
+        if b in need:
+            add(nest, b, f.op("arith.negf %s : f32" % v, nest.body))
+        return
+    nest = em.open(g.shapes[out], [gout_key])
+    gy = nest.load(em.grads[out])
+    for k, b in enumerate(node.ins):
+        if b in need:
+            add(nest, b, _elementwise_grad(em, nest, node, k, gy))
+
+
+def _elementwise_grad(em, nest, node, k, gy):
+    """The gradient of elementwise node's input k, given gy, its output's."""
+    f, op, attrs = em.func, node.op, node.attrs
+    val = lambda b: em.value(nest, b)   # noqa: E731
+    neg = lambda v: f.op("arith.negf %s : f32" % v, nest.body)   # noqa: E731
+    zero = f.const(0.0)
+    if op == "add" or op == "add_scalar":
+        return gy
+    if op == "sub":
+        return gy if k == 0 else neg(gy)
+    if op == "mul":
+        return nest.calc("mulf", gy, val(node.ins[1 - k]))
+    if op == "div":
+        a, b = val(node.ins[0]), val(node.ins[1])
+        if k == 0:
+            return nest.calc("divf", gy, b)
+        return neg(nest.calc("divf", nest.calc("mulf", gy, a), nest.calc("mulf", b, b)))
+    x = val(node.ins[0])
+    if op in ("exp", "sigmoid", "tanh", "sqrt"):
+        y = val(node.outs[0])
+    if op == "mul_scalar":
+        return nest.calc("mulf", gy, f.const(attrs[0]))
+    if op == "rsub_scalar" or op == "neg":
+        return neg(gy)
+    if op == "div_scalar":
+        return nest.calc("divf", gy, f.const(attrs[0]))
+    if op == "rdiv_scalar":
+        return neg(nest.calc("divf", nest.calc("mulf", gy, f.const(attrs[0])), nest.calc("mulf", x, x)))
+    if op == "pow_scalar":
+        p = attrs[0]
+        power = x if p == 2.0 else f.op("math.powf %s, %s : f32" % (x, f.const(p - 1.0)), nest.body)
+        return nest.calc("mulf", nest.calc("mulf", gy, f.const(p)), power)
+    if op == "clamp":
+        inside = f.op("arith.andi %s, %s : i1" % (nest.cmp("oge", x, f.const(attrs[0])),
+                                                  nest.cmp("ole", x, f.const(attrs[1]))), nest.body)
+        return nest.select(inside, gy, zero)
+    if op == "relu":
+        return nest.select(nest.cmp("ogt", x, zero), gy, zero)
+    if op == "exp":
+        return nest.calc("mulf", gy, y)
+    if op == "log":
+        return nest.calc("divf", gy, x)
+    if op == "log1p":
+        return nest.calc("divf", gy, nest.calc("addf", x, f.const(1.0)))
+    if op == "sqrt":
+        return nest.calc("divf", gy, nest.calc("mulf", y, f.const(2.0)))
+    if op == "abs":
+        return nest.select(nest.cmp("ogt", x, zero), gy, nest.select(nest.cmp("olt", x, zero), neg(gy), zero))
+    if op == "sin":
+        return nest.calc("mulf", gy, nest.math("cos", x))
+    if op == "cos":
+        return neg(nest.calc("mulf", gy, nest.math("sin", x)))
+    if op == "sigmoid":
+        return nest.calc("mulf", gy, nest.calc("mulf", y, nest.calc("subf", f.const(1.0), y)))
+    if op == "tanh":
+        return nest.calc("mulf", gy, nest.calc("subf", f.const(1.0), nest.calc("mulf", y, y)))
+    raise AssertionError(op)
+
+
+# ---- planning, building, loading ----------------------------------------------
+
+def _whole_step(g):
+    """(forward nodes, backward node, later nodes, zeroed parameters) when the emitter can
+    derive the step's backward pass; None otherwise."""
+    backs = [n for n in g.nodes if n.op == "backward"]
+    if len(backs) != 1:
+        return None
+    back = backs[0]
+    loss = back.ins[0]
+    if back.ins[1] != -1 or g.dtypes[loss] != F32 or _size(g.shapes[loss]) != 1:
+        return None
+    forward, zeroed = [], set()
+    for node in g.nodes[:back.index]:
+        if node.op == "zero_grad" and g.kinds[node.ins[0]] == 0:
+            zeroed.add(node.ins[0])
+        elif _covered(g, node):
+            forward.append(node)
+        else:
+            return None
+    later = g.nodes[back.index + 1:]
+    need = _needs_grad(g, forward, loss)
+    for node in later:
+        if node.op in STEPS:
+            if not _step_covered(g, node) or node.ins[0] not in need:
+                return None
+        elif not _covered(g, node):
+            return None
+    return forward, back, later, zeroed
+
+
+def _runs(g, start):
+    """Maximal runs of covered nodes from node start on."""
+    runs, run = [], []
+    for node in g.nodes[start:]:
+        if _covered(g, node) or (node.op in STEPS and _step_covered(g, node)):
+            run.append(node)
+        elif run:
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    return [r for r in runs if any(n.op not in VIEWS for n in r)]
+
+
+def _emit_segment(g, name, nodes, step, stored):
+    """One segment's _Func, and its emitter (which knows what it read unstored)."""
+    f = _Func(name, nodes[0].index)
+    em = _Emitter(g, f, nodes, stored)
+    grads, rest = {}, nodes
+    if step is not None:
+        forward, back, rest, zeroed = step
+        for node in forward:
+            em.forward(node)
+        _backward(em, forward, back.ins[0], zeroed)
+        grads = em.grads
+    for node in rest:
+        if node.op in STEPS:
+            em.step(node, lambda p: grads[p] if p in grads else f.entry(-2 - p, g.shapes[p]))
+        else:
+            em.forward(node)
+    em.close()
+    return f, em
+
+
+def _segment(g, name, nodes, step):
+    """Emit a segment, storing the values read outside the nest that makes them: a
+    first emission finds them. A derived backward pass reads every forward value."""
+    made = {b for n in nodes for b in n.outs if b >= 0}
+    if step is None:
+        _, probe = _emit_segment(g, name, nodes, None, set())
+        made = probe.unstored_reads | {b for b in made if probe.visible(b)}
+    return _emit_segment(g, name, nodes, step, made)[0]
+
+
+def plan(graph):
+    """The segments for graph: (first node, node count, _Func)."""
+    g = _Graph(graph)
+    step = _whole_step(g)
+    if step is not None:
+        return [(0, len(g.nodes), _segment(g, "seg0", g.nodes, step))]
+    backs = [n.index for n in g.nodes if n.op == "backward"]
+    runs = _runs(g, backs[-1] + 1 if backs else 0)
+    return [(run[0].index, len(run), _segment(g, "seg%d" % i, run, None)) for i, run in enumerate(runs)]
+
+
+_cache_dir = None
+_loaded = {}   # hash of the MLIR text -> the loaded library (kept for the process)
+
+
+def _build(text):
+    """The loaded shared object for module text, built once per text per process."""
+    global _cache_dir
+    key = hashlib.sha256(text.encode()).hexdigest()[:24]
+    if key in _loaded:
+        return _loaded[key]
+    if _cache_dir is None:
+        _cache_dir = tempfile.mkdtemp(prefix="aicraft-mlir-")
+        atexit.register(shutil.rmtree, _cache_dir, True)
+    base = os.path.join(_cache_dir, key)
+    with open(base + ".mlir", "w") as out:
+        out.write(text)
+    cpu = "-mcpu=native"
+    steps = [["mlir-opt-19", base + ".mlir", *PASSES, "-o", base + ".llvm.mlir"],
+             ["mlir-translate-19", "--mlir-to-llvmir", base + ".llvm.mlir", "-o", base + ".ll"],
+             ["opt-19", "-O3", cpu, base + ".ll", "-o", base + ".bc"],
+             ["llc-19", "-O3", cpu, "-relocation-model=pic", "-filetype=obj", base + ".bc", "-o", base + ".o"],
+             ["cc", "-shared", base + ".o", "-o", base + ".so", "-lm"]]
+    for cmd in steps:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError("compile: %s failed on the emitted MLIR (%s): %s"
+                               % (cmd[0], base + ".mlir", done.stderr.strip()[:2000]))
+    library = _loaded[key] = ctypes.CDLL(base + ".so")
+    return library
+
+
+def lower(graph):
+    """Compile graph's covered runs of nodes to native code and register them as its
+    segments; returns what must stay alive while the graph runs (the library)."""
+    segments = plan(graph)
+    if not segments:
+        return None
+    text = "module {\n%s\n}\n" % "\n".join(f.text() for _, _, f in segments)
+    library = _build(text)
+    for first, count, f in segments:
+        address = ctypes.cast(getattr(library, f.name), ctypes.c_void_p).value
+        fn = ffi.cast("AcNativeFn", address)
+        if lib.ac_graph_add_native(graph, first, count, fn, f.entries, len(f.entries), f.scratch * 4) < 0:
+            raise_error()
+    return library
