@@ -355,6 +355,7 @@ class _Emitter:
 
     def __init__(self, g, func, nodes, stored):
         self.g, self.func, self.nodes = g, func, nodes
+        self.own = {b for n in nodes for b in n.outs if b >= 0}   # buffers the segment's nodes make
         self.stored = set(stored)   # buffers in memory once their nest ends
         self.arrays = {}          # buffer -> _Array
         self.grads = {}           # buffer -> _Array of its gradient
@@ -371,7 +372,7 @@ class _Emitter:
 
     def visible(self, b):
         g = self.g
-        if g.kinds[b] != 3 or b in g.outputs:   # not a temporary
+        if g.kinds[b] != 3 or b in g.outputs or b not in self.own:   # not a temporary of its own
             return True
         first, last = self.nodes[0].index, self.nodes[-1].index
         return any(r < first or r > last for r in g.readers.get(b, ()))
