@@ -131,19 +131,25 @@ def _step_covered(g, node):
 # ---- the text of one function ------------------------------------------------
 
 class _Array:
-    """A flat float32 memref of `shape` at an address; `ptr` its !llvm.ptr value."""
-    __slots__ = ("ptr", "ref", "shape", "size")
+    """A flat float32 memref of `shape` (views of one buffer share the memref)."""
+    __slots__ = ("ref", "shape", "size", "flat")
 
-    def __init__(self, ptr, ref, shape):
-        self.ptr, self.ref, self.shape, self.size = ptr, ref, tuple(shape), _size(shape)
+    def __init__(self, ref, shape, flat):
+        self.ref, self.shape, self.size, self.flat = ref, tuple(shape), _size(shape), flat
+
+    def view(self, shape):
+        return _Array(self.ref, shape, self.flat)
 
 
 class _Func:
-    """One native segment: its MLIR function, its buffers (entries) and scratch."""
+    """One native segment: a wrapper with AcNativeFn's signature that turns its data
+    pointers into memrefs, and the body that takes them, each marked noalias (distinct
+    tensors, distinct scratch), so that LLVM vectorises the loops."""
 
     def __init__(self, name, first):
         self.name, self.first = name, first
-        self.head, self.body = [], []
+        self.wrapper, self.prologue, self.body = [], [], []
+        self.args = []                 # the body's memref arguments: (name, size)
         self.entries, self.entry_arrays = [], {}
         self.scratch = 0
         self.consts = {}
@@ -153,30 +159,35 @@ class _Func:
         self.n += 1
         return "%%%s%d" % (prefix, self.n)
 
-    def const(self, value, kind="f32"):
-        key = (value, kind)
+    def const(self, value, kind="f32", lines=None):
+        """A constant in the body (or in the wrapper's lines)."""
+        key = (value, kind, lines is None)
         if key not in self.consts:
             name = self.tmp("c")
             if kind == "f32":
-                self.head.append("%s = arith.constant %s : f32" % (name, _f32(value)))
+                text = "arith.constant %s : f32" % _f32(value)
             elif kind == "f64":
-                self.head.append("%s = arith.constant %r : f64" % (name, float(value)))
+                text = "arith.constant %r : f64" % float(value)
             else:
-                self.head.append("%s = llvm.mlir.constant(%d : %s) : %s" % (name, value, kind, kind))
+                text = "llvm.mlir.constant(%d : %s) : %s" % (value, kind, kind)
+            (self.prologue if lines is None else lines).append("%s = %s" % (name, text))
             self.consts[key] = name
         return self.consts[key]
 
     def _memref(self, ptr, size):
+        """A body argument: the memref of size floats at ptr, built in the wrapper."""
         desc = "!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>"
+        w = self.wrapper
         d = self.tmp("d")
-        self.head.append("%s = llvm.mlir.undef : %s" % (d, desc))
-        for pos, value in (("0", ptr), ("1", ptr), ("2", self.const(0, "i64")),
-                           ("3, 0", self.const(size, "i64")), ("4, 0", self.const(1, "i64"))):
+        w.append("%s = llvm.mlir.undef : %s" % (d, desc))
+        for pos, value in (("0", ptr), ("1", ptr), ("2", self.const(0, "i64", w)),
+                           ("3, 0", self.const(size, "i64", w)), ("4, 0", self.const(1, "i64", w))):
             nd = self.tmp("d")
-            self.head.append("%s = llvm.insertvalue %s, %s[%s] : %s" % (nd, value, d, pos, desc))
+            w.append("%s = llvm.insertvalue %s, %s[%s] : %s" % (nd, value, d, pos, desc))
             d = nd
         ref = self.tmp("m")
-        self.head.append("%s = builtin.unrealized_conversion_cast %s : %s to memref<%dxf32>" % (ref, d, desc, size))
+        w.append("%s = builtin.unrealized_conversion_cast %s : %s to memref<%dxf32>" % (ref, d, desc, size))
+        self.args.append((ref, size))
         return ref
 
     def entry(self, entry, shape):
@@ -185,19 +196,19 @@ class _Func:
             k = len(self.entries)
             self.entries.append(entry)
             slot, ptr = self.tmp("p"), self.tmp("p")
-            self.head.append("%s = llvm.getelementptr %%data[%d] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr" % (slot, k))
-            self.head.append("%s = llvm.load %s : !llvm.ptr -> !llvm.ptr" % (ptr, slot))
-            self.entry_arrays[entry] = _Array(ptr, self._memref(ptr, _size(shape)), shape)
-        array = self.entry_arrays[entry]
-        return _Array(array.ptr, array.ref, shape)
+            self.wrapper.append("%s = llvm.getelementptr %%data[%d] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr"
+                                % (slot, k))
+            self.wrapper.append("%s = llvm.load %s : !llvm.ptr -> !llvm.ptr" % (ptr, slot))
+            self.entry_arrays[entry] = _Array(self._memref(ptr, _size(shape)), shape, _size(shape))
+        return self.entry_arrays[entry].view(shape)
 
     def scratch_array(self, shape):
         size = _size(shape)
         offset = self.scratch
         self.scratch += (size + 15) // 16 * 16   # 64-byte aligned
         ptr = self.tmp("p")
-        self.head.append("%s = llvm.getelementptr %%scratch[%d] : (!llvm.ptr) -> !llvm.ptr, f32" % (ptr, offset))
-        return _Array(ptr, self._memref(ptr, size), shape)
+        self.wrapper.append("%s = llvm.getelementptr %%scratch[%d] : (!llvm.ptr) -> !llvm.ptr, f32" % (ptr, offset))
+        return _Array(self._memref(ptr, size), shape, size)
 
     def attr(self, node_index, attr):
         """Scalar argument `attr` of node node_index, as replay holds it now (f64)."""
@@ -215,36 +226,52 @@ class _Func:
         (self.body if body is None else body).append("%s = %s" % (name, text))
         return name
 
+    def pointer(self, array):
+        index = self.op("memref.extract_aligned_pointer_as_index %s : memref<%dxf32> -> index"
+                        % (array.ref, array.flat))
+        return self.op("llvm.inttoptr %s : i64 to !llvm.ptr" % self.op("arith.index_cast %s : index to i64" % index))
+
     def gemm(self, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc):
         fp = self.op("llvm.load %kernels : !llvm.ptr -> !llvm.ptr")
         i32, i64 = (lambda v: self.const(v, "i32")), (lambda v: self.const(v, "i64"))
         self.body.append(
             "llvm.call %s(%s) : !llvm.ptr, (i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, "
             "f32, !llvm.ptr, i64) -> ()" % (fp, ", ".join([
-                i32(ta), i32(tb), i64(m), i64(n), i64(k), self.const(1.0), a.ptr, i64(lda), b.ptr, i64(ldb),
-                self.const(float(beta)), c.ptr, i64(ldc)])))
+                i32(ta), i32(tb), i64(m), i64(n), i64(k), self.const(1.0), self.pointer(a), i64(lda),
+                self.pointer(b), i64(ldb), self.const(float(beta)), self.pointer(c), i64(ldc)])))
 
     def text(self):
-        lines = ["  func.func @%s(%%data: !llvm.ptr, %%attrs: !llvm.ptr, %%kernels: !llvm.ptr) {" % self.name,
-                 "    %scratch_slot = llvm.getelementptr %data[" + str(len(self.entries)) +
-                 "] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr",
-                 "    %scratch = llvm.load %scratch_slot : !llvm.ptr -> !llvm.ptr"]
-        lines += ["    " + line for line in self.head + self.body]
-        lines += ["    return", "  }"]
+        params = ", ".join("%s: memref<%dxf32> {llvm.noalias}" % arg for arg in self.args)
+        types = ", ".join("memref<%dxf32>" % size for _, size in self.args)
+        sep = ", " if self.args else ""
+        lines = ["  func.func private @%s_body(%s%s%%attrs: !llvm.ptr, %%kernels: !llvm.ptr) {"
+                 % (self.name, params, sep)]
+        lines += ["    " + line for line in self.prologue + self.body]
+        lines += ["    return", "  }",
+                  "  func.func @%s(%%data: !llvm.ptr, %%attrs: !llvm.ptr, %%kernels: !llvm.ptr) {" % self.name,
+                  "    %%scratch_slot = llvm.getelementptr %%data[%d] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr"
+                  % len(self.entries),
+                  "    %scratch = llvm.load %scratch_slot : !llvm.ptr -> !llvm.ptr"]
+        lines += ["    " + line for line in self.wrapper]
+        lines += ["    call @%s_body(%s%s%%attrs, %%kernels) : (%s%s!llvm.ptr, !llvm.ptr) -> ()"
+                  % (self.name, ", ".join(ref for ref, _ in self.args), sep, types, sep),
+                  "    return", "  }"]
         return "\n".join(lines)
 
 
 class _Nest:
-    """A loop nest over `shape`: loads, math, stores; a full sum rides as a loop-carried value."""
+    """A loop nest over `shape`: loads, math, stores; a full sum rides as a loop-carried value.
+    Dims of size 1 get no loop; one-element arrays are read once, before the loops."""
 
     def __init__(self, func, shape):
         self.func = func
         self.shape = tuple(shape) or (1,)
-        self.body = []
+        self.pre, self.body = [], []
         self.values = {}      # key (a buffer, ('grad', buffer)) -> SSA value in this nest
         self.pending = set()  # keys whose arrays this nest reduces into: no reading them here
-        self.sums = []        # (array, scale, accumulate, value)
-        self.ivs = [func.tmp("i") for _ in self.shape]
+        self.sums = []        # (array, scale, value)
+        self.ivs = [func.tmp("i") if n != 1 else None for n in self.shape]
+        self.loops = [d for d, n in enumerate(self.shape) if n != 1]
 
     def index(self, shape):
         shape = tuple(shape)
@@ -253,14 +280,17 @@ class _Nest:
         terms, stride = [], 1
         offset = len(self.shape) - len(shape)
         for d in range(len(shape) - 1, -1, -1):
-            if shape[d] != 1:
-                terms.append("%s * %d" % (self.ivs[offset + d], stride) if stride != 1 else self.ivs[offset + d])
+            iv = self.ivs[offset + d]
+            if shape[d] != 1 and iv is not None:
+                terms.append("%s * %d" % (iv, stride) if stride != 1 else iv)
             stride *= shape[d]
         return " + ".join(reversed(terms)) or "0"
 
     def load(self, array):
-        return self.func.op("affine.load %s[%s] : memref<%dxf32>" % (array.ref, self.index(array.shape), array.size),
-                            self.body)
+        text = "affine.load %s[%s] : memref<%dxf32>" % (array.ref, self.index(array.shape), array.size)
+        if array.size == 1 and self.loops:   # invariant: the nest writes no one-element array
+            return self.func.op(text, self.pre)
+        return self.func.op(text, self.body)
 
     def store(self, array, value):
         self.body.append("affine.store %s, %s[%s] : memref<%dxf32>" % (value, array.ref, self.index(array.shape),
@@ -268,15 +298,16 @@ class _Nest:
 
     def accumulate(self, array, value, key, scale=None):
         """array[broadcast index] += value (times scale); a sum into one element is carried."""
-        if array.size == 1 and _size(self.shape) > 1:
+        if array.size == 1 and self.loops:
             self.sums.append((array, scale, value))
             self.pending.add(key)
             return
         if scale is not None:
             value = self.calc("mulf", value, self.func.const(scale))
-        if _size(array.shape) != _size(self.shape):
+        if array.size != _size(self.shape):
             self.pending.add(key)
-        old = self.load(array)
+        old = self.func.op("affine.load %s[%s] : memref<%dxf32>" % (array.ref, self.index(array.shape),
+                                                                   array.size), self.body)
         self.store(array, self.calc("addf", old, value))
 
     def calc(self, op, *args):
@@ -294,34 +325,37 @@ class _Nest:
     def close(self):
         """Emit the nest into its function."""
         func, n = self.func, len(self.sums)
+        func.body.extend(self.pre)
+        if not self.loops:
+            func.body.extend(self.body)
+            return
         zero = func.const(0.0)
-        accs = [[func.tmp("s") for _ in range(n)] for _ in self.shape]
+        accs = [[func.tmp("s") for _ in range(n)] for _ in self.loops]
         inner = accs[-1]
         for k, (_, _, value) in enumerate(self.sums):
             self.body.append("%s = arith.addf %s, %s fastmath<reassoc, contract> : f32"
                              % ("%%n%s" % inner[k][1:], inner[k], value))
-        text = self.body
-        for level in range(len(self.shape) - 1, -1, -1):
-            iv, size = self.ivs[level], self.shape[level]
+        text, results = self.body, None
+        for level in range(len(self.loops) - 1, -1, -1):
+            iv, size = self.ivs[self.loops[level]], self.shape[self.loops[level]]
             if n:
-                results = func.tmp("r")
                 inits = [zero] * n if level == 0 else accs[level - 1]
                 carried = ", ".join("%s = %s" % (a, i) for a, i in zip(accs[level], inits))
                 types = ", ".join(["f32"] * n)
-                if level == len(self.shape) - 1:
+                if results is None:
                     yields = ["%%n%s" % a[1:] for a in accs[level]]
                 else:
-                    yields = ["%s#%d" % (inner_results, k) for k in range(n)]
+                    yields = ["%s#%d" % (results, k) for k in range(n)]
+                results = func.tmp("r")
                 head = "%s:%d = affine.for %s = 0 to %d iter_args(%s) -> (%s) {" % (results, n, iv, size, carried, types)
                 tail = ["  affine.yield %s : %s" % (", ".join(yields), types), "}"]
-                inner_results = results
             else:
                 head = "affine.for %s = 0 to %d {" % (iv, size)
                 tail = ["}"]
             text = [head] + ["  " + line for line in text] + tail
         func.body.extend(text)
         for k, (array, scale, _) in enumerate(self.sums):
-            total = "%s#%d" % (inner_results, k)
+            total = "%s#%d" % (results, k)
             if scale is not None:
                 total = func.op("arith.mulf %s, %s : f32" % (total, func.const(scale)))
             old = func.op("affine.load %s[0] : memref<%dxf32>" % (array.ref, array.size))
@@ -423,10 +457,10 @@ class _Emitter:
             if self.visible(out):   # replay sees it: a copy of its own
                 self.close()
                 nest = self.open(g.shapes[out])
-                nest.store(self.array(out), nest.load(_Array(source.ptr, source.ref, g.shapes[out])))
+                nest.store(self.array(out), nest.load(source.view(g.shapes[out])))
                 nest.pending.add(out)
             else:
-                self.arrays[out] = _Array(source.ptr, source.ref, g.shapes[out])
+                self.arrays[out] = source.view(g.shapes[out])
                 if self.nest is not None:
                     self.nest.pending.add(out)
         elif op in ("sum", "mean"):
@@ -437,7 +471,7 @@ class _Emitter:
             self.stored.add(out)
             _fill_before(self, target)
             v = self.value(nest, node.ins[0])
-            nest.accumulate(_Array(target.ptr, target.ref, kept), v, out,
+            nest.accumulate(target.view(kept), v, out,
                             1.0 / count if op == "mean" else None)
         elif op == "mse_loss":
             nest = self.open(g.shapes[node.ins[0]], node.ins)
@@ -610,7 +644,7 @@ def _backward(em, forward, loss, zeroed):
             continue
         if node.op in VIEWS:
             src = em.grads[node.ins[0]]
-            em.grads[out] = _Array(src.ptr, src.ref, g.shapes[out])
+            em.grads[out] = src.view(g.shapes[out])
         else:
             em.grads[out] = f.scratch_array(g.shapes[out])
             _fill(f, em.grads[out], 1.0 if out == loss else 0.0)
@@ -654,7 +688,7 @@ def _node_backward(em, node, need):
         kept, count = _reduced_keepdim(g, node)
         nest = em.open(g.shapes[node.ins[0]], [gout_key])
         gy = em.grads[out]
-        add(nest, node.ins[0], nest.load(_Array(gy.ptr, gy.ref, kept)), 1.0 / count if op == "mean" else None)
+        add(nest, node.ins[0], nest.load(gy.view(kept)), 1.0 / count if op == "mean" else None)
         return
     if op == "mse_loss":
         a, b = node.ins

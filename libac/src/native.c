@@ -28,6 +28,7 @@ typedef struct GraphNative {
     int32_t *buffers;        /* buffer ids; -2 - id for the grad of buffer id */
     void **data;             /* n_buffers + 1: the buffers' data, then the scratch */
     const double **attrs;    /* the attrs of each node */
+    void *scratch;           /* scratch_bytes at root, the segment's own across calls */
     int64_t scratch_bytes;
 } GraphNative;
 
@@ -110,6 +111,7 @@ static void native_release(GraphNative *s)
     if (s->buffers) root_free(s->buffers, (size_t)s->n_buffers * sizeof *s->buffers);
     if (s->data) root_free(s->data, (size_t)(s->n_buffers + 1) * sizeof *s->data);
     if (s->attrs) root_free(s->attrs, (size_t)s->n_nodes * sizeof *s->attrs);
+    if (s->scratch) root_free(s->scratch, (size_t)s->scratch_bytes);
 }
 
 void native_free(AcGraph *g)
@@ -184,7 +186,8 @@ int ac_graph_add_native(AcGraph *g, int first, int n_nodes, AcNativeFn fn, const
     s->buffers = root_alloc((size_t)(n_buffers ? n_buffers : 1) * sizeof *s->buffers);
     s->data = root_alloc((size_t)(n_buffers + 1) * sizeof *s->data);
     s->attrs = root_alloc((size_t)n_nodes * sizeof *s->attrs);
-    if (!s->buffers || !s->data || !s->attrs) {
+    s->scratch = scratch_bytes ? root_alloc((size_t)scratch_bytes) : NULL;
+    if (!s->buffers || !s->data || !s->attrs || (scratch_bytes && !s->scratch)) {
         native_release(s);
         return ac_last_error_code();
     }
@@ -224,12 +227,7 @@ int native_run(AcGraph *g, int32_t k, int32_t *next)
         if (!(t = native_tensor(g, s->buffers[i]))) return ac_last_error_code();
         s->data[i] = t->data;
     }
-    s->data[s->n_buffers] = NULL;
-    if (s->scratch_bytes) {
-        int64_t n = (s->scratch_bytes + 3) / 4;
-        if (!(t = tensor_create("graph_replay", &n, 1, AC_FLOAT32, NULL, 0, 0))) return ac_last_error_code();
-        s->data[s->n_buffers] = t->data;
-    }
+    s->data[s->n_buffers] = s->scratch;
     s->fn(s->data, s->attrs, &native_kernels);
     *next = k + s->n_nodes;
     return 1;

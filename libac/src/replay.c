@@ -120,10 +120,13 @@ int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor 
         previous_grad = ac_set_grad_enabled(g->grad_enabled);
         for (i = 0; i < g->n_bufs; i++) g->run[i] = g->bufs[i].held;
         for (i = 0; i < n_inputs; i++) g->run[g->inputs[i]] = inputs[i];
+        for (i = 0; i < n_outputs && g->native_at; i++)   /* native code writes them in place */
+            if (g->bufs[g->outputs[i]].kind == AC_BUFFER_OUTPUT && !g->run[g->outputs[i]])
+                g->run[g->outputs[i]] = outputs[i];
         rc = replay_nodes(g);
         for (i = 0; i < n_outputs && rc == AC_OK; i++) {
             const AcTensor *src = g->run[g->outputs[i]];
-            memcpy(outputs[i]->data, src->data, (size_t)src->size * elem_size(src));
+            if (src != outputs[i]) memcpy(outputs[i]->data, src->data, (size_t)src->size * elem_size(src));
         }
         ac_set_grad_enabled(previous_grad);
         ac_mem_restore(cp);
