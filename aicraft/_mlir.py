@@ -855,7 +855,18 @@ def plan(graph):
 
 
 _cache_dir = None
+_triple = None
 _loaded = {}   # hash of the MLIR text -> the loaded library (kept for the process)
+
+
+def _host_triple():
+    """LLVM's name for this machine (llc's default target)."""
+    global _triple
+    if _triple is None:
+        version = subprocess.run(["llc-19", "--version"], capture_output=True, text=True).stdout
+        _triple = next((line.split(":", 1)[1].strip() for line in version.splitlines()
+                        if "Default target" in line), "x86_64-pc-linux-gnu")
+    return _triple
 
 
 def _build(text):
@@ -870,11 +881,11 @@ def _build(text):
     base = os.path.join(_cache_dir, key)
     with open(base + ".mlir", "w") as out:
         out.write(text)
-    cpu = "-mcpu=native"
+    target = ["-mtriple=" + _host_triple(), "-mcpu=native"]   # without them opt's cost model has no vectors
     steps = [["mlir-opt-19", base + ".mlir", *PASSES, "-o", base + ".llvm.mlir"],
              ["mlir-translate-19", "--mlir-to-llvmir", base + ".llvm.mlir", "-o", base + ".ll"],
-             ["opt-19", "-O3", cpu, base + ".ll", "-o", base + ".bc"],
-             ["llc-19", "-O3", cpu, "-relocation-model=pic", "-filetype=obj", base + ".bc", "-o", base + ".o"],
+             ["opt-19", "-O3", *target, base + ".ll", "-o", base + ".bc"],
+             ["llc-19", "-O3", *target, "-relocation-model=pic", "-filetype=obj", base + ".bc", "-o", base + ".o"],
              ["cc", "-shared", base + ".o", "-o", base + ".so", "-lm"]]
     for cmd in steps:
         done = subprocess.run(cmd, capture_output=True, text=True)
