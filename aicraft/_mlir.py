@@ -896,6 +896,11 @@ def _build(text):
     return library
 
 
+def clear_cache():
+    """Forget the objects built so far (bench/compile.py times builds from scratch)."""
+    _loaded.clear()
+
+
 def lower(graph):
     """Compile graph's covered runs of nodes to native code and register them as its
     segments; returns what must stay alive while the graph runs (the library)."""
