@@ -23,6 +23,7 @@ __all__ = ["compile"]
 _MAX_SIGNATURES = 8
 _CONSTANTS = (bool, int, float, str, type(None))
 _UNCOMPILED = object()   # a signature whose trace failed: it runs eagerly
+_trace_local = _trace._local   # its .trace: the recording on this thread (_trace.recording())
 
 
 def compile(fn, example_inputs=None, backend="replay"):
@@ -84,7 +85,7 @@ class CompiledFunction:
         if (replay is not None and not kwargs
                 and lib.ac_is_grad_enabled() == replay.grad_enabled
                 and (self._module is None or self._module.training == replay.training)
-                and _trace.recording() is None):
+                and getattr(_trace_local, "trace", None) is None):
             try:
                 ptrs = [a._ptr for a in args]
             except AttributeError:   # not all tensors: the slow path says which
