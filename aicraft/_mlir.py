@@ -40,7 +40,7 @@ SCALAR = {"add_scalar", "mul_scalar", "rsub_scalar", "div_scalar", "rdiv_scalar"
 UNARY = {"neg", "exp", "log", "log1p", "sqrt", "abs", "sin", "cos", "relu", "sigmoid", "tanh"}
 ELEMENTWISE = BINARY | SCALAR | UNARY
 VIEWS = {"reshape", "flatten", "squeeze", "unsqueeze", "detach", "clone"}
-FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul"}
+FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul", "cross_entropy"}
 STEPS = {"sgd_step", "adam_step"}
 F32, I64 = 0, 1   # AcDType values the emitter reads (float32, int64)
 
@@ -105,6 +105,10 @@ def _covered(g, node):
     op = node.op
     if op not in FORWARD or any(b < 0 for b in node.outs):
         return False
+    if op == "cross_entropy":   # class indices only
+        logits, target = node.ins
+        return (g.dtypes[logits] == F32 and len(g.shapes[logits]) == 2 and g.dtypes[target] == I64
+                and g.shapes[target] == g.shapes[logits][:1])
     bufs = [b for b in node.ins if b >= 0] + node.outs
     if any(g.dtypes[b] != F32 for b in bufs):
         return False
@@ -149,7 +153,8 @@ class _Func:
     def __init__(self, name, first):
         self.name, self.first = name, first
         self.wrapper, self.prologue, self.body = [], [], []
-        self.args = []                 # the body's memref arguments: (name, size)
+        self.args = []                 # the body's memref arguments: (name, type)
+        self.fails = []                # the blocks that return a bad index's node
         self.entries, self.entry_arrays = [], {}
         self.scratch = 0
         self.consts = {}
@@ -174,8 +179,8 @@ class _Func:
             self.consts[key] = name
         return self.consts[key]
 
-    def _memref(self, ptr, size):
-        """A body argument: the memref of size floats at ptr, built in the wrapper."""
+    def _memref(self, ptr, size, elem="f32"):
+        """A body argument: the memref of size elements at ptr, built in the wrapper."""
         desc = "!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>"
         w = self.wrapper
         d = self.tmp("d")
@@ -186,11 +191,11 @@ class _Func:
             w.append("%s = llvm.insertvalue %s, %s[%s] : %s" % (nd, value, d, pos, desc))
             d = nd
         ref = self.tmp("m")
-        w.append("%s = builtin.unrealized_conversion_cast %s : %s to memref<%dxf32>" % (ref, d, desc, size))
-        self.args.append((ref, size))
+        w.append("%s = builtin.unrealized_conversion_cast %s : %s to memref<%dx%s>" % (ref, d, desc, size, elem))
+        self.args.append((ref, "memref<%dx%s>" % (size, elem)))
         return ref
 
-    def entry(self, entry, shape):
+    def entry(self, entry, shape, elem="f32"):
         """The array of segment buffer `entry` (a buffer id, or -2 - id for its grad)."""
         if entry not in self.entry_arrays:
             k = len(self.entries)
@@ -199,7 +204,7 @@ class _Func:
             self.wrapper.append("%s = llvm.getelementptr %%data[%d] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr"
                                 % (slot, k))
             self.wrapper.append("%s = llvm.load %s : !llvm.ptr -> !llvm.ptr" % (ptr, slot))
-            self.entry_arrays[entry] = _Array(self._memref(ptr, _size(shape)), shape, _size(shape))
+            self.entry_arrays[entry] = _Array(self._memref(ptr, _size(shape), elem), shape, _size(shape))
         return self.entry_arrays[entry].view(shape)
 
     def scratch_array(self, shape):
@@ -240,22 +245,34 @@ class _Func:
                 i32(ta), i32(tb), i64(m), i64(n), i64(k), self.const(1.0), self.pointer(a), i64(lda),
                 self.pointer(b), i64(ldb), self.const(float(beta)), self.pointer(c), i64(ldc)])))
 
+    def check(self, bad, node_index):
+        """Return node_index + 1 from the segment now when i1 value bad is set (a bad
+        class index): replay reports that node's error before anything is updated."""
+        self.n += 1
+        k = self.n
+        self.body.append("cf.cond_br %s, ^bad%d, ^ok%d" % (bad, k, k))
+        self.fails += ["^bad%d:" % k, "  %%f%d = arith.constant %d : i32" % (k, node_index + 1),
+                       "  return %%f%d : i32" % k]
+        self.body.append("^ok%d:" % k)
+
     def text(self):
-        params = ", ".join("%s: memref<%dxf32> {llvm.noalias}" % arg for arg in self.args)
-        types = ", ".join("memref<%dxf32>" % size for _, size in self.args)
+        params = ", ".join("%s: %s {llvm.noalias}" % arg for arg in self.args)
+        types = ", ".join(kind for _, kind in self.args)
         sep = ", " if self.args else ""
-        lines = ["  func.func private @%s_body(%s%s%%attrs: !llvm.ptr, %%kernels: !llvm.ptr) {"
+        lines = ["  func.func private @%s_body(%s%s%%attrs: !llvm.ptr, %%kernels: !llvm.ptr) -> i32 {"
                  % (self.name, params, sep)]
         lines += ["    " + line for line in self.prologue + self.body]
-        lines += ["    return", "  }",
-                  "  func.func @%s(%%data: !llvm.ptr, %%attrs: !llvm.ptr, %%kernels: !llvm.ptr) {" % self.name,
+        lines += ["    %ok = arith.constant 0 : i32", "    return %ok : i32"]
+        lines += ["  " + line for line in self.fails]
+        lines += ["  }",
+                  "  func.func @%s(%%data: !llvm.ptr, %%attrs: !llvm.ptr, %%kernels: !llvm.ptr) -> i32 {" % self.name,
                   "    %%scratch_slot = llvm.getelementptr %%data[%d] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr"
                   % len(self.entries),
                   "    %scratch = llvm.load %scratch_slot : !llvm.ptr -> !llvm.ptr"]
         lines += ["    " + line for line in self.wrapper]
-        lines += ["    call @%s_body(%s%s%%attrs, %%kernels) : (%s%s!llvm.ptr, !llvm.ptr) -> ()"
+        lines += ["    %%status = call @%s_body(%s%s%%attrs, %%kernels) : (%s%s!llvm.ptr, !llvm.ptr) -> i32"
                   % (self.name, ", ".join(ref for ref, _ in self.args), sep, types, sep),
-                  "    return", "  }"]
+                  "    return %status : i32", "  }"]
         return "\n".join(lines)
 
 
@@ -394,13 +411,15 @@ class _Emitter:
         self.arrays = {}          # buffer -> _Array
         self.grads = {}           # buffer -> _Array of its gradient
         self.nest = None
+        self.aux = {}             # node index -> scratch it keeps for the backward pass
         self.made = set()         # buffers this segment makes
         self.unstored_reads = set()   # made here, read from memory, but not stored: a bad plan
 
     # arrays: a buffer lives in a segment buffer when replay can see it, else in scratch
     def array(self, b):
         if b not in self.arrays:
-            self.arrays[b] = (self.func.entry(b, self.g.shapes[b]) if self.visible(b)
+            elem = "i64" if self.g.dtypes[b] == I64 else "f32"
+            self.arrays[b] = (self.func.entry(b, self.g.shapes[b], elem) if self.visible(b)
                               else self.func.scratch_array(self.g.shapes[b]))
         return self.arrays[b]
 
@@ -486,6 +505,9 @@ class _Emitter:
                 self.stored.add(out)
                 _fill_before(self, target)
                 nest.accumulate(target, sq, out, 1.0 / _size(g.shapes[node.ins[0]]) if reduction == 1 else None)
+        elif op == "cross_entropy":
+            self.close()
+            _cross_entropy(self, node)
         elif op in ("linear", "matmul"):
             self.close()
             x, w = self.read(node.ins[0]), self.read(node.ins[1])
@@ -683,6 +705,9 @@ def _node_backward(em, node, need):
                 f.gemm(0, 1, m, k, n, gy, n, em.array(w), n, 1.0, em.grads[x], k)
             if w in need:
                 f.gemm(1, 0, k, n, m, em.array(x), k, gy, n, 1.0, em.grads[w], n)
+        return
+    if op == "cross_entropy":
+        _cross_entropy_backward(em, node, need)
         return
     if op in ("sum", "mean"):
         kept, count = _reduced_keepdim(g, node)
@@ -915,3 +940,149 @@ def lower(graph):
         if lib.ac_graph_add_native(graph, first, count, fn, f.entries, len(f.entries), f.scratch * 4) < 0:
             raise_error()
     return library
+
+
+# ---- cross-entropy over class indices -------------------------------------------
+
+def _rows_loop(f, rows, carried, body):
+    """An affine.for over rows with loop-carried (name, init, type) values; body(r, names)
+    returns (lines, yielded values). Returns the results' names."""
+    r, res = f.tmp("i"), f.tmp("r")
+    names = [f.tmp("s") for _ in carried]
+    lines, yields = body(r, names)
+    types = ", ".join(t for _, _, t in carried)
+    f.body.append("%s:%d = affine.for %s = 0 to %d iter_args(%s) -> (%s) {" % (
+        res, len(carried), r, rows, ", ".join("%s = %s" % (n, init) for n, (_, init, _) in zip(names, carried)),
+        types))
+    f.body.extend("  " + line for line in lines)
+    f.body.append("  affine.yield %s : %s" % (", ".join(yields), types))
+    f.body.append("}")
+    return ["%s#%d" % (res, k) for k in range(len(carried))]
+
+
+def _class_loop(f, lines, classes, init, step):
+    """Lines of an inner loop over classes carrying one f32 from init; step(c, acc, body)
+    returns the next value. Returns the result's name."""
+    c, acc, res = f.tmp("i"), f.tmp("s"), f.tmp("r")
+    body = []
+    nxt = step(c, acc, body)
+    lines.append("%s = affine.for %s = 0 to %d iter_args(%s = %s) -> (f32) {" % (res, c, classes, acc, init))
+    lines.extend("  " + line for line in body)
+    lines.append("  affine.yield %s : f32" % nxt)
+    lines.append("}")
+    return res
+
+
+def _cross_entropy(em, node):
+    """Per row: loss = (1 - e)(max - x_t + log_sum) + e(log_sum - mean(x - max)), as
+    libac's cross_entropy; keeps the softmax rows for the backward pass."""
+    g, f = em.g, em.func
+    logits, target = node.ins
+    rows, classes = g.shapes[logits]
+    e = _as_f32(node.attrs[1])
+    reduction = int(node.attrs[0])
+    x, t = em.read(logits), em.array(target)
+    probs = em.aux[node.index] = f.scratch_array((rows, classes))
+    out = em.array(node.outs[0])
+    em.made.add(node.outs[0])
+    em.stored.add(node.outs[0])
+    op = lambda text, lines: f.op(text, lines)   # noqa: E731
+    fast = lambda name, a, b, lines: op("arith.%s %s, %s %s : f32" % (name, a, b, FAST), lines)  # noqa: E731
+
+    def row(r, names):
+        total, bad = names
+        lines = []
+        at = lambda c: "%s * %d + %s" % (r, classes, c)   # noqa: E731
+
+        def max_step(c, acc, body):
+            v = op("affine.load %s[%s] : memref<%dxf32>" % (x.ref, at(c), x.flat), body)
+            return op("arith.maximumf %s, %s : f32" % (acc, v), body)
+        mx = _class_loop(f, lines, classes, f.const(float("-inf")), max_step)
+
+        def exp_step(c, acc, body):
+            v = op("affine.load %s[%s] : memref<%dxf32>" % (x.ref, at(c), x.flat), body)
+            ex = op("math.exp %s : f32" % fast("subf", v, mx, body), body)
+            body.append("affine.store %s, %s[%s] : memref<%dxf32>" % (ex, probs.ref, at(c), probs.flat))
+            return op("arith.addf %s, %s fastmath<reassoc, contract> : f32" % (acc, ex), body)
+        total_exp = _class_loop(f, lines, classes, f.const(0.0), exp_step)
+        log_sum = op("math.log %s : f32" % total_exp, lines)
+        label = op("affine.load %s[%s] : memref<%dxi64>" % (t.ref, r, t.flat), lines)
+        ok = op("arith.andi %s, %s : i1" % (op("arith.cmpi sge, %s, %s : i64" % (label, f.const(0, "i64")), lines),
+                                           op("arith.cmpi slt, %s, %s : i64" % (label, f.const(classes, "i64")),
+                                              lines)), lines)
+        safe = op("arith.select %s, %s, %s : i64" % (ok, label, f.const(0, "i64")), lines)
+        index = op("arith.addi %s, %s : index" % (op("affine.apply affine_map<(d0) -> (d0 * %d)>(%s)" % (classes, r),
+                                                      lines), op("arith.index_cast %s : i64 to index" % safe, lines)),
+                   lines)
+        xt = op("memref.load %s[%s] : memref<%dxf32>" % (x.ref, index, x.flat), lines)
+        loss = fast("addf", fast("subf", mx, xt, lines), log_sum, lines)
+        if e > 0:
+            def shifted_step(c, acc, body):
+                v = op("affine.load %s[%s] : memref<%dxf32>" % (x.ref, at(c), x.flat), body)
+                return op("arith.addf %s, %s fastmath<reassoc, contract> : f32" % (acc, fast("subf", v, mx, body)),
+                          body)
+            shifted = _class_loop(f, lines, classes, f.const(0.0), shifted_step)
+            smooth = fast("subf", log_sum, fast("divf", shifted, f.const(float(classes)), lines), lines)
+            loss = fast("addf", fast("mulf", f.const(_as_f32(1.0 - e)), loss, lines),
+                        fast("mulf", f.const(e), smooth, lines), lines)
+        inv = fast("divf", f.const(1.0), total_exp, lines)
+        c = f.tmp("i")
+        lines.append("affine.for %s = 0 to %d {" % (c, classes))
+        p = f.tmp()
+        lines.append("  %s = affine.load %s[%s] : memref<%dxf32>" % (p, probs.ref, at(c), probs.flat))
+        scaled = f.tmp()
+        lines.append("  %s = arith.mulf %s, %s : f32" % (scaled, p, inv))
+        lines.append("  affine.store %s, %s[%s] : memref<%dxf32>" % (scaled, probs.ref, at(c), probs.flat))
+        lines.append("}")
+        if reduction == 0:
+            lines.append("affine.store %s, %s[%s] : memref<%dxf32>" % (loss, out.ref, r, out.flat))
+        not_ok = op("arith.xori %s, %s : i1" % (ok, f.const(1, "i1")), lines)
+        return lines, [op("arith.addf %s, %s : f32" % (total, loss), lines),
+                       op("arith.ori %s, %s : i1" % (bad, not_ok), lines)]
+    total, bad = _rows_loop(f, rows, [("total", f.const(0.0), "f32"), ("bad", f.const(0, "i1"), "i1")], row)
+    f.check(bad, node.index)
+    if reduction != 0:
+        value = total if reduction == 2 else f.op("arith.divf %s, %s : f32" % (total, f.const(float(rows))))
+        f.body.append("affine.store %s, %s[0] : memref<%dxf32>" % (value, out.ref, out.flat))
+
+
+def _cross_entropy_backward(em, node, need):
+    """d logits += (p - e / C - (1 - e) onehot(t)) * g, g the loss's gradient (scaled by 1/N for a mean)."""
+    g, f = em.g, em.func
+    logits, target = node.ins
+    if logits not in need:
+        return
+    em.close()
+    rows, classes = g.shapes[logits]
+    e = _as_f32(node.attrs[1])
+    reduction = int(node.attrs[0])
+    probs, grad, t = em.aux[node.index], em.grads[logits], em.array(target)
+    gy = em.grads[node.outs[0]]
+    r, c = f.tmp("i"), f.tmp("i")
+    body = f.body
+    body.append("affine.for %s = 0 to %d {" % (r, rows))
+    lines = []
+    gv = f.op("affine.load %s[%s] : memref<%dxf32>" % (gy.ref, r if reduction == 0 else "0", gy.flat), lines)
+    if reduction == 1:
+        gv = f.op("arith.mulf %s, %s : f32" % (gv, f.const(_as_f32(1.0 / rows))), lines)
+    at = "%s * %d + %s" % (r, classes, c)
+    lines.append("affine.for %s = 0 to %d {" % (c, classes))
+    inner = []
+    p = f.op("affine.load %s[%s] : memref<%dxf32>" % (probs.ref, at, probs.flat), inner)
+    d = f.op("arith.mulf %s, %s %s : f32" % (f.op("arith.subf %s, %s : f32" % (p, f.const(_as_f32(e / classes))),
+                                                  inner), gv, FAST), inner)
+    old = f.op("affine.load %s[%s] : memref<%dxf32>" % (grad.ref, at, grad.flat), inner)
+    inner.append("affine.store %s, %s[%s] : memref<%dxf32>" % (f.op("arith.addf %s, %s : f32" % (old, d), inner),
+                                                              grad.ref, at, grad.flat))
+    lines.extend("  " + line for line in inner)
+    lines.append("}")
+    label = f.op("affine.load %s[%s] : memref<%dxi64>" % (t.ref, r, t.flat), lines)
+    index = f.op("arith.addi %s, %s : index" % (
+        f.op("affine.apply affine_map<(d0) -> (d0 * %d)>(%s)" % (classes, r), lines),
+        f.op("arith.index_cast %s : i64 to index" % label, lines)), lines)
+    old = f.op("memref.load %s[%s] : memref<%dxf32>" % (grad.ref, index, grad.flat), lines)
+    new = f.op("arith.subf %s, %s : f32" % (old, f.op("arith.mulf %s, %s : f32" % (f.const(_as_f32(1.0 - e)), gv),
+                                                      lines)), lines)
+    lines.append("memref.store %s, %s[%s] : memref<%dxf32>" % (new, grad.ref, index, grad.flat))
+    body.extend("  " + line for line in lines)
+    body.append("}")

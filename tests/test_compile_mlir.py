@@ -285,3 +285,37 @@ def test_native_segment_entry_points_reject_bad_arguments():
     finally:
         lib.ac_graph_free(graph)
     np.testing.assert_allclose((x * 2.0).exp().numpy(), np.exp(2.0 * x.numpy()), rtol=1e-6)
+
+
+@needs_tools
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_step_is_one_native_step_and_bad_targets_fail_cleanly(smoothing):
+    x, y = tensor(16, 20), ac.tensor(rng.integers(0, 5, 16))
+
+    def train(backend):
+        ac.manual_seed(0)
+        model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
+        opt = optim.Adam(model.parameters(), lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y, label_smoothing=smoothing)
+            loss.backward()
+            opt.step()
+            return loss
+        run = ac.compile(step, backend=backend) if backend else step
+        losses = [run(x, y).item() for _ in range(30)]
+        return losses, model, run
+    eager, compiled = train(None), train("mlir")
+    found, n_nodes = segments(compiled[2])
+    assert found == [(0, n_nodes)]
+    assert_close(compiled[0], eager[0], rtol=1e-4)
+    for got, expected in zip(compiled[1].parameters(), eager[1].parameters()):
+        assert_close(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
+    before = [p.numpy().copy() for p in compiled[1].parameters()]
+    bad = ac.tensor(np.array([0] * 15 + [5]))
+    with pytest.raises(IndexError, match="cross_entropy"):
+        compiled[2](x, bad)
+    for got, expected in zip(compiled[1].parameters(), before):   # nothing was updated
+        np.testing.assert_array_equal(got.numpy(), expected)
+    compiled[2](x, y)   # still usable

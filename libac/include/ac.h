@@ -509,8 +509,9 @@ int ac_graph_output_buffer(const struct AcGraph *g, int i);  /* the buffer id of
    aligned); attrs[j] the scalar arguments of its node first + j, as replay
    holds them (a scheduler's lr); kernels a table of libac's kernels:
    {gemm} with gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-   row-major SGEMM, C = alpha op(A) op(B) + beta C. */
-typedef void (*AcNativeFn)(void *const *data, const double *const *attrs, const void *kernels);
+   row-major SGEMM, C = alpha op(A) op(B) + beta C. Returns 0, or 1 + the node
+   whose input holds an out-of-range class index (replay fails with AC_ERR_INDEX). */
+typedef int (*AcNativeFn)(void *const *data, const double *const *attrs, const void *kernels);
 /* Replace nodes [first, first + n_nodes) of a ready graph by fn: replay calls fn
    on buffers (buffer ids, or -2 - id for the .grad of buffer id, made zero
    where the tensor has none) instead of those nodes, making

@@ -221,6 +221,7 @@ int native_run(AcGraph *g, int32_t k, int32_t *next)
     GraphNative *s;
     AcTensor *t;
     int32_t i;
+    int status;
     if (!g->native_at[k]) return 0;
     s = &g->natives[g->native_at[k] - 1];
     for (i = 0; i < s->n_buffers; i++) {
@@ -228,7 +229,10 @@ int native_run(AcGraph *g, int32_t k, int32_t *next)
         s->data[i] = t->data;
     }
     s->data[s->n_buffers] = s->scratch;
-    s->fn(s->data, s->attrs, &native_kernels);
+    status = s->fn(s->data, s->attrs, &native_kernels);
+    if (status)
+        return error_set(AC_ERR_INDEX, "%s (node %d): a target is not a class index in range",
+                         g->nodes[status - 1].op, status - 1);
     *next = k + s->n_nodes;
     return 1;
 }
