@@ -40,7 +40,7 @@ SCALAR = {"add_scalar", "mul_scalar", "rsub_scalar", "div_scalar", "rdiv_scalar"
 UNARY = {"neg", "exp", "log", "log1p", "sqrt", "abs", "sin", "cos", "relu", "sigmoid", "tanh"}
 ELEMENTWISE = BINARY | SCALAR | UNARY
 VIEWS = {"reshape", "flatten", "squeeze", "unsqueeze", "detach", "clone"}
-FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul", "cross_entropy"}
+FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul", "cross_entropy", "dropout"}
 STEPS = {"sgd_step", "adam_step"}
 F32, I64 = 0, 1   # AcDType values the emitter reads (float32, int64)
 
@@ -98,6 +98,11 @@ def _size(shape):
 def _f32(x):
     """x as an exact MLIR f32 literal (its bits)."""
     return "0x%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def _is_view(node):
+    """Whether node's output is its input's data under another shape (dropout off included)."""
+    return node.op in VIEWS or (node.op == "dropout" and (node.attrs[1] == 0 or node.attrs[0] == 0))
 
 
 def _covered(g, node):
@@ -236,6 +241,12 @@ class _Func:
                         % (array.ref, array.flat))
         return self.op("llvm.inttoptr %s : i64 to !llvm.ptr" % self.op("arith.index_cast %s : index to i64" % index))
 
+    def uniform(self, array):
+        slot = self.op("llvm.getelementptr %kernels[1] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr")
+        fp = self.op("llvm.load %s : !llvm.ptr -> !llvm.ptr" % slot)
+        self.body.append("llvm.call %s(%s, %s) : !llvm.ptr, (!llvm.ptr, i64) -> ()"
+                         % (fp, self.pointer(array), self.const(array.size, "i64")))
+
     def gemm(self, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc):
         fp = self.op("llvm.load %kernels : !llvm.ptr -> !llvm.ptr")
         i32, i64 = (lambda v: self.const(v, "i32")), (lambda v: self.const(v, "i64"))
@@ -280,8 +291,9 @@ class _Nest:
     """A loop nest over `shape`: loads, math, stores; a full sum rides as a loop-carried value.
     Dims of size 1 get no loop; one-element arrays are read once, before the loops."""
 
-    def __init__(self, func, shape):
+    def __init__(self, func, shape, exact=False):
         self.func = func
+        self.flags = "" if exact else " " + FAST   # exact: no fused multiply-adds
         self.shape = tuple(shape) or (1,)
         self.pre, self.body = [], []
         self.values = {}      # key (a buffer, ('grad', buffer)) -> SSA value in this nest
@@ -328,7 +340,7 @@ class _Nest:
         self.store(array, self.calc("addf", old, value))
 
     def calc(self, op, *args):
-        return self.func.op("arith.%s %s %s : f32" % (op, ", ".join(args), FAST), self.body)
+        return self.func.op("arith.%s %s%s : f32" % (op, ", ".join(args), self.flags), self.body)
 
     def math(self, op, arg):
         return self.func.op("math.%s %s : f32" % (op, arg), self.body)
@@ -378,6 +390,11 @@ class _Nest:
             old = func.op("affine.load %s[0] : memref<%dxf32>" % (array.ref, array.size))
             func.body.append("affine.store %s, %s[0] : memref<%dxf32>"
                              % (func.op("arith.addf %s, %s : f32" % (old, total)), array.ref, array.size))
+
+
+def _dropout_scale(node):
+    p = _as_f32(node.attrs[0])
+    return 0.0 if p == 1.0 else _as_f32(1.0 / _as_f32(1.0 - p))
 
 
 def _fill(func, array, value):
@@ -469,7 +486,7 @@ class _Emitter:
             nest = self.open(g.shapes[out], node.ins)
             args = [self.value(nest, b) for b in node.ins]
             self.define(nest, out, _elementwise(nest, op, args, node.attrs))
-        elif op in VIEWS:
+        elif _is_view(node):
             self.made.add(out)
             self.stored.add(out)
             source = self.read(node.ins[0])
@@ -508,6 +525,14 @@ class _Emitter:
         elif op == "cross_entropy":
             self.close()
             _cross_entropy(self, node)
+        elif op == "dropout":   # training, p > 0: the op's draws, then one pass
+            self.close()
+            draws = self.aux[node.index] = f.scratch_array(g.shapes[out])
+            f.uniform(draws)
+            nest = self.open(g.shapes[out])
+            keep = nest.cmp("oge", nest.load(draws), f.const(node.attrs[0]))
+            scaled = nest.calc("mulf", self.value(nest, node.ins[0]), f.const(_dropout_scale(node)))
+            self.define(nest, out, nest.select(keep, scaled, f.const(0.0)))
         elif op in ("linear", "matmul"):
             self.close()
             x, w = self.read(node.ins[0]), self.read(node.ins[1])
@@ -536,7 +561,7 @@ class _Emitter:
         p = node.ins[0]
         param, grad = self.array(p), grad_of(p)
         lr = f.op("arith.truncf %s : f64 to f32" % f.attr(node.index, 1))
-        nest = _Nest(f, g.shapes[p])
+        nest = _Nest(f, g.shapes[p], exact=True)   # the optimizers' own rounding
         pv, gv = nest.load(param), nest.load(grad)
         if node.op == "sgd_step":
             wd = node.attrs[5]
@@ -664,14 +689,14 @@ def _backward(em, forward, loss, zeroed):
         out = node.outs[0]
         if out not in need:
             continue
-        if node.op in VIEWS:
+        if _is_view(node):
             src = em.grads[node.ins[0]]
             em.grads[out] = src.view(g.shapes[out])
         else:
             em.grads[out] = f.scratch_array(g.shapes[out])
             _fill(f, em.grads[out], 1.0 if out == loss else 0.0)
     for node in reversed(forward):
-        if node.outs[0] in need and node.op not in VIEWS:
+        if node.outs[0] in need and not _is_view(node):
             _node_backward(em, node, need)
     em.close()
 
@@ -708,6 +733,12 @@ def _node_backward(em, node, need):
         return
     if op == "cross_entropy":
         _cross_entropy_backward(em, node, need)
+        return
+    if op == "dropout":
+        nest = em.open(g.shapes[out], [gout_key])
+        keep = nest.cmp("oge", nest.load(em.aux[node.index]), f.const(node.attrs[0]))
+        scaled = nest.calc("mulf", nest.load(em.grads[out]), f.const(_dropout_scale(node)))
+        add(nest, node.ins[0], nest.select(keep, scaled, f.const(0.0)))
         return
     if op in ("sum", "mean"):
         kept, count = _reduced_keepdim(g, node)
@@ -835,7 +866,7 @@ def _runs(g, start):
             run = []
     if run:
         runs.append(run)
-    return [r for r in runs if any(n.op not in VIEWS for n in r)]
+    return [r for r in runs if not all(_is_view(n) for n in r)]
 
 
 def _emit_segment(g, name, nodes, step, stored):

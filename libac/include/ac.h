@@ -508,8 +508,9 @@ int ac_graph_output_buffer(const struct AcGraph *g, int i);  /* the buffer id of
    given to ac_graph_add_native), data[n_buffers] its scratch memory (64-byte
    aligned); attrs[j] the scalar arguments of its node first + j, as replay
    holds them (a scheduler's lr); kernels a table of libac's kernels:
-   {gemm} with gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-   row-major SGEMM, C = alpha op(A) op(B) + beta C. Returns 0, or 1 + the node
+   {gemm, uniform}: gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+   row-major SGEMM, C = alpha op(A) op(B) + beta C; uniform(out, n) n draws in
+   [0, 1) from the thread's generator, as dropout draws them. Returns 0, or 1 + the node
    whose input holds an out-of-range class index (replay fails with AC_ERR_INDEX). */
 typedef int (*AcNativeFn)(void *const *data, const double *const *attrs, const void *kernels);
 /* Replace nodes [first, first + n_nodes) of a ready graph by fn: replay calls fn

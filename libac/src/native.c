@@ -13,14 +13,23 @@
 
 #include <string.h>
 
+/* n draws from the calling thread's generator, in order: dropout's masks draw the
+   same numbers as the op does. */
+static void native_uniform(float *out, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++) out[i] = rng_uniform();
+}
+
 /* The table of kernels a segment may call (AcNativeFn's kernels). */
 typedef struct {
     void (*gemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                  int64_t ldc);
+    void (*uniform)(float *out, int64_t n);
 } NativeKernels;
 
-static const NativeKernels native_kernels = {gemm};
+static const NativeKernels native_kernels = {gemm, native_uniform};
 
 typedef struct GraphNative {
     AcNativeFn fn;
