@@ -10,7 +10,8 @@ SCALAR = {"add_scalar", "mul_scalar", "rsub_scalar", "div_scalar", "rdiv_scalar"
 UNARY = {"neg", "exp", "log", "log1p", "sqrt", "abs", "sin", "cos", "relu", "sigmoid", "tanh"}
 ELEMENTWISE = BINARY | SCALAR | UNARY
 VIEWS = {"reshape", "flatten", "squeeze", "unsqueeze", "detach", "clone"}
-FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul", "cross_entropy", "dropout"}
+FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul", "cross_entropy", "dropout",
+                                 "softmax", "log_softmax"}
 STEPS = {"sgd_step", "adam_step"}
 F32, I64 = 0, 1   # AcDType values the emitter reads (float32, int64)
 PARAMETER, TEMPORARY = 0, 3   # AcBufferKind values
@@ -37,6 +38,9 @@ def _covered(g, node):
         return len(node.ins) == 2 and all(b >= 0 for b in node.ins)
     if op in ("sum", "mean"):
         return True
+    if op in ("softmax", "log_softmax"):   # over the last dim
+        ndim = len(g.shapes[node.ins[0]])
+        return ndim >= 1 and int(node.attrs[0]) % ndim == ndim - 1
     if op == "matmul":
         return len(g.shapes[node.ins[0]]) == 2 and len(g.shapes[node.ins[1]]) == 2
     if op == "linear":
@@ -176,6 +180,9 @@ class _Emitter:
         elif op == "cross_entropy":
             self.close()
             _cross_entropy(self, node)
+        elif op in ("softmax", "log_softmax"):
+            self.close()
+            _softmax(self, node)
         elif op == "dropout":   # training, p > 0: the op's draws, then one pass
             self.close()
             draws = self.aux[node.index] = f.scratch_array(g.shapes[out])
@@ -380,6 +387,9 @@ def _node_backward(em, node, need):
         return
     if op == "cross_entropy":
         _cross_entropy_backward(em, node, need)
+        return
+    if op in ("softmax", "log_softmax"):
+        _softmax_backward(em, node, need)
         return
     if op == "dropout":
         nest = em.open(g.shapes[out], [gout_key])
@@ -586,3 +596,91 @@ def _cross_entropy_backward(em, node, need):
     lines.append("memref.store %s, %s[%s] : memref<%dxf32>" % (new, grad.ref, index, grad.flat))
     body.extend("  " + line for line in lines)
     body.append("}")
+
+
+# ---- softmax and log_softmax over the last dim ---------------------------------------
+
+def _softmax_rows(g, node):
+    """(rows, classes) of a softmax over node's input's last dim."""
+    shape = g.shapes[node.ins[0]]
+    classes = shape[-1] if shape else 1
+    return _size(shape) // max(classes, 1), classes
+
+
+def _softmax(em, node):
+    """softmax: e^(x - max) / sum; log_softmax: x - max - log(sum), row by row."""
+    f = em.func
+    rows, classes = _softmax_rows(em.g, node)
+    x, y = em.read(node.ins[0]), em.array(node.outs[0])
+    em.made.add(node.outs[0])
+    em.stored.add(node.outs[0])
+    is_log = node.op == "log_softmax"
+
+    def row(r, names):
+        lines = []
+        at = lambda c: "%s * %d + %s" % (r, classes, c)   # noqa: E731
+        load = lambda array, c, body: f.op("affine.load %s[%s] : memref<%dxf32>" % (   # noqa: E731
+            array.ref, at(c), array.flat), body)
+
+        def max_step(c, acc, body):
+            return f.op("arith.maximumf %s, %s : f32" % (acc, load(x, c, body)), body)
+        mx = _class_loop(f, lines, classes, f.const(float("-inf")), max_step)
+
+        def exp_step(c, acc, body):
+            ex = f.op("math.exp %s : f32" % f.op("arith.subf %s, %s : f32" % (load(x, c, body), mx), body), body)
+            if not is_log:
+                body.append("affine.store %s, %s[%s] : memref<%dxf32>" % (ex, y.ref, at(c), y.flat))
+            return f.op("arith.addf %s, %s fastmath<reassoc, contract> : f32" % (acc, ex), body)
+        total = _class_loop(f, lines, classes, f.const(0.0), exp_step)
+        shift = (f.op("arith.addf %s, %s : f32" % (mx, f.op("math.log %s : f32" % total, lines)), lines)
+                 if is_log else f.op("arith.divf %s, %s : f32" % (f.const(1.0), total), lines))
+        c = f.tmp("i")
+        inner = []
+        if is_log:
+            value = f.op("arith.subf %s, %s : f32" % (load(x, c, inner), shift), inner)
+        else:
+            value = f.op("arith.mulf %s, %s : f32" % (load(y, c, inner), shift), inner)
+        inner.append("affine.store %s, %s[%s] : memref<%dxf32>" % (value, y.ref, at(c), y.flat))
+        lines.append("affine.for %s = 0 to %d {" % (c, classes))
+        lines.extend("  " + line for line in inner)
+        lines.append("}")
+        return lines, [names[0]]
+    _rows_loop(f, rows, [("unused", f.const(0.0), "f32")], row)
+
+
+def _softmax_backward(em, node, need):
+    """softmax: dx += y (g - sum(g y)); log_softmax: dx += g - e^y sum(g), row by row."""
+    f = em.func
+    if node.ins[0] not in need:
+        return
+    em.close()
+    rows, classes = _softmax_rows(em.g, node)
+    y, gy, gx = em.array(node.outs[0]), em.grads[node.outs[0]], em.grads[node.ins[0]]
+    is_log = node.op == "log_softmax"
+
+    def row(r, names):
+        lines = []
+        at = lambda c: "%s * %d + %s" % (r, classes, c)   # noqa: E731
+        load = lambda array, c, body: f.op("affine.load %s[%s] : memref<%dxf32>" % (   # noqa: E731
+            array.ref, at(c), array.flat), body)
+
+        def dot_step(c, acc, body):
+            term = load(gy, c, body) if is_log else f.op("arith.mulf %s, %s : f32" % (load(gy, c, body),
+                                                                                       load(y, c, body)), body)
+            return f.op("arith.addf %s, %s fastmath<reassoc, contract> : f32" % (acc, term), body)
+        total = _class_loop(f, lines, classes, f.const(0.0), dot_step)
+        c = f.tmp("i")
+        inner = []
+        yv, gv = load(y, c, inner), load(gy, c, inner)
+        if is_log:
+            d = f.op("arith.subf %s, %s : f32" % (gv, f.op("arith.mulf %s, %s : f32" % (
+                f.op("math.exp %s : f32" % yv, inner), total), inner)), inner)
+        else:
+            d = f.op("arith.mulf %s, %s : f32" % (yv, f.op("arith.subf %s, %s : f32" % (gv, total), inner)), inner)
+        new = f.op("arith.addf %s, %s : f32" % (load(gx, c, inner), d), inner)
+        inner.append("affine.store %s, %s[%s] : memref<%dxf32>" % (new, gx.ref, at(c), gx.flat))
+        lines.append("affine.for %s = 0 to %d {" % (c, classes))
+        lines.extend("  " + line for line in inner)
+        lines.append("}")
+        return lines, [names[0]]
+    _rows_loop(f, rows, [("unused", f.const(0.0), "f32")], row)

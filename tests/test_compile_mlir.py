@@ -323,3 +323,29 @@ def test_cross_entropy_step_is_one_native_step_and_bad_targets_fail_cleanly(smoo
     for got, expected in zip(compiled[1].parameters(), before):   # nothing was updated
         np.testing.assert_array_equal(got.numpy(), expected)
     compiled[2](x, y)   # still usable
+
+
+@needs_tools
+def test_derived_backward_through_softmax_and_log_softmax():
+    x, target = tensor(12, 7), ac.tensor(np.eye(4, dtype=np.float32)[rng.integers(0, 4, 12)])
+
+    def train(backend):
+        ac.manual_seed(9)
+        model = nn.Sequential(nn.Linear(7, 16), nn.Sigmoid(), nn.Linear(16, 4))
+        opt = optim.SGD(model.parameters(), lr=0.2)
+
+        def step(x, t):
+            opt.zero_grad()
+            out = model(x)
+            loss = -(F.log_softmax(out, dim=1) * t).sum() / 12.0 + (F.softmax(out, dim=-1) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        run = ac.compile(step, backend=backend) if backend else step
+        return [run(x, target).item() for _ in range(15)], model, run
+    eager, compiled = train(None), train("mlir")
+    found, n_nodes = segments(compiled[2])
+    assert found == [(0, n_nodes)]
+    assert_close(compiled[0], eager[0], rtol=1e-4)
+    for got, expected in zip(compiled[1].parameters(), eager[1].parameters()):
+        assert_close(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
