@@ -165,7 +165,13 @@ class CompiledFunction:
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
                                                  key[0], training)
             if self.backend == "mlir":
-                replay.native = _mlir.lower(graph)
+                try:
+                    replay.native = _mlir.lower(graph)
+                except Exception as e:   # never a failure: the graph runs on libac's replay
+                    lib.ac_clear_error()
+                    warnings.warn("compile: the mlir backend could not compile this graph, which "
+                                  "runs on replay: %s" % (str(e).splitlines() or [type(e).__name__])[0],
+                                  stacklevel=4)
             if replay.n_inputs == len(args):
                 self._last = replay
         else:

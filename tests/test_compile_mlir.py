@@ -349,3 +349,16 @@ def test_derived_backward_through_softmax_and_log_softmax():
     assert_close(compiled[0], eager[0], rtol=1e-4)
     for got, expected in zip(compiled[1].parameters(), eager[1].parameters()):
         assert_close(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@needs_tools
+def test_a_failed_build_warns_and_runs_on_replay(monkeypatch):
+    def broken(text):
+        raise RuntimeError("compile: llc-19 failed on the emitted MLIR")
+    monkeypatch.setattr(_mlir, "_build", broken)
+    compiled = ac.compile(lambda a, b: (a * b).relu().sum(), backend="mlir")
+    a, b = tensor(5, 3), tensor(3)
+    with pytest.warns(UserWarning, match="runs on replay: compile: llc-19 failed"):
+        first = compiled(a, b)
+    second = compiled(a, b)
+    assert first.item() == second.item() == (a * b).relu().sum().item()
