@@ -13,7 +13,7 @@ VIEWS = {"reshape", "flatten", "squeeze", "unsqueeze", "detach", "clone"}
 FORWARD = ELEMENTWISE | VIEWS | {"sum", "mean", "mse_loss", "linear", "matmul", "cross_entropy", "dropout",
                                  "softmax", "log_softmax"}
 STEPS = {"sgd_step", "adam_step"}
-F32, I64 = 0, 1   # AcDType values the emitter reads (float32, int64)
+F32, I64 = 0, 1   # AcDtype values the emitter reads (float32, int64)
 PARAMETER, TEMPORARY = 0, 3   # AcBufferKind values
 
 
