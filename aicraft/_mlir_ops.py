@@ -348,7 +348,8 @@ def _backward(em, forward, loss, zeroed):
             em.grads[out] = src.view(g.shapes[out])
         else:
             em.grads[out] = f.scratch_array(g.shapes[out])
-            _fill(f, em.grads[out], 1.0 if out == loss else 0.0)
+            _fill(f, em.grads[out], 0.0)
+    _fill(f, em.grads[loss], 1.0)   # the seed (after the fills: the loss may be a view)
     for node in reversed(forward):
         if node.outs[0] in need and not _is_view(node):
             _node_backward(em, node, need)

@@ -362,3 +362,26 @@ def test_a_failed_build_warns_and_runs_on_replay(monkeypatch):
         first = compiled(a, b)
     second = compiled(a, b)
     assert first.item() == second.item() == (a * b).relu().sum().item()
+
+
+@needs_tools
+def test_a_loss_that_is_a_view_seeds_the_derived_backward():
+    x = tensor(8, 3)
+
+    def train(backend):
+        w = ac.tensor(np.linspace(-1, 1, 3, dtype=np.float32), requires_grad=True)
+        opt = optim.SGD([w], lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = ((x * w).tanh().sum(dim=1) ** 2).mean().reshape(1, 1)
+            loss.backward()
+            opt.step()
+            return loss
+        run = ac.compile(step, backend=backend) if backend else step
+        return [run(x).item() for _ in range(5)], w.numpy(), run
+    eager, compiled = train(None), train("mlir")
+    found, n_nodes = segments(compiled[2])
+    assert found == [(0, n_nodes)]
+    assert_close(compiled[0], eager[0], rtol=1e-5)
+    assert_close(compiled[1], eager[1], rtol=1e-5)
