@@ -3,7 +3,8 @@
 The first call for each input signature runs `fn` eagerly while libac records
 the ops it runs into a graph (libac/src/graph.c); later calls with that
 signature replay the graph from C in one call (libac/src/replay.c), with no
-Python per op. Not here: the graph itself, which C programs use directly.
+Python per op; with backend="mlir", parts of it or all of it as native code
+(aicraft/_mlir.py). Not here: the graph itself, which C programs use directly.
 """
 import functools
 import importlib
@@ -48,13 +49,19 @@ def compile(fn, example_inputs=None, backend="replay"):
     replay (indexing, rand, an in-place write) makes that signature run eagerly,
     with a warning naming the op. Outputs carry no autograd graph: put the
     backward pass inside fn.
+
+    backend="replay" runs the recorded kernels (the same bits as eager calls);
+    backend="mlir" also compiles the graph to native code with the MLIR 19
+    tools (aicraft/_mlir.py), within 1e-5 of eager calls, and raises
+    RuntimeError naming the tool and its Debian package when one is missing.
     """
     if not callable(fn):
         raise TypeError("compile: fn must be callable, not %s" % type(fn).__name__)
     if backend not in ("replay", "mlir"):
         raise ValueError("compile: unknown backend %r; the backends are 'replay' and 'mlir'" % (backend,))
-    if backend == "mlir" and _mlir.missing_tool():
-        raise RuntimeError(_mlir.missing_tool())
+    missing = _mlir.missing_tool() if backend == "mlir" else None
+    if missing:
+        raise RuntimeError(missing)
     if example_inputs is not None:
         if isinstance(example_inputs, Tensor):
             example_inputs = (example_inputs,)
