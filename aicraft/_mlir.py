@@ -11,11 +11,11 @@ Covered (aicraft/_mlir_ops.py): the elementwise ops and activations with
 broadcasting (a run of them over one shape is one loop nest), sum and mean,
 mse_loss, cross-entropy over class indices, softmax and log_softmax over the
 last dim, dropout, linear and matmul (libac's SGEMM, called through the kernel
-table), the reshape-like views, and the SGD (without momentum) and Adam steps.
-When a training step's forward pass before its backward node is made only of
-those, its backward pass is derived here and the whole step (zero_grad, forward,
-backward, updates) is one native function; otherwise libac runs the backward
-pass and everything before it.
+table), the reshape-like views, and the SGD and Adam steps. When a training
+step's forward pass before its backward node is made only of those, its backward
+pass is derived here and the whole step (zero_grad, forward, backward, updates)
+is one native function; otherwise libac runs the backward pass and everything
+before it.
 Not here: recording and replay (libac/src/graph.c, replay.c), ac.compile itself.
 """
 import atexit

@@ -51,7 +51,7 @@ def _covered(g, node):
 def _step_covered(g, node):
     op = node.op
     if op == "sgd_step":   # attrs: step, lr, momentum, dampening, nesterov, weight_decay
-        return node.attrs[2] == 0 and node.attrs[4] == 0 and g.dtypes[node.ins[0]] == F32
+        return g.dtypes[node.ins[0]] == F32 and (node.attrs[2] == 0 or node.ins[1] >= 0)
     if op == "adam_step":
         return all(b >= 0 and g.dtypes[b] == F32 for b in node.ins)
     return False
@@ -222,10 +222,7 @@ class _Emitter:
         nest = _Nest(f, g.shapes[p], exact=True)   # the optimizers' own rounding
         pv, gv = nest.load(param), nest.load(grad)
         if node.op == "sgd_step":
-            wd = node.attrs[5]
-            if wd != 0:
-                gv = nest.calc("addf", gv, nest.calc("mulf", f.const(wd), pv))
-            nest.store(param, nest.calc("subf", pv, nest.calc("mulf", lr, gv)))
+            _sgd(self, nest, node, lr, param, pv, gv)
         else:
             _adam(self, nest, node, lr, param, pv, gv)
         nest.close()
@@ -273,6 +270,23 @@ def _elementwise(nest, op, a, attrs):
     if op == "abs":
         return nest.math("absf", x)
     return nest.math(op, x)   # exp, log, log1p, sqrt, sin, cos, tanh
+
+
+def _sgd(emitter, nest, node, lr, param, pv, gv):
+    """torch.optim.SGD's update of one element, as libac/src/optim/sgd.c computes it."""
+    f = emitter.func
+    _, _, momentum, dampening, nesterov, wd = node.attrs
+    if wd != 0:
+        gv = nest.calc("addf", gv, nest.calc("mulf", f.const(wd), pv))
+    if momentum != 0:   # the buffer starts as the first gradient, undamped
+        first = f.op("arith.cmpf oeq, %s, %s : f64" % (f.attr(node.index, 0), f.const(1.0, "f64")))
+        buf = emitter.array(node.ins[1])
+        later = nest.calc("addf", nest.calc("mulf", f.const(momentum), nest.load(buf)),
+                          nest.calc("mulf", f.const(_as_f32(1.0 - _as_f32(dampening))), gv))
+        b = nest.select(first, gv, later)
+        nest.store(buf, b)
+        gv = nest.calc("addf", gv, nest.calc("mulf", f.const(momentum), b)) if nesterov else b
+    nest.store(param, nest.calc("subf", pv, nest.calc("mulf", lr, gv)))
 
 
 def _adam(emitter, nest, node, lr, param, pv, gv):

@@ -94,6 +94,8 @@ def mse_steps(backend, make_opt, steps, x, y):
 
 @needs_tools
 @pytest.mark.parametrize("make_opt", [lambda p: optim.SGD(p, lr=0.05, weight_decay=0.01),
+                                      lambda p: optim.SGD(p, lr=0.05, momentum=0.9, dampening=0.1),
+                                      lambda p: optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
                                       lambda p: optim.Adam(p, lr=0.01),
                                       lambda p: optim.AdamW(p, lr=0.01, weight_decay=0.1)])
 def test_derived_backward_of_an_mlp_step_matches_libacs(make_opt):
