@@ -146,13 +146,11 @@ def _emit_segment(g, name, nodes, step, stored):
 
 
 def _segment(g, name, nodes, step):
-    """Emit a segment, storing the values read outside the nest that makes them: a
-    first emission finds them. A derived backward pass reads every forward value."""
+    """Emit a segment, storing only the values read outside the nest that makes them
+    (a derived backward pass reads some forward values): a first emission finds them."""
     made = {b for n in nodes for b in n.outs if b >= 0}
-    if step is None:
-        _, probe = _emit_segment(g, name, nodes, None, set())
-        made = probe.unstored_reads | {b for b in made if probe.visible(b)}
-    return _emit_segment(g, name, nodes, step, made)[0]
+    _, probe = _emit_segment(g, name, nodes, step, set())
+    return _emit_segment(g, name, nodes, step, probe.unstored_reads | {b for b in made if probe.visible(b)})[0]
 
 
 def plan(graph):
