@@ -564,7 +564,7 @@ def _cross_entropy(em, node):
         not_ok = op("arith.xori %s, %s : i1" % (ok, f.const(1, "i1")), lines)
         return lines, [op("arith.addf %s, %s : f32" % (total, loss), lines),
                        op("arith.ori %s, %s : i1" % (bad, not_ok), lines)]
-    total, bad = _rows_loop(f, rows, [("total", f.const(0.0), "f32"), ("bad", f.const(0, "i1"), "i1")], row)
+    total, bad = _rows_loop(f, rows, [(f.const(0.0), "f32"), (f.const(0, "i1"), "i1")], row)
     f.check(bad, node.index)
     if reduction != 0:
         value = total if reduction == 2 else f.op("arith.divf %s, %s : f32" % (total, f.const(float(rows))))
@@ -659,8 +659,8 @@ def _softmax(em, node):
         lines.append("affine.for %s = 0 to %d {" % (c, classes))
         lines.extend("  " + line for line in inner)
         lines.append("}")
-        return lines, [names[0]]
-    _rows_loop(f, rows, [("unused", f.const(0.0), "f32")], row)
+        return lines, []
+    _rows_loop(f, rows, [], row)
 
 
 def _softmax_backward(em, node, need):
@@ -697,5 +697,5 @@ def _softmax_backward(em, node, need):
         lines.append("affine.for %s = 0 to %d {" % (c, classes))
         lines.extend("  " + line for line in inner)
         lines.append("}")
-        return lines, [names[0]]
-    _rows_loop(f, rows, [("unused", f.const(0.0), "f32")], row)
+        return lines, []
+    _rows_loop(f, rows, [], row)

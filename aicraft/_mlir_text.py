@@ -28,7 +28,7 @@ def _as_f32(x):
 
 
 class _Array:
-    """A flat float32 memref of `shape` (views of one buffer share the memref)."""
+    """A flat memref read as `shape` (views of one buffer share the memref, of flat elements)."""
     __slots__ = ("ref", "shape", "size", "flat")
 
     def __init__(self, ref, shape, flat):
@@ -297,23 +297,27 @@ class _Nest:
 
 
 def _fill(func, array, value):
+    """array[:] = value."""
     nest = _Nest(func, array.shape)
     nest.store(array, func.const(value))
     nest.close()
 
 
 def _rows_loop(f, rows, carried, body):
-    """An affine.for over rows with loop-carried (name, init, type) values; body(r, names)
-    returns (lines, yielded values). Returns the results' names."""
+    """An affine.for over rows carrying values from their (init, type) in carried;
+    body(r, names) returns (lines, the next values). Returns the results' names."""
     r, res = f.tmp("i"), f.tmp("r")
     names = [f.tmp("s") for _ in carried]
     lines, yields = body(r, names)
-    types = ", ".join(t for _, _, t in carried)
-    f.body.append("%s:%d = affine.for %s = 0 to %d iter_args(%s) -> (%s) {" % (
-        res, len(carried), r, rows, ", ".join("%s = %s" % (n, init) for n, (_, init, _) in zip(names, carried)),
-        types))
+    if carried:
+        types = ", ".join(t for _, t in carried)
+        f.body.append("%s:%d = affine.for %s = 0 to %d iter_args(%s) -> (%s) {" % (
+            res, len(carried), r, rows, ", ".join("%s = %s" % (n, init) for n, (init, _) in zip(names, carried)),
+            types))
+        lines = lines + ["affine.yield %s : %s" % (", ".join(yields), types)]
+    else:
+        f.body.append("affine.for %s = 0 to %d {" % (r, rows))
     f.body.extend("  " + line for line in lines)
-    f.body.append("  affine.yield %s : %s" % (", ".join(yields), types))
     f.body.append("}")
     return ["%s#%d" % (res, k) for k in range(len(carried))]
 
