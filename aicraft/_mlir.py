@@ -18,7 +18,6 @@ is one native function; otherwise libac runs the backward pass and everything
 before it.
 Not here: recording and replay (libac/src/graph.c, replay.c), ac.compile itself.
 """
-import atexit
 import ctypes
 import hashlib
 import os
@@ -164,7 +163,6 @@ def plan(graph):
     return [(run[0].index, len(run), _segment(g, "seg%d" % i, run, None)) for i, run in enumerate(runs)]
 
 
-_cache_dir = None
 _triple = None
 _loaded = {}   # hash of the MLIR text -> the loaded library (kept for the process)
 
@@ -180,29 +178,29 @@ def _host_triple():
 
 
 def _build(text):
-    """The loaded shared object for module text, built once per text per process."""
-    global _cache_dir
+    """The loaded shared object for module text, built once per text per process. It
+    is built in a temporary directory, removed once the object is loaded (its mapping
+    stays), so that nothing is left behind, by a forked worker either."""
     key = hashlib.sha256(text.encode()).hexdigest()[:24]
     if key in _loaded:
         return _loaded[key]
-    if _cache_dir is None:
-        _cache_dir = tempfile.mkdtemp(prefix="aicraft-mlir-")
-        atexit.register(shutil.rmtree, _cache_dir, True)
-    base = os.path.join(_cache_dir, key)
-    with open(base + ".mlir", "w") as out:
-        out.write(text)
     target = ["-mtriple=" + _host_triple(), "-mcpu=native"]   # without them opt's cost model has no vectors
-    steps = [["mlir-opt-19", base + ".mlir", *PASSES, "-o", base + ".llvm.mlir"],
-             ["mlir-translate-19", "--mlir-to-llvmir", base + ".llvm.mlir", "-o", base + ".ll"],
-             ["opt-19", "-O3", *target, base + ".ll", "-o", base + ".bc"],
-             ["llc-19", "-O3", *target, "-relocation-model=pic", "-filetype=obj", base + ".bc", "-o", base + ".o"],
-             ["cc", "-shared", base + ".o", "-o", base + ".so", "-lm"]]
-    for cmd in steps:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError("compile: %s failed on the emitted MLIR (%s): %s"
-                               % (cmd[0], base + ".mlir", done.stderr.strip()[:2000]))
-    library = _loaded[key] = ctypes.CDLL(base + ".so")
+    with tempfile.TemporaryDirectory(prefix="aicraft-mlir-") as tmp:
+        base = os.path.join(tmp, key)
+        with open(base + ".mlir", "w") as out:
+            out.write(text)
+        steps = [["mlir-opt-19", base + ".mlir", *PASSES, "-o", base + ".llvm.mlir"],
+                 ["mlir-translate-19", "--mlir-to-llvmir", base + ".llvm.mlir", "-o", base + ".ll"],
+                 ["opt-19", "-O3", *target, base + ".ll", "-o", base + ".bc"],
+                 ["llc-19", "-O3", *target, "-relocation-model=pic", "-filetype=obj", base + ".bc", "-o",
+                  base + ".o"],
+                 ["cc", "-shared", base + ".o", "-o", base + ".so", "-lm"]]
+        for cmd in steps:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError("compile: %s failed on the emitted MLIR: %s"
+                                   % (cmd[0], done.stderr.strip()[:2000]))
+        library = _loaded[key] = ctypes.CDLL(base + ".so")
     return library
 
 
