@@ -160,7 +160,7 @@ class _Emitter:
             target = self.array(out)
             self.made.add(out)
             self.stored.add(out)
-            _fill_before(self, target)
+            _fill(f, target, 0.0)   # before the open nest: its text comes after
             v = self.value(nest, node.ins[0])
             nest.accumulate(target.view(kept), v, out,
                             1.0 / count if op == "mean" else None)
@@ -175,7 +175,7 @@ class _Emitter:
                 target = self.array(out)
                 self.made.add(out)
                 self.stored.add(out)
-                _fill_before(self, target)
+                _fill(f, target, 0.0)   # before the open nest: its text comes after
                 nest.accumulate(target, sq, out, 1.0 / _size(g.shapes[node.ins[0]]) if reduction == 1 else None)
         elif op == "cross_entropy":
             self.close()
@@ -226,14 +226,6 @@ class _Emitter:
         else:
             _adam(self, nest, node, lr, param, pv, gv)
         nest.close()
-
-
-def _fill_before(emitter, array):
-    """Zero array before the open nest runs (its text comes first)."""
-    f = emitter.func
-    nest = _Nest(f, array.shape)
-    nest.store(array, f.const(0.0))
-    nest.close()
 
 
 def _elementwise(nest, op, a, attrs):
