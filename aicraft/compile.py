@@ -3,7 +3,8 @@
 The first call for each input signature runs `fn` eagerly while libac records
 the ops it runs into a graph (libac/src/graph.c); later calls with that
 signature replay the graph from C in one call (libac/src/replay.c), with no
-Python per op. Not here: the graph itself, which C programs use directly.
+Python per op; with backend="mlir", parts of it or all of it as native code
+(aicraft/_mlir.py). Not here: the graph itself, which C programs use directly.
 """
 import functools
 import importlib
@@ -13,7 +14,7 @@ import os
 import warnings
 from typing import Any, Callable, Sequence, Tuple, Union
 
-from aicraft import _trace
+from aicraft import _mlir, _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
@@ -26,6 +27,7 @@ __all__ = ["compile", "export", "load_program"]
 _MAX_SIGNATURES = 8
 _CONSTANTS = (bool, int, float, str, type(None))
 _UNCOMPILED = object()   # a signature whose trace failed: it runs eagerly
+_trace_local = _trace._local   # its .trace: the recording on this thread (_trace.recording())
 
 
 def compile(fn, example_inputs=None, backend="replay"):
@@ -50,13 +52,19 @@ def compile(fn, example_inputs=None, backend="replay"):
     replay (indexing, rand, an in-place write) makes that signature run eagerly,
     with a warning naming the op. Outputs carry no autograd graph: put the
     backward pass inside fn.
+
+    backend="replay" runs the recorded kernels (the same bits as eager calls);
+    backend="mlir" also compiles the graph to native code with the MLIR 19
+    tools (aicraft/_mlir.py), within 1e-5 of eager calls, and raises
+    RuntimeError naming the tool and its Debian package when one is missing.
     """
     if not callable(fn):
         raise TypeError("compile: fn must be callable, not %s" % type(fn).__name__)
-    if backend == "mlir":
-        raise NotImplementedError("compile: the 'mlir' backend is not built yet; use backend='replay'")
-    if backend != "replay":
-        raise ValueError("compile: unknown backend %r; the backends are 'replay'" % (backend,))
+    if backend not in ("replay", "mlir"):
+        raise ValueError("compile: unknown backend %r; the backends are 'replay' and 'mlir'" % (backend,))
+    missing = _mlir.missing_tool() if backend == "mlir" else None
+    if missing:
+        raise RuntimeError(missing)
     if example_inputs is not None:
         if isinstance(example_inputs, Tensor):
             example_inputs = (example_inputs,)
@@ -64,14 +72,15 @@ def compile(fn, example_inputs=None, backend="replay"):
         for i, t in enumerate(example_inputs):
             if not isinstance(t, Tensor):
                 raise TypeError("compile: example_inputs[%d] is %s, not a Tensor" % (i, type(t).__name__))
-    return CompiledFunction(fn, example_inputs)
+    return CompiledFunction(fn, example_inputs, backend)
 
 
 class CompiledFunction:
     """What ac.compile returns: call it as fn."""
 
-    def __init__(self, fn, example_inputs):
+    def __init__(self, fn, example_inputs, backend="replay"):
         self._fn = fn
+        self.backend = backend
         self._module = fn if hasattr(fn, "training") and hasattr(fn, "parameters") else None
         self._graphs = {}
         self._last = None        # the _Replay of the last call, when it takes only tensors
@@ -86,7 +95,7 @@ class CompiledFunction:
         if (replay is not None and not kwargs
                 and lib.ac_is_grad_enabled() == replay.grad_enabled
                 and (self._module is None or self._module.training == replay.training)
-                and _trace.recording() is None):
+                and getattr(_trace_local, "trace", None) is None):
             try:
                 ptrs = [a._ptr for a in args]
             except AttributeError:   # not all tensors: the slow path says which
@@ -165,6 +174,14 @@ class CompiledFunction:
             training = self._module.training if self._module is not None else None
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
                                                  key[0], training)
+            if self.backend == "mlir":
+                try:
+                    replay.native = _mlir.lower(graph)
+                except Exception as e:   # never a failure: the graph runs on libac's replay
+                    lib.ac_clear_error()
+                    warnings.warn("compile: the mlir backend could not compile this graph, which "
+                                  "runs on replay: %s" % (str(e).splitlines() or [type(e).__name__])[0],
+                                  stacklevel=4)
             if replay.n_inputs == len(args):
                 self._last = replay
         else:
@@ -178,7 +195,7 @@ class _Replay:
     """One recorded graph and how to call it."""
 
     __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "taken", "outputs",
-                 "n_outputs", "scalars", "grad_enabled", "training")
+                 "n_outputs", "scalars", "grad_enabled", "training", "native")
 
     def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
         self.graph = graph
@@ -192,6 +209,7 @@ class _Replay:
         self.scalars = _by_getter(scalars)
         self.grad_enabled = grad_enabled
         self.training = training
+        self.native = None   # the mlir backend's loaded code for the graph's native segments
 
     def __call__(self, args):
         inputs = self.inputs

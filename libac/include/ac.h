@@ -519,6 +519,41 @@ int ac_program_num_outputs(const AcProgram *p);
 int ac_program_input_info(const AcProgram *p, int i, int *dtype, int64_t *shape);
 int ac_program_output_info(const AcProgram *p, int i, int *dtype, int64_t *shape);
 
+/* ---- Native segments (the mlir backend) ------------------------------------ */
+/* What a code generator needs to read a recorded graph (see Graphs below), and how
+   it hands back native code: a segment replaces a run of nodes by one function.
+   Node buffers are inputs then outputs, -1 where an op's tensor was NULL. */
+
+struct AcGraph;
+
+int ac_graph_node_info(const struct AcGraph *g, int node, int *n_in, int *n_out, int *buffers,
+                       int *n_attr, double *attrs);  /* buffers[8], attrs[12]; AC_OK or < 0 */
+int ac_graph_buffer_shape(const struct AcGraph *g, int buffer, int64_t *shape); /* shape[8]; ndim or < 0 */
+int ac_graph_buffer_dtype(const struct AcGraph *g, int buffer);   /* an AcDtype, or < 0 */
+int ac_graph_num_inputs(const struct AcGraph *g);
+int ac_graph_num_outputs(const struct AcGraph *g);
+int ac_graph_input_buffer(const struct AcGraph *g, int i);   /* the buffer id of input i, or < 0 */
+int ac_graph_output_buffer(const struct AcGraph *g, int i);  /* the buffer id of output i, or < 0 */
+
+/* A segment's code: data[i] is the data of the segment's buffer i (buffers as
+   given to ac_graph_add_native), data[n_buffers] its scratch memory (64-byte
+   aligned); attrs[j] the scalar arguments of its node first + j, as replay
+   holds them (a scheduler's lr); kernels a table of libac's kernels:
+   {gemm, uniform}: gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+   ldc) row-major SGEMM, C = alpha op(A) op(B) + beta C; uniform(out, n) n draws in
+   [0, 1) from the thread's generator, as dropout draws them. Returns 0, or 1 + the
+   node whose input holds an out-of-range class index (replay: AC_ERR_INDEX). */
+typedef int (*AcNativeFn)(void *const *data, const double *const *attrs, const void *kernels);
+/* Replace nodes [first, first + n_nodes) of a ready graph by fn: replay calls fn
+   on buffers (buffer ids, or -2 - id for the .grad of buffer id, made zero where
+   the tensor has none) instead of running those nodes. Replay makes the tensors of
+   the buffers the segment writes first in the call's scope (a graph output: the
+   tensor the caller gets); the scratch_bytes of scratch are the segment's own.
+   Segments do not overlap; fn does all that its nodes did (a zero_grad among
+   them zeroes the grad, which stays allocated). */
+int ac_graph_add_native(struct AcGraph *g, int first, int n_nodes, AcNativeFn fn, const int *buffers,
+                        int n_buffers, int64_t scratch_bytes);
+
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real
