@@ -205,6 +205,7 @@ bench: all
 	$(PY) bench/elementwise.py
 	$(PY) bench/lstm.py
 	$(PY) bench/cnn.py
+	$(PY) bench/quant.py
 	$(PY) bench/ddp.py
 
 # The MNIST MLP as a WSGI service: 2 workers, 4 threads each, the model loaded
@@ -212,7 +213,7 @@ bench: all
 AICRAFT_WEIGHTS ?= data/mnist_mlp.safetensors
 
 serve: all
-	AICRAFT_WEIGHTS=$(AICRAFT_WEIGHTS) AC_NUM_THREADS=1 $(VENV)/bin/gunicorn --no-control-socket \
+	AICRAFT_WEIGHTS=$(AICRAFT_WEIGHTS) AC_NUM_THREADS=1 $(VENV)/bin/gunicorn -c demos/gunicorn_conf.py --no-control-socket \
 	    --preload -w 2 --threads 4 -b 127.0.0.1:8000 demos.serve:app
 
 # Load test against the same service on PyTorch (needs wrk, curl, torch): about 6 minutes.

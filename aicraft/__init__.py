@@ -12,14 +12,14 @@ import importlib as _importlib
 import os as _os
 
 from aicraft import functional
-from aicraft.compile import compile
+from aicraft.compile import compile, export, load_program
 from aicraft.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, from_numpy, full,
                               full_like, manual_seed, ones, ones_like, rand, rand_like, randint,
                               randn, randn_like, stack, tensor, zeros, zeros_like)
 from aicraft.dtypes import (bool, device, double, dtype, float, float16, float32, float64,
-                            get_default_dtype, half, int, int32, int64, long, set_default_dtype,
-                            uint8)
+                            get_default_dtype, half, int, int8, int32, int64, long, qint8,
+                            set_default_dtype, uint8)
 from aicraft.dlpack import from_dlpack
 from aicraft.errors import DeviceError, FormatError, GradcheckError, ScopeError, ShapeError
 from aicraft.functions import *  # noqa: F401,F403 - ac.exp, ac.sum, ... (see functions.py)
@@ -28,7 +28,7 @@ from aicraft.io import load, save
 from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memory_limit,
                             set_num_threads)
 from aicraft.tensor import Tensor
-from aicraft import accelerator, backends, cuda, nn, optim, profiler
+from aicraft import accelerator, backends, cuda, nn, optim, profiler, quantization
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -39,13 +39,14 @@ __all__ = [
     "rand", "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "full_like",
     "empty_like", "rand_like", "randn_like", "cat", "stack", "manual_seed",
     "dtype", "device", "float32", "float", "float64", "double", "float16", "half", "int64", "long",
-    "int", "int32", "uint8", "bool", "get_default_dtype", "set_default_dtype",
+    "int", "int32", "uint8", "int8", "qint8", "bool", "get_default_dtype", "set_default_dtype",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "export", "load_program",
     "checkpoint", "memory_stats", "set_memory_limit", "set_num_threads", "get_num_threads",
     "ShapeError", "ScopeError", "FormatError", "DeviceError", "GradcheckError",
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
-    "profiler", "utils",
+    "profiler", "quantization", "utils",
 ]
 
 

@@ -3,26 +3,31 @@
 The first call for each input signature runs `fn` eagerly while libac records
 the ops it runs into a graph (libac/src/graph.c); later calls with that
 signature replay the graph from C in one call (libac/src/replay.c), with no
-Python per op. Not here: the graph itself, which C programs use directly.
+Python per op; with backend="mlir", parts of it or all of it as native code
+(aicraft/_mlir.py). Not here: the graph itself, which C programs use directly.
 """
 import functools
 import importlib
 import inspect
 import operator
+import os
 import warnings
+from typing import Any, Callable, Sequence, Tuple, Union
 
-from aicraft import _trace
+from aicraft import _mlir, _trace
 from aicraft._ffi import ffi, lib
 from aicraft.errors import last_error, raise_error
 from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.autograd import no_grad
 
 _tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
-__all__ = ["compile"]
+__all__ = ["compile", "export", "load_program"]
 
 _MAX_SIGNATURES = 8
 _CONSTANTS = (bool, int, float, str, type(None))
 _UNCOMPILED = object()   # a signature whose trace failed: it runs eagerly
+_trace_local = _trace._local   # its .trace: the recording on this thread (_trace.recording())
 
 
 def compile(fn, example_inputs=None, backend="replay"):
@@ -47,13 +52,19 @@ def compile(fn, example_inputs=None, backend="replay"):
     replay (indexing, rand, an in-place write) makes that signature run eagerly,
     with a warning naming the op. Outputs carry no autograd graph: put the
     backward pass inside fn.
+
+    backend="replay" runs the recorded kernels (the same bits as eager calls);
+    backend="mlir" also compiles the graph to native code with the MLIR 19
+    tools (aicraft/_mlir.py), within 1e-5 of eager calls, and raises
+    RuntimeError naming the tool and its Debian package when one is missing.
     """
     if not callable(fn):
         raise TypeError("compile: fn must be callable, not %s" % type(fn).__name__)
-    if backend == "mlir":
-        raise NotImplementedError("compile: the 'mlir' backend is not built yet; use backend='replay'")
-    if backend != "replay":
-        raise ValueError("compile: unknown backend %r; the backends are 'replay'" % (backend,))
+    if backend not in ("replay", "mlir"):
+        raise ValueError("compile: unknown backend %r; the backends are 'replay' and 'mlir'" % (backend,))
+    missing = _mlir.missing_tool() if backend == "mlir" else None
+    if missing:
+        raise RuntimeError(missing)
     if example_inputs is not None:
         if isinstance(example_inputs, Tensor):
             example_inputs = (example_inputs,)
@@ -61,14 +72,15 @@ def compile(fn, example_inputs=None, backend="replay"):
         for i, t in enumerate(example_inputs):
             if not isinstance(t, Tensor):
                 raise TypeError("compile: example_inputs[%d] is %s, not a Tensor" % (i, type(t).__name__))
-    return CompiledFunction(fn, example_inputs)
+    return CompiledFunction(fn, example_inputs, backend)
 
 
 class CompiledFunction:
     """What ac.compile returns: call it as fn."""
 
-    def __init__(self, fn, example_inputs):
+    def __init__(self, fn, example_inputs, backend="replay"):
         self._fn = fn
+        self.backend = backend
         self._module = fn if hasattr(fn, "training") and hasattr(fn, "parameters") else None
         self._graphs = {}
         self._last = None        # the _Replay of the last call, when it takes only tensors
@@ -83,7 +95,7 @@ class CompiledFunction:
         if (replay is not None and not kwargs
                 and lib.ac_is_grad_enabled() == replay.grad_enabled
                 and (self._module is None or self._module.training == replay.training)
-                and _trace.recording() is None):
+                and getattr(_trace_local, "trace", None) is None):
             try:
                 ptrs = [a._ptr for a in args]
             except AttributeError:   # not all tensors: the slow path says which
@@ -162,6 +174,14 @@ class CompiledFunction:
             training = self._module.training if self._module is not None else None
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
                                                  key[0], training)
+            if self.backend == "mlir":
+                try:
+                    replay.native = _mlir.lower(graph)
+                except Exception as e:   # never a failure: the graph runs on libac's replay
+                    lib.ac_clear_error()
+                    warnings.warn("compile: the mlir backend could not compile this graph, which "
+                                  "runs on replay: %s" % (str(e).splitlines() or [type(e).__name__])[0],
+                                  stacklevel=4)
             if replay.n_inputs == len(args):
                 self._last = replay
         else:
@@ -175,7 +195,7 @@ class _Replay:
     """One recorded graph and how to call it."""
 
     __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "taken", "outputs",
-                 "n_outputs", "scalars", "grad_enabled", "training")
+                 "n_outputs", "scalars", "grad_enabled", "training", "native")
 
     def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
         self.graph = graph
@@ -189,6 +209,7 @@ class _Replay:
         self.scalars = _by_getter(scalars)
         self.grad_enabled = grad_enabled
         self.training = training
+        self.native = None   # the mlir backend's loaded code for the graph's native segments
 
     def __call__(self, args):
         inputs = self.inputs
@@ -278,3 +299,113 @@ def _unflatten(tensors, layout):
     if isinstance(layout, tuple):
         return dict(zip(layout, tensors))
     return layout(tensors)
+
+
+# ---- ac.export and ac.load_program: one recorded call saved with its weights as
+# a program file (libac/src/program.c), which C programs run with libac alone.
+
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
+def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor]], path: PathLike) -> None:
+    """Record one call fn(*example_inputs) and save it, with fn's weights, as a
+    program file at path, which C programs run with libac alone
+    (ac_program_load, ac_program_run) and ac.load_program runs from Python.
+
+    fn takes tensors and returns a tensor or a tuple or list of tensors; it may
+    be an nn.Module, which is recorded in eval mode (its mode is restored
+    after), as torch.onnx.export does. The call runs under ac.no_grad(): a
+    program is a forward pass for inference, so a backward pass or an optimizer
+    step in fn is refused, and so is an op a graph cannot record. As
+    torch.jit.trace, Python control flow is recorded as the path it took, and
+    the program takes inputs of example_inputs' shapes and dtypes only. The
+    weights saved are their values when export runs.
+    """
+    if not callable(fn):
+        raise TypeError("export: fn must be callable, not %s" % type(fn).__name__)
+    if isinstance(example_inputs, Tensor):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise TypeError("export: example_inputs must be a tensor or a tuple of tensors, not %s"
+                        % type(example_inputs).__name__)
+    for i, t in enumerate(example_inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError("export: example_inputs[%d] is %s, not a Tensor" % (i, type(t).__name__))
+    try:
+        c_path = os.fsencode(path)
+    except TypeError:
+        raise TypeError("export: path must be a str, bytes or os.PathLike, not %s"
+                        % type(path).__name__) from None
+    module = fn if hasattr(fn, "training") and hasattr(fn, "eval") else None
+    training = module.training if module is not None else None
+    with no_grad():   # around the whole recording: a program holds no grad mode switch
+        graph = lib.ac_graph_begin()
+        if graph == ffi.NULL:
+            raise_error()
+        graph = ffi.gc(graph, lib.ac_graph_free)
+        try:
+            if module is not None:
+                module.eval()
+            for t in example_inputs:
+                if lib.ac_graph_input(graph, _live(t)) < 0:
+                    raise_error(t)
+            outputs = _program_outputs(fn(*example_inputs))
+        except BaseException:
+            lib.ac_graph_end(graph, ffi.NULL, 0)
+            raise
+        finally:
+            if module is not None:
+                module.train(training)
+        if lib.ac_graph_end(graph, [_live(t) for t in outputs], len(outputs)) < 0:
+            raise_error()
+    if lib.ac_program_save(graph, c_path) < 0:
+        raise_error()
+
+
+def _program_outputs(result):
+    if isinstance(result, Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)) and result and all(isinstance(t, Tensor) for t in result):
+        return list(result)
+    raise TypeError("export: fn returns %s; a program returns a tensor or a tuple of tensors"
+                    % type(result).__name__)
+
+
+def load_program(path: PathLike) -> "Program":
+    """The program file at path (written by ac.export or ac_program_save) as a
+    callable: program(*inputs) takes tensors of the recorded shapes and dtypes
+    and returns new tensors (one tensor, or a tuple for several), the same bits
+    as the eager call. A corrupt or truncated file raises ac.FormatError."""
+    return Program(path)
+
+
+class Program:
+    """A loaded program file (ac.load_program): call it with tensors of the shapes
+    it was exported for, from one thread at a time."""
+
+    def __init__(self, path: PathLike) -> None:
+        try:
+            c_path = os.fsencode(path)
+        except TypeError:
+            raise TypeError("load_program: path must be a str, bytes or os.PathLike, not %s"
+                            % type(path).__name__) from None
+        program = lib.ac_program_load(c_path)
+        if program == ffi.NULL:
+            raise_error()
+        self._program = ffi.gc(program, lib.ac_program_free)
+        self.n_inputs = lib.ac_program_num_inputs(program)
+        self.n_outputs = lib.ac_program_num_outputs(program)
+        self._inputs = ffi.new("AcTensor *[]", max(self.n_inputs, 1))
+        self._outputs = ffi.new("AcTensor *[]", max(self.n_outputs, 1))
+
+    def __call__(self, *inputs: Tensor) -> Union[Tensor, Tuple[Tensor, ...]]:
+        if len(inputs) != self.n_inputs:
+            raise TypeError("program: %d inputs given, the program takes %d" % (len(inputs), self.n_inputs))
+        for i, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError("program: input %d is %s, not a Tensor" % (i, type(t).__name__))
+            self._inputs[i] = _live(t)
+        if lib.ac_program_run(self._program, self._inputs, self.n_inputs, self._outputs, self.n_outputs) < 0:
+            raise_error(*inputs)
+        outputs = tuple(_wrap(self._outputs[k]) for k in range(self.n_outputs))
+        return outputs[0] if self.n_outputs == 1 else outputs

@@ -2,7 +2,8 @@
 
 Tensors compute in float32; int64 tensors hold indices and counts, bool tensors
 masks and comparison results, uint8 tensors bytes as they come (image pixels, a
-quarter of float32's memory). float64 exists as a name so that asking for it is
+quarter of float32's memory), int8 tensors the weights of quantized layers
+(aicraft.quantization). float64 exists as a name so that asking for it is
 a clear error rather than a silent narrowing. Other integer data (int8, int16,
 int32, uint16, ...) is held as int64 (wider, so every value is kept); `ac.int32`
 names int64.
@@ -59,6 +60,7 @@ float32 = dtype("float32", 0, 4, True)
 int64 = dtype("int64", 1, 8, False)
 bool = dtype("bool", 2, 1, False)
 uint8 = dtype("uint8", 3, 1, False)
+int8 = dtype("int8", 4, 1, False)
 float64 = dtype("float64", None, 8, True)
 float16 = dtype("float16", None, 2, True)
 float = float32
@@ -67,7 +69,23 @@ int = int32 = int64
 double = float64
 half = float16
 
-BY_CODE = (float32, int64, bool, uint8)
+BY_CODE = (float32, int64, bool, uint8, int8)
+
+
+class _QuantizedDtype(dtype):
+    """ac.qint8: what quantize_dynamic turns weights into (int8 values with a float
+    scale per row). It names a layer's format; no tensor has it."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return other is self
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+qint8 = _QuantizedDtype("qint8", None, 1, False)
 _DEFAULT = float32
 
 

@@ -31,7 +31,7 @@ from aicraft.tensor import Tensor, _is_numpy, _live, _wrap
 __all__ = ["save", "load"]
 
 STRUCTURE_KEY = "aicraft"
-_DTYPE_NAMES = {"float32": "F32", "int64": "I64", "bool": "BOOL", "uint8": "U8"}
+_DTYPE_NAMES = {"float32": "F32", "int64": "I64", "bool": "BOOL", "uint8": "U8", "int8": "I8"}
 _serial = itertools.count()                  # temporary names of saves in flight
 _SAVABLE = "Tensors, NumPy arrays, numbers, strings, None, and dicts, lists and tuples of them"
 

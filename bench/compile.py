@@ -1,4 +1,4 @@
-"""bench/compile.py - ac.compile's replay backend against eager aicraft and PyTorch.
+"""bench/compile.py - ac.compile's replay and mlir backends against eager aicraft and PyTorch.
 
 Cases, each timed in one run with repetitions interleaved (so a noisy machine
 slows every column alike), medians reported:
@@ -7,8 +7,9 @@ slows every column alike), medians reported:
     each in their own ac.checkpoint());
   - MLP 784-128-10: inference at batch 1, and an Adam training step at batch 32;
   - the demo CNN (demos/mnist_cnn.py): inference at batch 1;
-  - the time to compile (record) the MLP training step.
-Everything runs on one thread.
+  - the time to compile the MLP training step (record; for mlir also emit, lower
+    with the MLIR 19 tools, link and load).
+Everything runs on one thread. The mlir column is empty when its tools are missing.
 
     python bench/compile.py [--repeats 15] [--no-torch-compile]
 
@@ -28,7 +29,7 @@ import numpy as np  # noqa: E402
 
 import aicraft as ac  # noqa: E402
 import aicraft.nn.functional as F  # noqa: E402
-from aicraft import nn, optim  # noqa: E402
+from aicraft import _mlir, nn, optim  # noqa: E402
 from common import host, host_line  # noqa: E402
 
 try:
@@ -37,7 +38,9 @@ except ImportError:
     torch = None
 
 TARGETS = {"fduai": 8.0, "fduai_vs_torch": 100.0, "mlp_infer": 1.5, "mlp_adam": 1.2, "cnn_infer": 1.3}
-COMPILE_TARGET_MS = 50.0
+MLIR_TARGETS = {"fduai": 12.0}
+COMPILE_TARGET_MS = {"replay": 50.0, "mlir": 3000.0}
+BACKENDS = ["replay"] if _mlir.missing_tool() else ["replay", "mlir"]
 
 
 def timed(fn, calls):
@@ -67,17 +70,21 @@ def fduai_case(use_torch_compile):
             opt.step()
             return loss
         return step
-    eager_step, compiled = ac_step(), ac.compile(ac_step())
+    eager_step = ac_step()
 
     def eager():
         for _ in range(100):
             with ac.checkpoint():
                 eager_step(x, y)
 
-    def replay():
-        for _ in range(100):
-            compiled(x, y)
-    cases = {"aicraft eager": eager, "replay": replay}
+    def steps(compiled):
+        def run():
+            for _ in range(100):
+                compiled(x, y)
+        return run
+    cases = {"aicraft eager": eager}
+    for backend in BACKENDS:
+        cases[backend] = steps(ac.compile(ac_step(), backend=backend))
     if torch is not None:
         tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
 
@@ -137,16 +144,19 @@ def inference_case(make_ac, make_torch, shape, use_torch_compile):
     x_np = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     model = make_ac().eval()
     x = ac.tensor(x_np)
-    compiled = ac.compile(model)
 
     def eager():
         with ac.no_grad(), ac.checkpoint():
             model(x)
 
-    def replay():
-        with ac.no_grad(), ac.checkpoint():
-            compiled(x)
-    cases = {"aicraft eager": eager, "replay": replay}
+    def call(compiled):
+        def run():
+            with ac.no_grad(), ac.checkpoint():
+                compiled(x)
+        return run
+    cases = {"aicraft eager": eager}
+    for backend in BACKENDS:
+        cases[backend] = call(ac.compile(model, backend=backend))
     if torch is not None:
         tmodel, tx = make_torch().eval(), torch.from_numpy(x_np)
         tcompiled = torch.compile(tmodel) if use_torch_compile else None
@@ -183,16 +193,20 @@ def adam_case(use_torch_compile):
     def ac_step():
         model = mlp_ac()
         return adam_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy)
-    eager_step, compiled = ac_step(), ac.compile(ac_step())
+    eager_step = ac_step()
 
     def eager():
         with ac.checkpoint():
             eager_step(x, y)
 
-    def replay():
-        with ac.checkpoint():
-            compiled(x, y)
-    cases = {"aicraft eager": eager, "replay": replay}
+    def call(compiled):
+        def run():
+            with ac.checkpoint():
+                compiled(x, y)
+        return run
+    cases = {"aicraft eager": eager}
+    for backend in BACKENDS:
+        cases[backend] = call(ac.compile(ac_step(), backend=backend))
     if torch is not None:
         tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
 
@@ -208,12 +222,14 @@ def adam_case(use_torch_compile):
     return cases
 
 
-def compile_time_ms():
-    """Wall time of the recording call of a fresh compiled MLP Adam step (batch 32)."""
+def compile_time_ms(backend):
+    """Wall time of the first (compiling) call of a fresh compiled MLP Adam step (batch 32)."""
     rng = np.random.default_rng(3)
     x, y = ac.tensor(rng.standard_normal((32, 784)).astype(np.float32)), ac.tensor(rng.integers(0, 10, 32))
     model = mlp_ac()
-    compiled = ac.compile(adam_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy))
+    _mlir.clear_cache()   # each time a build from scratch
+    compiled = ac.compile(adam_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy),
+                          backend=backend)
     start = time.perf_counter()
     with ac.checkpoint():
         compiled(x, y)
@@ -256,23 +272,33 @@ def main():
         ("MLP Adam step b=32", "mlp_adam", adam_case(use_tc), 20),
         ("CNN infer b=1", "cnn_infer", inference_case(cnn_ac, cnn_torch, (1, 1, 28, 28), use_tc), 20),
     ]
-    columns = ["aicraft eager", "replay", "torch eager", "torch.compile"]
+    columns = ["aicraft eager", "replay", "mlir", "torch eager", "torch.compile"]
     results = {}
-    print("\n%-26s %14s %14s %14s %14s %9s %8s" % (("case",) + tuple(columns) + ("replay x", "target")))
+    print("\n%-26s %13s %13s %13s %13s %13s %9s %9s %7s" % (("case",) + tuple(columns)
+                                                           + ("replay x", "mlir x", "target")))
     for title, key, cases, calls in rows:
         medians = measure(cases, calls, args.repeats)
-        speedup = medians["aicraft eager"] / medians["replay"]
         results[key] = {name: medians[name] * 1e6 for name in medians}
-        results[key]["replay_speedup"] = speedup
-        cells = ["%12.1f us" % (medians[c] * 1e6) if c in medians else "%14s" % "-" for c in columns]
-        print("%-26s %s %8.2fx %7.1fx" % (title, " ".join(cells), speedup, TARGETS[key]))
+        speedups = []
+        for backend in ("replay", "mlir"):
+            if backend in medians:
+                results[key][backend + "_speedup"] = medians["aicraft eager"] / medians[backend]
+                speedups.append("%8.2fx" % results[key][backend + "_speedup"])
+            else:
+                speedups.append("%9s" % "-")
+        target = "%.1fx" % TARGETS[key] + ("/%.0fx" % MLIR_TARGETS[key] if key in MLIR_TARGETS else "")
+        cells = ["%10.1f us" % (medians[c] * 1e6) if c in medians else "%13s" % "-" for c in columns]
+        print("%-26s %s %s %7s" % (title, " ".join(cells), " ".join(speedups), target))
     if "torch eager" in results["fduai"]:
-        vs_torch = results["fduai"]["torch eager"] / results["fduai"]["replay"]
-        results["fduai"]["replay_vs_torch_eager"] = vs_torch
-        print("\nFDUAI: replay is %.1fx PyTorch eager (target %.0fx)" % (vs_torch, TARGETS["fduai_vs_torch"]))
-    compile_ms = statistics.median(compile_time_ms() for _ in range(max(3, args.repeats // 3)))
-    results["compile_ms"] = compile_ms
-    print("compile (record) time of the MLP Adam step: %.1f ms (target <= %.0f ms)" % (compile_ms, COMPILE_TARGET_MS))
+        for backend in BACKENDS:
+            vs_torch = results["fduai"]["torch eager"] / results["fduai"][backend]
+            results["fduai"][backend + "_vs_torch_eager"] = vs_torch
+            print("FDUAI: %s is %.1fx PyTorch eager (target %.0fx)" % (backend, vs_torch, TARGETS["fduai_vs_torch"]))
+    for backend in BACKENDS:
+        ms = statistics.median(compile_time_ms(backend) for _ in range(max(3, args.repeats // 5)))
+        results["compile_ms_" + backend] = ms
+        print("compile time of the MLP Adam step, %s: %.1f ms (target <= %.0f ms)"
+              % (backend, ms, COMPILE_TARGET_MS[backend]))
     print(json.dumps({"bench": "compile", **host(), "results": results}))
 
 

@@ -84,7 +84,7 @@ EOF
 start_service() {   # $1: aicraft or torch
     local b=$1 url=http://127.0.0.1:${PORT[$1]}
     SERVE_BACKEND=$b AICRAFT_WEIGHTS=$WEIGHTS AC_NUM_THREADS=1 \
-        "$PY" -m gunicorn --no-control-socket --preload -w 2 --threads 4 -b "127.0.0.1:${PORT[$b]}" \
+        "$PY" -m gunicorn -c demos/gunicorn_conf.py --no-control-socket --preload -w 2 --threads 4 -b "127.0.0.1:${PORT[$b]}" \
         demos.serve:app > "$WORK/$b.log" 2>&1 &
     MASTER[$b]=$!
     for _ in $(seq 300); do

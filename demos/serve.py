@@ -2,7 +2,7 @@
 in flat memory, under a real server.
 
     AICRAFT_WEIGHTS=data/mnist_mlp.safetensors AC_NUM_THREADS=1 \\
-        gunicorn --preload -w 2 --threads 4 -b 127.0.0.1:8000 demos.serve:app    # make serve
+        gunicorn -c demos/gunicorn_conf.py --preload -w 2 --threads 4 -b 127.0.0.1:8000 demos.serve:app
 
     POST /predict  {"inputs": [[784 floats], ...]}        -> {"classes": [...], "probs": [[10 floats], ...]}
     POST /learn    {"inputs": [[784 floats], ...], "labels": [int, ...]}    -> {"loss": float}
@@ -23,6 +23,11 @@ weights of the worker that answered it. One lock per worker serialises the
 model's use: a step never interleaves with another step, and a prediction
 sees the weights before a step or after it, never halfway.
 
+AICRAFT_QUANTIZE=1 serves the model with int8 weights (ac.quantization.quantize_dynamic;
+the weights file may be float32 or already quantized): predictions only, /learn
+answers 409. The MLP's widths are read from the weights file, 784-128-10 as
+demos/mnist_mlp.py trains it or wider; /metrics shows the bytes its weights take.
+
 SERVE_BACKEND=torch serves the same weights through PyTorch with this same
 WSGI code (demos/serve_torch.py), for bench/serve_load.sh's comparison.
 
@@ -34,6 +39,7 @@ and writes each float so that it reads back as the same double.
 import bisect
 import ctypes
 import http
+import io
 import math
 import os
 import sys
@@ -54,25 +60,42 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class AicraftMLP:
-    """The 784-128-10 MLP on aicraft: probabilities for rows, and one SGD step."""
+    """The MLP of the weights file (784-128-10 from demos/mnist_mlp.py) on aicraft:
+    probabilities for rows, and one SGD step; int8 and predictions only when quantize."""
 
-    def __init__(self, path, lr):
-        self.model = nn.Sequential(nn.Linear(FEATURES, 128), nn.ReLU(), nn.Linear(128, CLASSES))
-        self.model.load_state_dict(ac.load(path))
+    def __init__(self, path, lr, quantize=False):
+        state = ac.load(path)
+        shapes = [state["%d.weight" % i].shape for i in range(0, len(state), 2) if "%d.weight" % i in state]
+        quantized_file = any(name.endswith("weight_scale") for name in state)
+        linear = nn.quantized.dynamic.Linear if quantized_file else nn.Linear   # no float copy of int8
+        layers = []
+        for out_features, in_features in shapes:
+            layers += [linear(in_features, out_features), nn.ReLU()]
+        self.model = nn.Sequential(*layers[:-1])
+        self.model.load_state_dict(state)
+        del state
+        if quantize and not quantized_file:
+            ac.quantization.quantize_dynamic(self.model, inplace=True)
+        self.can_learn = not (quantize or quantized_file)
+        self.weight_bytes = ac.quantization.weight_bytes(self.model)
         self.loss_fn = nn.CrossEntropyLoss()
-        self.optimizer = optim.SGD(self.model.parameters(), lr=lr)
+        self.optimizer = optim.SGD(self.model.parameters(), lr=lr) if self.can_learn else None
 
     def predict(self, x):
         """(n, 10) float32 probabilities for x, a (n, 784) float32 array."""
         with ac.no_grad():
             return self.model(ac.from_numpy(x)).softmax(1).numpy()
 
-    def learn(self, x, labels):
-        """One SGD step on rows x with int64 labels; the loss before the step."""
+    def learn(self, x, labels, update=True):
+        """One SGD step on rows x with int64 labels; the loss before the step.
+        update=False stops before the weights change (warm_up)."""
         loss = self.loss_fn(self.model(ac.from_numpy(x)), labels)
-        self.optimizer.zero_grad()
+        # Zeroed, not dropped: the gradients stay allocated once, rather than
+        # made anew by whichever request thread runs the next step.
+        self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
-        self.optimizer.step()
+        if update:
+            self.optimizer.step()
         return loss.item()
 
 
@@ -81,8 +104,8 @@ def bound_malloc():
     each of a worker's threads gets its own malloc arena, and freed blocks under a
     threshold that rises to 32 MB stay in them: the hostile mix in
     bench/serve_hostile.py left about 37 MB more per worker after its first 1,300
-    requests, 8 MB with these settings (the rest is the first use of the valid
-    paths: code pages and libac's per-thread scope arenas). Set before the
+    requests, 8 MB with these settings (the first use of the valid paths, which
+    warm_up now moves to the worker's start). Set before the
     workers fork and start their threads; elsewhere this does nothing."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -167,7 +190,8 @@ def as_labels(labels, rows):
 class Metrics:
     """Request counts by path and status, and a latency histogram, for one worker."""
 
-    def __init__(self):
+    def __init__(self, weight_bytes=None):
+        self.weight_bytes = weight_bytes
         self.lock = threading.Lock()
         self.requests = {}
         self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)
@@ -202,6 +226,9 @@ class Metrics:
                 ("aicraft_arena_reserved_bytes", "arena_reserved", "Bytes reserved by libac's scope arenas.")):
             lines += ["# HELP %s %s" % (name, help_text), "# TYPE %s gauge" % name,
                       "%s %d" % (name, stats[key])]
+        if self.weight_bytes is not None:
+            lines += ["# HELP aicraft_weight_bytes Bytes the model's weights take (int8 when quantized).",
+                      "# TYPE aicraft_weight_bytes gauge", "aicraft_weight_bytes %d" % self.weight_bytes]
         resident = resident_bytes()
         if resident is not None:
             lines += ["# HELP process_resident_memory_bytes Resident memory size in bytes.",
@@ -221,10 +248,10 @@ def resident_bytes():
 
 # ---- the app -----------------------------------------------------------------
 
-def make_app(model):
-    """The WSGI callable serving `model` (an object with predict(x) and learn(x, labels))."""
-    model_lock = threading.Lock()
-    metrics = Metrics()
+def make_app(model, model_lock):
+    """The WSGI callable serving `model` (an object with predict(x) and learn(x, labels)),
+    one call at a time under model_lock."""
+    metrics = Metrics(getattr(model, "weight_bytes", None))
 
     def predict(environ):
         x = as_rows(read_json(environ, ("inputs",))["inputs"])
@@ -235,6 +262,9 @@ def make_app(model):
         return {"classes": probs.argmax(1).tolist(), "probs": probs.tolist()}
 
     def learn(environ):
+        if not getattr(model, "can_learn", True):
+            raise BadRequest(409, "this service predicts with int8 weights (AICRAFT_QUANTIZE=1); "
+                             "it does not learn")
         payload = read_json(environ, ("inputs", "labels"))
         x = as_rows(payload["inputs"])
         labels = as_labels(payload["labels"], len(x))
@@ -310,7 +340,8 @@ def load_model():
         fail("AICRAFT_LR=%s is not a number" % os.environ["AICRAFT_LR"])
     backend = os.environ.get("SERVE_BACKEND", "aicraft")
     if backend == "aicraft":
-        mlp = AicraftMLP
+        def mlp(path, lr):
+            return AicraftMLP(path, lr, os.environ.get("AICRAFT_QUANTIZE", "0") == "1")
     elif backend == "torch":
         from demos.serve_torch import TorchMLP as mlp
     else:
@@ -326,5 +357,32 @@ def load_model():
     return model
 
 
+def warm_up(pool, threads):
+    """Before a worker takes connections, run on each of its `threads` request
+    threads (pool: the executor they belong to) what a request does: predictions of
+    one row and of 32, a refused body, and a learning step's forward and backward
+    without its update (the weights stay as loaded). What their first use brings in
+    (each thread's libac arena, code pages, the allocators' high-water marks) is then
+    part of the worker's RSS at rest, and bad traffic later finds nothing new to grow.
+    demos/gunicorn_conf.py calls it from gunicorn's post_worker_init."""
+    row = b"[" + b",".join([b"0.5"] * FEATURES) + b"]"
+    barrier = threading.Barrier(threads)
+
+    def warm():
+        barrier.wait()      # holds each task on its own thread until all have one
+        for body in (b'{"inputs": [%s]}' % row, b'{"inputs": [%s]}' % b",".join([row] * 32), b"not json"):
+            environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/predict", "CONTENT_LENGTH": str(len(body)),
+                       "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr}
+            app(environ, lambda status, headers: None)
+        if getattr(model, "can_learn", True):
+            with model_lock, ac.checkpoint():
+                model.learn(np.zeros((8, FEATURES), np.float32), np.zeros(8, np.int64), update=False)
+
+    for future in [pool.submit(warm) for _ in range(threads)]:
+        future.result()
+
+
 bound_malloc()
-app = make_app(load_model())
+model = load_model()
+model_lock = threading.Lock()
+app = make_app(model, model_lock)

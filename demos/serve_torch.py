@@ -1,6 +1,6 @@
 """serve_torch.py - the MNIST MLP of demos/serve.py on PyTorch, for bench/serve_load.sh.
 
-    SERVE_BACKEND=torch AICRAFT_WEIGHTS=... gunicorn --preload ... demos.serve:app
+    SERVE_BACKEND=torch AICRAFT_WEIGHTS=... gunicorn -c demos/gunicorn_conf.py --preload ... demos.serve:app
 
 demos/serve.py picks this class when SERVE_BACKEND=torch, so both services
 run the same WSGI code, the same checks and the same lock; only these model
@@ -29,10 +29,12 @@ class TorchMLP:
         with torch.inference_mode():
             return torch.softmax(self.model(torch.from_numpy(x)), 1).numpy()
 
-    def learn(self, x, labels):
-        """One SGD step on rows x with int64 labels; the loss before the step."""
+    def learn(self, x, labels, update=True):
+        """One SGD step on rows x with int64 labels; the loss before the step.
+        update=False stops before the weights change (warm_up)."""
         loss = self.loss_fn(self.model(torch.from_numpy(x)), torch.from_numpy(labels))
         self.optimizer.zero_grad()
         loss.backward()
-        self.optimizer.step()
+        if update:
+            self.optimizer.step()
         return loss.item()

@@ -58,7 +58,7 @@ class Server:
         environment.update(env or {})
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "--no-control-socket", "--preload",
+                [sys.executable, "-m", "gunicorn", "-c", "demos/gunicorn_conf.py", "--no-control-socket", "--preload",
                  "-w", str(workers), "--threads", "4", "-b", "127.0.0.1:%d" % self.port,
                  "demos.serve:app"],
                 cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
@@ -419,8 +419,34 @@ def test_memory_in_use_is_flat_over_2000_requests(serve):
 def test_missing_weights_stop_the_start(tmp_path):
     environment = dict(os.environ, AICRAFT_WEIGHTS=str(tmp_path / "none.safetensors"))
     done = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "--no-control-socket", "--preload", "-w", "2",
+        [sys.executable, "-m", "gunicorn", "-c", "demos/gunicorn_conf.py", "--no-control-socket", "--preload", "-w", "2",
          "-b", "127.0.0.1:%d" % free_port(), "demos.serve:app"],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=START_SECONDS)
     assert done.returncode != 0
     assert "none.safetensors" in done.stderr and "no such file" in done.stderr
+
+
+def test_quantized_service_predicts_and_refuses_to_learn(serve, tmp_path):
+    weights = weights_file(tmp_path)
+    server = serve(1, AICRAFT_QUANTIZE="1")
+    x = rows(5, 21)
+    status, result = predict(server, x)
+    assert status == 200
+    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    model.load_state_dict(ac.load(str(weights)))
+    quantized = ac.quantization.quantize_dynamic(model)
+    with ac.no_grad():
+        expected = quantized(ac.tensor(x)).softmax(1).numpy()
+    np.testing.assert_allclose(np.array(result["probs"]), expected, rtol=1e-6, atol=1e-7)
+    status, result = server.post("/learn", {"inputs": x.tolist(), "labels": [0] * 5})
+    assert status == 409 and "int8" in result["error"]
+    float_bytes = 4 * (784 * 128 + 128 + 128 * 10 + 10)
+    assert 0 < server.metrics()["aicraft_weight_bytes"] <= 0.27 * float_bytes
+    # an already quantized file is served as it is, without AICRAFT_QUANTIZE
+    int8_path = tmp_path / "mlp_int8.safetensors"
+    ac.save(quantized.state_dict(), str(int8_path))
+    server = serve(1, weights=int8_path)
+    status, result = predict(server, x)
+    assert status == 200
+    np.testing.assert_allclose(np.array(result["probs"]), expected, rtol=1e-6, atol=1e-7)
+    assert server.post("/learn", {"inputs": x.tolist(), "labels": [0] * 5})[0] == 409

@@ -351,6 +351,10 @@ class Module:
             if src_shape != dst_shape:
                 errors.append("size mismatch for %s: copying a param with shape %s from checkpoint, "
                               "the shape in current model is %s." % (key, src_shape, dst_shape))
+            elif dst.dtype is dtypes.int8 and src.dtype is not dtypes.int8:
+                # quantized weights: converting floats to int8 would not give their values
+                errors.append("dtype mismatch for %s: copying a %s tensor from checkpoint into the "
+                              "int8 one in current model." % (key, src.dtype.name))
             copies.append((dst, src))
         if strict:
             if unexpected:

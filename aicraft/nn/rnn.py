@@ -245,6 +245,11 @@ class _RNNBase(Module):
                 h0 = self._check_state(hx, "h0", batch, unbatched)
         return x, h0, c0, unbatched
 
+    def _layer(self, x, h0, c0, k, direction):
+        """Layer-direction k on x: (output, h_n, c_n or None)."""
+        return _run_layer(self._c_fn, self._gates == 4, x, h0, c0,
+                          self._weights(self._layer_weights[k]), self.batch_first, direction)
+
     def _run(self, input, hx):
         """(output, h_n, c_n or None) over every layer and direction."""
         x, h0, c0, unbatched = self._states(input, hx)
@@ -254,11 +259,8 @@ class _RNNBase(Module):
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(self._directions):
-                out, h_n, c_n = _run_layer(self._c_fn, is_lstm, x,
-                                           None if h0 is None else h0[k],
-                                           None if c0 is None else c0[k],
-                                           self._weights(self._layer_weights[k]),
-                                           self.batch_first, direction)
+                out, h_n, c_n = self._layer(x, None if h0 is None else h0[k],
+                                            None if c0 is None else c0[k], k, direction)
                 outputs.append(out)
                 finals_h.append(h_n)
                 finals_c.append(c_n)

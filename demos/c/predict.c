@@ -1,7 +1,9 @@
 /*
  * predict.c - loads the weights demos/mnist_mlp.py saved (safetensors) and
  * prints their MNIST test accuracy, which matches the Python demo's last line:
- * the same file, the same preprocessing, the same kernels.
+ * the same file, the same preprocessing, the same kernels. A quantized file
+ * (ac.quantization.quantize_dynamic's state_dict: int8 weights with their
+ * scales) runs on the int8 layers, as the quantized Python model does.
  *
  *     build/demos/predict [data/mnist_mlp.safetensors] [data/MNIST/raw]
  */
@@ -23,6 +25,36 @@ static AcTensor *weight(const AcStateDict *weights, const char *name)
     return t;
 }
 
+/* One Linear layer, float (weight, bias) or int8 (packed), named prefix.weight etc. */
+typedef struct {
+    AcTensor *weight, *bias;
+    AcQLinear *packed;
+} Layer;
+
+static Layer layer(const AcStateDict *weights, const char *prefix)
+{
+    char name[64];
+    Layer l = {NULL, NULL, NULL};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    l.weight = weight(weights, name);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    l.bias = weight(weights, name);
+    if (l.weight->dtype == AC_INT8) {
+        snprintf(name, sizeof name, "%s.weight_scale", prefix);
+        l.packed = ac_qlinear_new(l.weight, weight(weights, name), l.bias);
+        if (!l.packed) {
+            fprintf(stderr, "predict: %s\n", ac_last_error());
+            exit(1);
+        }
+    }
+    return l;
+}
+
+static AcTensor *forward(const Layer *l, const AcTensor *x)
+{
+    return l->packed ? ac_qlinear_forward(l->packed, x) : ac_linear(x, l->weight, l->bias);
+}
+
 static AcTensor *read_idx_in(const char *folder, const char *name)
 {
     char path[4096];
@@ -41,7 +73,8 @@ int main(int argc, char **argv)
     const char *path = argc > 1 ? argv[1] : "data/mnist_mlp.safetensors";
     const char *folder = argc > 2 ? argv[2] : "data/MNIST/raw";
     AcStateDict *weights = ac_load_safetensors(path);
-    AcTensor *images, *labels, *w1, *b1, *w2, *b2;
+    AcTensor *images, *labels;
+    Layer l1, l2;
     int64_t n_images, correct = 0, start, i, p;
     float *x = malloc((size_t)BATCH * PIXELS * sizeof *x);
     if (!weights) {
@@ -53,10 +86,8 @@ int main(int argc, char **argv)
         return 1;
     }
     /* nn.Sequential(Linear(784, 128), ReLU(), Linear(128, 10)) names them so */
-    w1 = weight(weights, "0.weight");
-    b1 = weight(weights, "0.bias");
-    w2 = weight(weights, "2.weight");
-    b2 = weight(weights, "2.bias");
+    l1 = layer(weights, "0");
+    l2 = layer(weights, "2");
     images = read_idx_in(folder, "t10k-images-idx3-ubyte");
     labels = read_idx_in(folder, "t10k-labels-idx1-ubyte");
     n_images = images->shape[0];
@@ -70,7 +101,7 @@ int main(int argc, char **argv)
         for (i = 0; i < n * PIXELS; i++)
             x[i] = (images->data[start * PIXELS + i] / 255.0f - 0.1307f) / 0.3081f;
         shape[0] = n;
-        logits = ac_linear(ac_relu(ac_linear(ac_tensor_from_data(x, shape, 2), w1, b1)), w2, b2);
+        logits = forward(&l2, ac_relu(forward(&l1, ac_tensor_from_data(x, shape, 2))));
         predicted = ac_argmax(logits, 1, 0);
         if (!predicted) {
             fprintf(stderr, "predict: %s\n", ac_last_error());
@@ -80,8 +111,10 @@ int main(int argc, char **argv)
             correct += ((int64_t *)predicted->data)[p] == (int64_t)labels->data[start + p];
         ac_mem_restore(scope);
     }
-    printf("test accuracy: %.2f%% (%lld/%lld)\n", 100.0 * (double)correct / (double)n_images,
-           (long long)correct, (long long)n_images);
+    printf("test accuracy%s: %.2f%% (%lld/%lld)\n", l1.packed ? " (int8)" : "",
+           100.0 * (double)correct / (double)n_images, (long long)correct, (long long)n_images);
+    ac_qlinear_free(l1.packed);
+    ac_qlinear_free(l2.packed);
 
     ac_state_dict_free(weights);
     ac_tensor_free(images);

@@ -95,8 +95,9 @@ typedef struct AcTensor AcTensor;
 typedef struct AcGradNode AcGradNode;
 
 /* Element types. Math is float32; int64 holds indices and counts, bool (one byte,
-   0 or 1) masks and comparison results, uint8 bytes as they come (image pixels). */
-typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2, AC_UINT8 = 3 } AcDtype;
+   0 or 1) masks and comparison results, uint8 bytes as they come (image pixels),
+   int8 quantized weights (see INT8 inference). */
+typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2, AC_UINT8 = 3, AC_INT8 = 4 } AcDtype;
 
 /* Where a tensor's data lives: AC_CPU, the only device so far. */
 typedef enum { AC_CPU = 0 } AcDevice;
@@ -138,7 +139,7 @@ AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim)
 AcTensor *ac_tensor_new_typed(const int64_t *shape, int ndim, int dtype);
 AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim, int dtype);
 int64_t ac_dtype_size(int dtype);        /* bytes per element; < 0 for an unknown dtype */
-const char *ac_dtype_name(int dtype);    /* "float32", "int64", "bool", "uint8"; else "unknown" */
+const char *ac_dtype_name(int dtype);    /* "float32", "int64", "bool", "uint8", "int8"; else "unknown" */
 /* a converted to dtype: to int64 and uint8 truncates toward zero (uint8 then wraps
    modulo 256, as C's cast from int64), to bool is != 0. float32 to float32 is a
    differentiable copy; other casts record no graph. */
@@ -435,12 +436,123 @@ AcTensor *ac_state_dict_tensor(const AcStateDict *dict, int index);    /* borrow
 AcTensor *ac_state_dict_get(const AcStateDict *dict, const char *name); /* borrowed; NULL if absent */
 int ac_state_dict_free(AcStateDict *dict);
 
-int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* F32, I64, BOOL, U8 */
+int ac_save_safetensors(const AcStateDict *dict, const char *path);   /* F32, I64, BOOL, U8, I8 */
 AcStateDict *ac_load_safetensors(const char *path);                   /* the same, at root */
 
 /* An IDX file (the MNIST format, not gzipped) as a float tensor of its values
    (uint8 images stay 0..255). */
 AcTensor *ac_read_idx(const char *path);
+
+/* ---- INT8 inference ------------------------------------------------------- */
+/* A Linear layer for inference with int8 weights: weight(j, :) ~ scale[j] * q(j, :),
+   q in [-127, 127] (symmetric, one float32 scale per output row, scale = max|row| / 127),
+   and a float32 bias. Forward quantizes each input row the same way at run time
+   (qx = rint(x * (127 / max|x|)), sx = max|x| / 127) and multiplies in exact int32:
+       y[i, j] = (float)(sum_p qx[i, p] q[j, p]) * (sx[i] * scale[j]) + bias[j]
+   in float32 steps, so every kernel set (AC_SIMD: AVX-512 VNNI, AVX2, portable C)
+   gives the same bits. A row holding inf or NaN gives NaN outputs. No graph: x must
+   not require grad while grad mode is on (AC_ERR_STATE).
+   An AcQLinear lives at root, whatever scope is open, in one block of its own; the
+   caller owns one reference (ac_qlinear_free drops it), and each tensor that
+   ac_qlinear_weight / _scale / _bias returns holds another: those are root tensors
+   sharing the block (int8 (out, in), float32 (out), float32 (out)), so writing
+   them (ac_tensor_copy_, loading a state dict) changes the layer. */
+
+typedef struct AcQLinear AcQLinear;
+
+/* Quantize weight (out, in), float32, in <= 65536 (so int32 sums cannot overflow);
+   bias (out) or NULL. */
+AcQLinear *ac_qlinear_pack(const AcTensor *weight, const AcTensor *bias);
+/* From quantized values: qweight int8 (out, in), scale float32 (out), bias (out) or NULL. */
+AcQLinear *ac_qlinear_new(const AcTensor *qweight, const AcTensor *scale, const AcTensor *bias);
+int ac_qlinear_free(AcQLinear *q);
+int64_t ac_qlinear_in_features(const AcQLinear *q);
+int64_t ac_qlinear_out_features(const AcQLinear *q);
+int ac_qlinear_has_bias(const AcQLinear *q);          /* 1 or 0; < 0 for NULL */
+int64_t ac_qlinear_nbytes(const AcQLinear *q);        /* the bytes of its block */
+AcTensor *ac_qlinear_weight(AcQLinear *q);
+AcTensor *ac_qlinear_scale(AcQLinear *q);
+AcTensor *ac_qlinear_bias(AcQLinear *q);              /* AC_ERR_STATE when it has none */
+/* x (..., in) float32 -> (..., out), in the current scope. */
+AcTensor *ac_qlinear_forward(const AcQLinear *q, const AcTensor *x);
+/* The int8 kernel set in use: "avx512-vnni", "avx2" or "generic". */
+const char *ac_qlinear_kernels(void);
+
+/* One quantized LSTM or GRU layer in one direction, as ac_lstm / ac_gru (same
+   shapes, equations and gate order) with ih = the packed (w_ih, b_ih) and hh =
+   the packed (w_hh, b_hh): each step quantizes its input rows and h as above.
+   No graph. */
+AcTensor *ac_qlstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcQLinear *ih,
+                   const AcQLinear *hh, int batch_first, int reverse, AcTensor **h_n,
+                   AcTensor **c_n);
+AcTensor *ac_qgru(const AcTensor *x, const AcTensor *h0, const AcQLinear *ih, const AcQLinear *hh,
+                  int batch_first, int reverse, AcTensor **h_n);
+
+/* ---- Programs: graphs saved for C programs -------------------------------- */
+/* A program is a recorded forward graph (see Graphs below) saved in one file with
+   its parameters and state, which a C program loads and runs with libac alone.
+   It holds the ops listed under Graphs, except backward, zero_grad and the
+   optimizer steps (a program is for inference); dropout and batch_norm must be
+   recorded in eval mode, and grad mode switched only off. The loader is as strict as the
+   safetensors reader: a truncated, corrupt or inconsistent file fails with
+   AC_ERR_FORMAT naming what is wrong, never a crash; it runs the program once on
+   zeros to check each op's output against the shape the file records, and fails
+   with AC_ERR_MEMORY first when that run would need more than the memory limit
+   (or the machine's memory) leaves. Runs give the bits eager calls give. One run
+   at a time per program. */
+
+typedef struct AcProgram AcProgram;
+struct AcGraph;   /* typedef'd as AcGraph below */
+
+/* Write g (ended, recorded on the ops a program holds) and the current values
+   of its parameters and state to path. */
+int ac_program_save(const struct AcGraph *g, const char *path);
+AcProgram *ac_program_load(const char *path);   /* NULL on error (AC_ERR_FORMAT, AC_ERR_IO, ...) */
+/* Run on inputs (the recorded dtypes and shapes); outputs[i] gets a new tensor in
+   the caller's current scope (or at root, owned by the caller). */
+int ac_program_run(AcProgram *p, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
+                   int n_outputs);
+int ac_program_free(AcProgram *p);
+int ac_program_num_inputs(const AcProgram *p);
+int ac_program_num_outputs(const AcProgram *p);
+/* Input (output) i's dtype, and its shape into shape[AC_MAX_DIMS]; returns its ndim. */
+int ac_program_input_info(const AcProgram *p, int i, int *dtype, int64_t *shape);
+int ac_program_output_info(const AcProgram *p, int i, int *dtype, int64_t *shape);
+
+/* ---- Native segments (the mlir backend) ------------------------------------ */
+/* What a code generator needs to read a recorded graph (see Graphs below), and how
+   it hands back native code: a segment replaces a run of nodes by one function.
+   Node buffers are inputs then outputs, -1 where an op's tensor was NULL. */
+
+struct AcGraph;
+
+int ac_graph_node_info(const struct AcGraph *g, int node, int *n_in, int *n_out, int *buffers,
+                       int *n_attr, double *attrs);  /* buffers[8], attrs[12]; AC_OK or < 0 */
+int ac_graph_buffer_shape(const struct AcGraph *g, int buffer, int64_t *shape); /* shape[8]; ndim or < 0 */
+int ac_graph_buffer_dtype(const struct AcGraph *g, int buffer);   /* an AcDtype, or < 0 */
+int ac_graph_num_inputs(const struct AcGraph *g);
+int ac_graph_num_outputs(const struct AcGraph *g);
+int ac_graph_input_buffer(const struct AcGraph *g, int i);   /* the buffer id of input i, or < 0 */
+int ac_graph_output_buffer(const struct AcGraph *g, int i);  /* the buffer id of output i, or < 0 */
+
+/* A segment's code: data[i] is the data of the segment's buffer i (buffers as
+   given to ac_graph_add_native), data[n_buffers] its scratch memory (64-byte
+   aligned); attrs[j] the scalar arguments of its node first + j, as replay
+   holds them (a scheduler's lr); kernels a table of libac's kernels:
+   {gemm, uniform}: gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+   ldc) row-major SGEMM, C = alpha op(A) op(B) + beta C; uniform(out, n) n draws in
+   [0, 1) from the thread's generator, as dropout draws them. Returns 0, or 1 + the
+   node whose input holds an out-of-range class index (replay: AC_ERR_INDEX). */
+typedef int (*AcNativeFn)(void *const *data, const double *const *attrs, const void *kernels);
+/* Replace nodes [first, first + n_nodes) of a ready graph by fn: replay calls fn
+   on buffers (buffer ids, or -2 - id for the .grad of buffer id, made zero where
+   the tensor has none) instead of running those nodes. Replay makes the tensors of
+   the buffers the segment writes first in the call's scope (a graph output: the
+   tensor the caller gets); the scratch_bytes of scratch are the segment's own.
+   Segments do not overlap; fn does all that its nodes did (a zero_grad among
+   them zeroes the grad, which stays allocated). */
+int ac_graph_add_native(struct AcGraph *g, int first, int n_nodes, AcNativeFn fn, const int *buffers,
+                        int n_buffers, int64_t scratch_bytes);
 
 /* ---- Data-parallel training -------------------------------------------- */
 

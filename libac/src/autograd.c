@@ -28,7 +28,7 @@ static AC_THREAD_LOCAL uint32_t visit_epoch;
 
 static size_t node_head_bytes(void) { return (sizeof(AcGradNode) + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
 
-static int set_grad_enabled_replay(AcTensor **t, const double *attr)
+int set_grad_enabled_replay(AcTensor **t, const double *attr)
 {
     (void)t;
     ac_set_grad_enabled((int)attr[0]);

@@ -50,7 +50,8 @@ static void describe(const AcTensor *t, Export *e, DLTensor *dl)
     dl->data = t->data;
     dl->device.device_type = DL_CPU;
     dl->ndim = t->ndim;
-    dl->dtype.code = t->dtype == AC_FLOAT32 ? DL_FLOAT : t->dtype == AC_INT64 ? DL_INT : DL_BOOL;
+    dl->dtype.code = t->dtype == AC_FLOAT32 ? DL_FLOAT
+                   : t->dtype == AC_INT64 || t->dtype == AC_INT8 ? DL_INT : DL_BOOL;
     dl->dtype.bits = (uint8_t)(elem_size(t) * 8);
     dl->dtype.lanes = 1;
     dl->shape = e->shape;

@@ -16,6 +16,7 @@
 #define AC_GRAPH_H
 
 #include "internal.h"
+#include "op_table.h"   /* the recorded ops' replay functions, declared */
 
 #define GRAPH_MAX_TENSORS 8
 #define GRAPH_MAX_ATTRS 12
@@ -91,7 +92,15 @@ struct AcGraph {
     int32_t grad_enabled;    /* grad mode when recording began */
     int32_t state;           /* GRAPH_RECORDING, GRAPH_READY, GRAPH_FAILED, GRAPH_RUNNING */
     char failure[256];       /* why recording failed */
+    struct GraphNative *natives;  /* native segments (native.c); NULL when none */
+    int32_t n_natives, cap_natives;
+    int32_t *native_at;      /* per node: 1 + the segment starting there, or 0 */
 };
+
+/* Run the native segment starting at node k (native.c); *next gets the node
+   after it. Returns 0 (not a segment start: run node k), 1 (ran), or < 0. */
+int native_run(AcGraph *g, int32_t k, int32_t *next);
+void native_free(AcGraph *g);
 
 enum { GRAPH_RECORDING, GRAPH_READY, GRAPH_FAILED, GRAPH_RUNNING };
 

@@ -76,10 +76,15 @@ static int replay_check(const AcGraph *g, AcTensor *const *inputs, int n_inputs,
 static int replay_nodes(AcGraph *g)
 {
     AcTensor *t[GRAPH_MAX_TENSORS];
-    int32_t k, i;
+    int32_t k, i, next;
     for (k = 0; k < g->n_nodes; k++) {
         const GraphNode *node = &g->nodes[k];
-        int n = node->n_in + node->n_out;
+        int n = node->n_in + node->n_out, ran = g->native_at ? native_run(g, k, &next) : 0;
+        if (ran < 0) return ran;
+        if (ran) {
+            k = next - 1;
+            continue;
+        }
         for (i = 0; i < node->n_in; i++) t[i] = node->buf[i] < 0 ? NULL : g->run[node->buf[i]];
         for (; i < n; i++) t[i] = NULL;
         if (node->replay(t, node->attr)) return ac_last_error_code();
@@ -115,10 +120,13 @@ int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor 
         previous_grad = ac_set_grad_enabled(g->grad_enabled);
         for (i = 0; i < g->n_bufs; i++) g->run[i] = g->bufs[i].held;
         for (i = 0; i < n_inputs; i++) g->run[g->inputs[i]] = inputs[i];
+        for (i = 0; i < n_outputs && g->native_at; i++)   /* native code writes them in place */
+            if (g->bufs[g->outputs[i]].kind == AC_BUFFER_OUTPUT && !g->run[g->outputs[i]])
+                g->run[g->outputs[i]] = outputs[i];
         rc = replay_nodes(g);
         for (i = 0; i < n_outputs && rc == AC_OK; i++) {
             const AcTensor *src = g->run[g->outputs[i]];
-            memcpy(outputs[i]->data, src->data, (size_t)src->size * elem_size(src));
+            if (src != outputs[i]) memcpy(outputs[i]->data, src->data, (size_t)src->size * elem_size(src));
         }
         ac_set_grad_enabled(previous_grad);
         ac_mem_restore(cp);

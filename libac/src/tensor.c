@@ -102,6 +102,7 @@ int64_t ac_dtype_size(int dtype)
     case AC_INT64: return 8;
     case AC_BOOL: return 1;
     case AC_UINT8: return 1;
+    case AC_INT8: return 1;
     default: return error_set(AC_ERR_DTYPE, "dtype_size: unknown dtype %d", dtype);
     }
 }
@@ -113,6 +114,7 @@ const char *ac_dtype_name(int dtype)
     case AC_INT64: return "int64";
     case AC_BOOL: return "bool";
     case AC_UINT8: return "uint8";
+    case AC_INT8: return "int8";
     default: return "unknown";
     }
 }
@@ -125,6 +127,7 @@ double elem_get(const AcTensor *t, int64_t i)
     case AC_INT64: return (double)data_i64(t)[i];
     case AC_BOOL:
     case AC_UINT8: return (double)data_u8(t)[i];
+    case AC_INT8: return (double)(int8_t)data_u8(t)[i];
     default: return (double)t->data[i];
     }
 }
@@ -141,7 +144,7 @@ void elem_set(void *out, int dtype, int64_t i, double v)
     case AC_FLOAT32: ((float *)out)[i] = (float)v; break;
     case AC_INT64: ((int64_t *)out)[i] = to_int64(v); break;
     case AC_BOOL: ((uint8_t *)out)[i] = v != 0.0; break;
-    default: ((uint8_t *)out)[i] = (uint8_t)to_int64(v); break;
+    default: ((uint8_t *)out)[i] = (uint8_t)to_int64(v); break;   /* uint8; int8 as its two's complement */
     }
 }
 
@@ -550,7 +553,7 @@ static int clone_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return AC_OK;
 }
 
-static int clone_replay(AcTensor **t, const double *attr)
+int clone_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_tensor_clone(t[0]));
@@ -578,6 +581,9 @@ static void convert(const AcTensor *src, AcTensor *dst, int64_t n)
     } else if (dst->dtype == AC_FLOAT32 && src->dtype == AC_INT64) {
         const int64_t *restrict in = data_i64(src);
         for (i = 0; i < n; i++) out[i] = (float)in[i];
+    } else if (dst->dtype == AC_FLOAT32 && src->dtype == AC_INT8) {
+        const int8_t *restrict in = (const int8_t *)src->data;
+        for (i = 0; i < n; i++) out[i] = (float)in[i];
     } else if (dst->dtype == AC_FLOAT32) {   /* bool or uint8 */
         const uint8_t *restrict in = data_u8(src);
         for (i = 0; i < n; i++) out[i] = (float)in[i];
@@ -596,7 +602,7 @@ AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
     return out;
 }
 
-static int detach_replay(AcTensor **t, const double *attr)
+int detach_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_tensor_detach(t[0]));
@@ -709,7 +715,7 @@ int ac_tensor_fill_(AcTensor *t, double value)
         whole = to_int64(value);
         for (i = 0; i < t->size; i++) data_i64(t)[i] = whole;
         break;
-    default:   /* one byte: bool or uint8 */
+    default:   /* one byte: bool, uint8 or int8 */
         elem_set(t->data, t->dtype, 0, value);
         memset(t->data, data_u8(t)[0], (size_t)t->size);
         break;

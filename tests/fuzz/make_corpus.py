@@ -1,6 +1,6 @@
 """Write the seed corpora in tests/fuzz/corpus/: small files of the kinds the
 tests write (ac.save of tensors, models and optimizer state; write_idx of
-MNIST-shaped images and labels). Run from the repository root after a build:
+MNIST-shaped images and labels; ac.export of a small CNN and of a function). Run from the repository root after a build:
     PYTHONPATH=. python tests/fuzz/make_corpus.py
 """
 import os
@@ -41,6 +41,23 @@ def idx_seeds(folder):
     write_idx(os.path.join(folder, "int16.idx"), np.array([1, -2], dtype=np.int16))
 
 
+def program_seeds(folder):
+    os.makedirs(folder, exist_ok=True)
+    ac.manual_seed(0)
+    cnn = ac.nn.Sequential(ac.nn.Conv2d(1, 2, 3, padding=1), ac.nn.BatchNorm2d(2), ac.nn.ReLU(),
+                           ac.nn.MaxPool2d(2), ac.nn.Flatten(), ac.nn.Linear(8, 3), ac.nn.Dropout(0.5))
+    ac.export(cnn, ac.randn(2, 1, 4, 4), os.path.join(folder, "cnn.acprog"))
+    weight = ac.randn(4, 3)
+
+    def fn(x, target):
+        logits = (x @ weight.T).reshape(-1, 4)
+        loss = ac.nn.functional.cross_entropy(logits, target)
+        return logits.softmax(1).sum(dim=0, keepdim=True).squeeze(0), loss * 2 + 1
+
+    ac.export(fn, (ac.randn(2, 3), ac.tensor([1, 3])), os.path.join(folder, "fn.acprog"))
+
+
 safetensors_seeds(os.path.join(ROOT, "safetensors"))
 safetensors_seeds(os.path.join(ROOT, "state_dict"))
 idx_seeds(os.path.join(ROOT, "idx"))
+program_seeds(os.path.join(ROOT, "program"))

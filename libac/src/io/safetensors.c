@@ -12,8 +12,8 @@
  * "__metadata__" map of strings), decodes strings in place, and checks every
  * index against the header's length. Before any tensor is made, the records
  * must tile the data region exactly: no gaps, no overlaps, nothing past its
- * end. F32, I64, BOOL and U8 are read and written (aicraft's float32, int64,
- * bool and uint8). Bytes are (de)coded as little-endian explicitly, so the code is
+ * end. F32, I64, BOOL, U8 and I8 are read and written (aicraft's float32, int64,
+ * bool, uint8 and int8). Bytes are (de)coded as little-endian explicitly, so the code is
  * right on big-endian hosts too.
  *
  * Not here: the AcStateDict container (state_dict.c).
@@ -33,8 +33,8 @@
 #define ELEM_CHUNK 1024               /* elements encoded per fwrite */
 
 /* safetensors' names of AcDtype's values, in its order. */
-static const char *const FILE_DTYPES[] = {"F32", "I64", "BOOL", "U8"};
-#define N_FILE_DTYPES 4
+static const char *const FILE_DTYPES[] = {"F32", "I64", "BOOL", "U8", "I8"};
+#define N_FILE_DTYPES (int)(sizeof FILE_DTYPES / sizeof FILE_DTYPES[0])
 
 /* A bigger root block holding the first `used` bytes of old, which is freed.
    NULL (and old untouched) on failure. */
@@ -479,7 +479,7 @@ static int parse_record(Header *h, Record *rec)
                 for (rec->dtype = 0; rec->dtype < N_FILE_DTYPES; rec->dtype++)
                     if (strcmp(dtype, FILE_DTYPES[rec->dtype]) == 0) break;
                 if (rec->dtype == N_FILE_DTYPES)
-                    return format_error(h, "tensor '%s' has dtype %s; only F32, I64, BOOL and U8 "
+                    return format_error(h, "tensor '%s' has dtype %s; only F32, I64, BOOL, U8 and I8 "
                                         "are supported", rec->name, dtype);
             } else if (strcmp(field, "shape") == 0 && !seen_shape) {
                 seen_shape = 1;
@@ -668,7 +668,7 @@ static int from_le(const Header *h, const char *name, AcTensor *t)
                                     (long long)i, bytes[i]);
         return AC_OK;
     }
-    if (esize == 1) return AC_OK;   /* U8: bytes are bytes */
+    if (esize == 1) return AC_OK;   /* U8, I8: bytes are bytes */
     for (i = 0; i < t->size; i++) {
         unsigned char *b = bytes + esize * (size_t)i;
         uint64_t bits = 0;

@@ -16,6 +16,9 @@ int cpu_can_run(const char *simd)
     if (strcmp(simd, "avx512") == 0) return __builtin_cpu_supports("avx512f");
     if (strcmp(simd, "avx2") == 0)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (strcmp(simd, "avx512-vnni") == 0)   /* the int8 kernels' set (qgemm.c), not an AC_SIMD name */
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vnni");
 #endif
     return strcmp(simd, "generic") == 0;
 }

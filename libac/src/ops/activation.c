@@ -92,7 +92,7 @@ static int relu_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return activation_grad(ACT_RELU_GRAD, gout, node->output, gin);
 }
 
-static int relu_replay(AcTensor **t, const double *attr)
+int relu_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_relu(t[0]));
@@ -109,7 +109,7 @@ static int sigmoid_backward(AcGradNode *node, const AcTensor *gout, AcTensor **g
     return activation_grad(ACT_SIGMOID_GRAD, gout, node->output, gin);
 }
 
-static int sigmoid_replay(AcTensor **t, const double *attr)
+int sigmoid_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_sigmoid(t[0]));
@@ -126,7 +126,7 @@ static int tanh_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return activation_grad(ACT_TANH_GRAD, gout, node->output, gin);
 }
 
-static int tanh_replay(AcTensor **t, const double *attr)
+int tanh_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_tanh(t[0]));
@@ -143,7 +143,7 @@ static int gelu_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return activation_grad(ACT_GELU_GRAD, gout, node->inputs[0], gin);
 }
 
-static int gelu_replay(AcTensor **t, const double *attr)
+int gelu_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_gelu(t[0]));
@@ -349,7 +349,7 @@ static AcTensor *softmax_common(const char *op, const AcTensor *a, int dim, int 
     return out;
 }
 
-static int softmax_replay(AcTensor **t, const double *attr)
+int softmax_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_softmax(t[0], (int)attr[0]));
 }
@@ -360,7 +360,7 @@ AcTensor *ac_softmax(const AcTensor *a, int dim)
     return softmax_common("softmax", a, dim, 0);
 }
 
-static int log_softmax_replay(AcTensor **t, const double *attr)
+int log_softmax_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_log_softmax(t[0], (int)attr[0]));
 }

@@ -365,7 +365,7 @@ static void forward_image(ConvJob *job, float *col, int64_t n)
 
 static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
-static int conv2d_replay(AcTensor **t, const double *attr)
+int conv2d_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[3] = ac_conv2d(t[0], t[1], t[2], (int)attr[0], (int)attr[1], (int)attr[2], (int)attr[3], (int)attr[4],
                                    (int)attr[5], (int)attr[6]));

@@ -64,7 +64,7 @@ static AcTensor *dropout_blocks(const char *op, const AcTensor *x, float p, int 
     return out;
 }
 
-static int dropout_replay(AcTensor **t, const double *attr)
+int dropout_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_dropout(t[0], (float)attr[0], (int)attr[1]));
 }
@@ -76,7 +76,7 @@ AcTensor *ac_dropout(const AcTensor *x, float p, int training)
     return dropout_blocks("dropout", x, p, training, 1);
 }
 
-static int feature_dropout_replay(AcTensor **t, const double *attr)
+int feature_dropout_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_feature_dropout(t[0], (float)attr[0], (int)attr[1]));
 }

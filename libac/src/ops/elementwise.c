@@ -270,7 +270,7 @@ static int add_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
-static int add_replay(AcTensor **t, const double *attr)
+int add_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[2] = ac_add(t[0], t[1]));
@@ -291,7 +291,7 @@ static int sub_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
-static int sub_replay(AcTensor **t, const double *attr)
+int sub_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[2] = ac_sub(t[0], t[1]));
@@ -317,7 +317,7 @@ static int mul_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
-static int mul_replay(AcTensor **t, const double *attr)
+int mul_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[2] = ac_mul(t[0], t[1]));
@@ -347,7 +347,7 @@ static int div_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
-static int div_replay(AcTensor **t, const double *attr)
+int div_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[2] = ac_div(t[0], t[1]));
@@ -380,7 +380,7 @@ static int pow_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return AC_OK;
 }
 
-static int pow_replay(AcTensor **t, const double *attr)
+int pow_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[2] = ac_pow(t[0], t[1]));
@@ -434,7 +434,7 @@ static int add_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return AC_OK;
 }
 
-static int add_scalar_replay(AcTensor **t, const double *attr)
+int add_scalar_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_add_scalar(t[0], (float)attr[0]));
 }
@@ -450,7 +450,7 @@ static int mul_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return unary_grad(gout, gin, MAP_MUL_S, NULL, node->context);
 }
 
-static int mul_scalar_replay(AcTensor **t, const double *attr)
+int mul_scalar_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_mul_scalar(t[0], (float)attr[0]));
 }
@@ -467,7 +467,7 @@ static int neg_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_NEG, NULL, NULL);
 }
 
-static int rsub_scalar_replay(AcTensor **t, const double *attr)
+int rsub_scalar_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_rsub_scalar(t[0], (float)attr[0]));
 }
@@ -483,7 +483,7 @@ static int div_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return unary_grad(gout, gin, MAP_DIV_S, NULL, node->context);
 }
 
-static int div_scalar_replay(AcTensor **t, const double *attr)
+int div_scalar_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_div_scalar(t[0], (float)attr[0]));
 }
@@ -499,7 +499,7 @@ static int rdiv_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor
     return unary_grad(gout, gin, MAP_RDIV_S_GRAD, node->inputs[0], node->context);
 }
 
-static int rdiv_scalar_replay(AcTensor **t, const double *attr)
+int rdiv_scalar_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_rdiv_scalar(t[0], (float)attr[0]));
 }
@@ -524,7 +524,7 @@ static int pow_scalar_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return unary_grad(gout, gin, MAP_POW_S_GRAD, node->inputs[0], node->context);
 }
 
-static int pow_scalar_replay(AcTensor **t, const double *attr)
+int pow_scalar_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_pow_scalar(t[0], (float)attr[0]));
 }
@@ -535,7 +535,7 @@ AcTensor *ac_pow_scalar(const AcTensor *a, float p)
     return unary_op("pow_scalar", MAP_POW_S, a, p, 0.0f, pow_scalar_backward, sizeof(ScalarCtx));
 }
 
-static int neg_replay(AcTensor **t, const double *attr)
+int neg_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_neg(t[0]));
@@ -552,7 +552,7 @@ static int exp_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_MUL, node->output, NULL);
 }
 
-static int exp_replay(AcTensor **t, const double *attr)
+int exp_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_exp(t[0]));
@@ -569,7 +569,7 @@ static int log_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_DIV, node->inputs[0], NULL);
 }
 
-static int log_replay(AcTensor **t, const double *attr)
+int log_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_log(t[0]));
@@ -586,7 +586,7 @@ static int log1p_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return unary_grad(gout, gin, MAP_LOG1P_GRAD, node->inputs[0], NULL);
 }
 
-static int log1p_replay(AcTensor **t, const double *attr)
+int log1p_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_log1p(t[0]));
@@ -603,7 +603,7 @@ static int sqrt_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_SQRT_GRAD, node->output, NULL);
 }
 
-static int sqrt_replay(AcTensor **t, const double *attr)
+int sqrt_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_sqrt(t[0]));
@@ -620,7 +620,7 @@ static int abs_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_ABS_GRAD, node->inputs[0], NULL);
 }
 
-static int abs_replay(AcTensor **t, const double *attr)
+int abs_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_abs(t[0]));
@@ -637,7 +637,7 @@ static int sin_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_SIN_GRAD, node->inputs[0], NULL);
 }
 
-static int sin_replay(AcTensor **t, const double *attr)
+int sin_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_sin(t[0]));
@@ -654,7 +654,7 @@ static int cos_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return unary_grad(gout, gin, MAP_COS_GRAD, node->inputs[0], NULL);
 }
 
-static int cos_replay(AcTensor **t, const double *attr)
+int cos_replay(AcTensor **t, const double *attr)
 {
     (void)attr;
     return graph_made(t[1] = ac_cos(t[0]));
@@ -671,7 +671,7 @@ static int clamp_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return unary_grad(gout, gin, MAP_CLAMP_GRAD, node->inputs[0], node->context);
 }
 
-static int clamp_replay(AcTensor **t, const double *attr)
+int clamp_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_clamp(t[0], (float)attr[0], (float)attr[1]));
 }

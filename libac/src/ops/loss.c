@@ -309,7 +309,7 @@ static int mse_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return elementwise_loss_backward(LOSS_MSE, node, gout, gin);
 }
 
-static int mse_loss_replay(AcTensor **t, const double *attr)
+int mse_loss_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[2] = ac_mse_loss(t[0], t[1], (int)attr[0]));
 }
@@ -326,7 +326,7 @@ static int l1_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return elementwise_loss_backward(LOSS_L1, node, gout, gin);
 }
 
-static int l1_loss_replay(AcTensor **t, const double *attr)
+int l1_loss_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[2] = ac_l1_loss(t[0], t[1], (int)attr[0]));
 }
@@ -343,7 +343,7 @@ static int smooth_l1_backward(AcGradNode *node, const AcTensor *gout, AcTensor *
     return elementwise_loss_backward(LOSS_SMOOTH_L1, node, gout, gin);
 }
 
-static int smooth_l1_loss_replay(AcTensor **t, const double *attr)
+int smooth_l1_loss_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[2] = ac_smooth_l1_loss(t[0], t[1], (int)attr[0], (float)attr[1]));
 }
@@ -364,7 +364,7 @@ static int bce_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     return elementwise_loss_backward(LOSS_BCE, node, gout, gin);
 }
 
-static int binary_cross_entropy_replay(AcTensor **t, const double *attr)
+int binary_cross_entropy_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[2] = ac_binary_cross_entropy(t[0], t[1], (int)attr[0]));
 }
@@ -388,7 +388,7 @@ static int bce_logits_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     return elementwise_loss_backward(LOSS_BCE_LOGITS, node, gout, gin);
 }
 
-static int bce_with_logits_replay(AcTensor **t, const double *attr)
+int bce_with_logits_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[2] = ac_bce_with_logits(t[0], t[1], (int)attr[0]));
 }
@@ -528,7 +528,7 @@ static int cross_entropy_check(const AcTensor *logits, const AcTensor *target, i
     return AC_OK;
 }
 
-static int cross_entropy_replay(AcTensor **t, const double *attr)
+int cross_entropy_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[2] = ac_cross_entropy(t[0], t[1], (int)attr[0], (float)attr[1]));
 }

@@ -172,7 +172,7 @@ static int norm_check(const AcTensor *x, const AcTensor *weight, const AcTensor 
 
 static int norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
-static int batch_norm_replay(AcTensor **t, const double *attr)
+int batch_norm_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[5] = ac_batch_norm(t[0], t[1], t[2], t[3], t[4], (int)attr[0], (float)attr[1], (float)attr[2]));
 }

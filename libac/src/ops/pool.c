@@ -183,7 +183,7 @@ static void max_pool_task(void *ctx, int64_t begin, int64_t end)
 
 static int max_pool_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
-static int max_pool2d_replay(AcTensor **t, const double *attr)
+int max_pool2d_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_max_pool2d(t[0], (int)attr[0], (int)attr[1], (int)attr[2], (int)attr[3], (int)attr[4],
                                    (int)attr[5]));
@@ -373,7 +373,7 @@ static AcTensor *average(const char *op, const AcTensor *x, PoolJob *job, const 
     return out;
 }
 
-static int avg_pool2d_replay(AcTensor **t, const double *attr)
+int avg_pool2d_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_avg_pool2d(t[0], (int)attr[0], (int)attr[1], (int)attr[2], (int)attr[3], (int)attr[4],
                                    (int)attr[5]));
@@ -391,7 +391,7 @@ AcTensor *ac_avg_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int strid
     return average("avg_pool2d", x, &job, shape);
 }
 
-static int adaptive_avg_pool2d_replay(AcTensor **t, const double *attr)
+int adaptive_avg_pool2d_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_adaptive_avg_pool2d(t[0], (int)attr[0], (int)attr[1]));
 }

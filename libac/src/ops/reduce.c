@@ -588,7 +588,7 @@ static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_d
                            int correction, int keepdim);
 
 /* attr: kind, correction, keepdim, n_dims (-1 for all), then the dims */
-static int reduce_replay(AcTensor **t, const double *attr)
+int reduce_replay(AcTensor **t, const double *attr)
 {
     int dims[AC_MAX_DIMS], i, n_dims = (int)attr[3];
     for (i = 0; i < n_dims; i++) dims[i] = (int)attr[4 + i];

@@ -56,7 +56,7 @@ static AcTensor *view_as(const char *op, const AcTensor *a, const int64_t *shape
 }
 
 /* attr: ndim, then the shape (reshape) or the permutation (permute) */
-static int reshape_replay(AcTensor **t, const double *attr)
+int reshape_replay(AcTensor **t, const double *attr)
 {
     int64_t shape[AC_MAX_DIMS];
     int i, ndim = (int)attr[0];
@@ -102,7 +102,7 @@ AcTensor *ac_reshape(const AcTensor *a, const int64_t *shape, int ndim)
     return view_as("reshape", a, resolved, ndim);
 }
 
-static int flatten_replay(AcTensor **t, const double *attr)
+int flatten_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_flatten(t[0], (int)attr[0], (int)attr[1]));
 }
@@ -136,7 +136,7 @@ AcTensor *ac_flatten(const AcTensor *a, int start_dim, int end_dim)
 }
 
 /* attr: n_dims (-1 for every size-1 dim), then the dims */
-static int squeeze_replay(AcTensor **t, const double *attr)
+int squeeze_replay(AcTensor **t, const double *attr)
 {
     int dims[AC_MAX_DIMS], i, n_dims = (int)attr[0];
     for (i = 0; i < n_dims; i++) dims[i] = (int)attr[1 + i];
@@ -172,7 +172,7 @@ AcTensor *ac_squeeze(const AcTensor *a, const int *dims, int n_dims)
     return view_as("squeeze", a, shape, n);
 }
 
-static int unsqueeze_replay(AcTensor **t, const double *attr)
+int unsqueeze_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_unsqueeze(t[0], (int)attr[0]));
 }
@@ -354,7 +354,7 @@ static AcTensor *permute_op(const char *op, const AcTensor *a, const int *perm)
     return out;
 }
 
-static int permute_replay(AcTensor **t, const double *attr)
+int permute_replay(AcTensor **t, const double *attr)
 {
     int perm[AC_MAX_DIMS], i, ndim = (int)attr[0];
     for (i = 0; i < ndim; i++) perm[i] = (int)attr[1 + i];
@@ -387,7 +387,7 @@ AcTensor *ac_permute(const AcTensor *a, const int *perm, int ndim)
     return permute_op("permute", a, normalized);
 }
 
-static int transpose_replay(AcTensor **t, const double *attr)
+int transpose_replay(AcTensor **t, const double *attr)
 {
     return graph_made(t[1] = ac_transpose(t[0], (int)attr[0], (int)attr[1]));
 }

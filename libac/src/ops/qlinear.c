@@ -1,0 +1,341 @@
+/*
+ * qlinear.c - the int8 Linear layer for inference (ac_qlinear_*): its packed
+ * block, the quantization of weights and inputs, and the forward pass that
+ * splits the output columns among threads and turns the kernels' exact int32
+ * sums into floats.
+ *
+ * The block is one root allocation: this header, the int8 weight (out, in)
+ * row-major with QGEMM_SLACK zero bytes after it, the scales, the bias. It is
+ * reference counted: the caller's reference and one per tensor that views
+ * its weight, scales or bias.
+ *
+ * Quantization and the float steps after the sums are plain C shared by every
+ * kernel set, so the sets differ only in how they add exact integers.
+ *
+ * Not here: the kernels (kernels/qgemm*.c), the recurrent layers (qrnn.c).
+ */
+#include "qlinear.h"
+#include "kernels/qgemm.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* In features past this could overflow the kernels' int32 sums (255 * 128 * k). */
+#define QLINEAR_MAX_IN 65536
+/* Output columns per task, and the multiply-adds below which one thread does all. */
+#define QLINEAR_COLUMNS 16
+#define QLINEAR_PARALLEL_WORK 524288
+/* Below this many in features the portable kernel is the fastest. */
+#define QLINEAR_SIMD_MIN_IN 16
+
+struct AcQLinear {
+    int32_t refs;
+    int32_t has_bias;
+    int64_t in, out;
+    size_t bytes;            /* of the whole block, this header included */
+    int8_t *weight;          /* (out, in), then QGEMM_SLACK zero bytes */
+    float *scale;            /* (out) */
+    float *bias;             /* (out), or NULL */
+};
+
+static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* The quantizing loop is compiled for AVX-512, AVX2 and plain x86-64 and the
+   CPU picks at load time; its steps are exact or correctly rounded, so each
+   gives the same bits. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define QUANTIZE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define QUANTIZE_KERNEL
+#endif
+
+/* Round half to even for |v| <= 2^22, as rint does, in two float steps the
+   compiler vectorises (no -ffast-math, so they are kept): near 1.5 * 2^23
+   floats are one apart. */
+static inline float round_even(float v)
+{
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
+/* Quantize the k floats of x to dst (int8, or + 128 when plus_128), zero from
+   k to ld; returns the scale max|x| / 127. A row with max|x| < 2^-120 (where
+   127 / max|x| could overflow) quantizes to 0 with scale 0; one holding inf or
+   NaN to 0 with scale NaN. */
+QUANTIZE_KERNEL static float quantize_row(const float *restrict x, int64_t k, int64_t ld, int plus_128,
+                          uint8_t *restrict dst)
+{
+    const int offset = plus_128 ? 128 : 0;
+    float amax = 0.0f, inv;
+    int finite = 1;
+    int64_t p;
+    for (p = 0; p < k; p++) {
+        float a = fabsf(x[p]);
+        amax = a > amax ? a : amax;
+        finite &= a <= FLT_MAX;
+    }
+    if (!finite || amax < 0x1p-120f) {
+        for (p = 0; p < k; p++) dst[p] = (uint8_t)offset;
+        for (; p < ld; p++) dst[p] = 0;
+        return finite ? 0.0f : NAN;
+    }
+    inv = 127.0f / amax;
+    for (p = 0; p < k; p++) {
+        float v = round_even(x[p] * inv);
+        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+        dst[p] = (uint8_t)((int)v + offset);
+    }
+    for (; p < ld; p++) dst[p] = 0;
+    return amax / 127.0f;
+}
+
+/* ---- the block ------------------------------------------------------------ */
+
+static AcQLinear *qlinear_alloc(const char *op, int64_t out, int64_t in, int has_bias)
+{
+    size_t head = round_up64(sizeof(AcQLinear));
+    size_t weight = round_up64((size_t)(out * in) + QGEMM_SLACK);
+    size_t floats = round_up64((size_t)out * sizeof(float));
+    size_t bytes = head + weight + floats * (has_bias ? 2 : 1);
+    char *block;
+    AcQLinear *q;
+    if (in > QLINEAR_MAX_IN)
+        return error_null(AC_ERR_SHAPE, "%s: %lld in features; at most %d (int32 sums)", op,
+                          (long long)in, QLINEAR_MAX_IN);
+    block = root_alloc(bytes);
+    if (!block) return NULL;
+    memset(block, 0, bytes);
+    q = (AcQLinear *)(void *)block;
+    q->refs = 1;
+    q->has_bias = has_bias;
+    q->in = in;
+    q->out = out;
+    q->bytes = bytes;
+    q->weight = (int8_t *)(void *)(block + head);
+    q->scale = (float *)(void *)(block + head + weight);
+    q->bias = has_bias ? (float *)(void *)(block + head + weight + floats) : NULL;
+    return q;
+}
+
+static void qlinear_release(void *ctx)
+{
+    AcQLinear *q = ctx;
+    if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) == 0) root_free(q, q->bytes);
+}
+
+int qlinear_check(const char *op, const AcQLinear *q, const char *what)
+{
+    if (!q) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
+    return AC_OK;
+}
+
+static int check_matrix(const char *op, const AcTensor *t, int dtype, const char *what)
+{
+    if (!t) return error_set(AC_ERR_ARG, "%s: %s is NULL", op, what);
+    if (t->dtype != dtype)
+        return error_set(AC_ERR_DTYPE, "%s: %s is %s, not %s", op, what, ac_dtype_name(t->dtype),
+                         ac_dtype_name(dtype));
+    if (t->ndim != 2)
+        return error_set(AC_ERR_SHAPE, "%s: %s %s must be 2-d (out_features, in_features)", op,
+                         what, tensor_shape_str(t));
+    return AC_OK;
+}
+
+static int check_vector(const char *op, const AcTensor *t, int64_t out, const char *what)
+{
+    if (tensor_check(op, t, what)) return ac_last_error_code();
+    if (t->ndim != 1 || t->shape[0] != out)
+        return error_set(AC_ERR_SHAPE, "%s: %s %s must be (%lld,), one per output row", op, what,
+                         tensor_shape_str(t), (long long)out);
+    return AC_OK;
+}
+
+AcQLinear *ac_qlinear_pack(const AcTensor *weight, const AcTensor *bias)
+{
+    const char *op = "qlinear_pack";
+    AcQLinear *q;
+    int64_t j;
+    if (check_matrix(op, weight, AC_FLOAT32, "weight") ||
+        (bias && check_vector(op, bias, weight->shape[0], "bias")))
+        return NULL;
+    q = qlinear_alloc(op, weight->shape[0], weight->shape[1], bias != NULL);
+    if (!q) return NULL;
+    for (j = 0; j < q->out; j++)
+        q->scale[j] = quantize_row(weight->data + j * q->in, q->in, q->in, 0,
+                                   (uint8_t *)q->weight + j * q->in);
+    if (bias) memcpy(q->bias, bias->data, (size_t)q->out * sizeof(float));
+    return q;
+}
+
+AcQLinear *ac_qlinear_new(const AcTensor *qweight, const AcTensor *scale, const AcTensor *bias)
+{
+    const char *op = "qlinear_new";
+    AcQLinear *q;
+    if (check_matrix(op, qweight, AC_INT8, "qweight") ||
+        check_vector(op, scale, qweight->shape[0], "scale") ||
+        (bias && check_vector(op, bias, qweight->shape[0], "bias")))
+        return NULL;
+    q = qlinear_alloc(op, qweight->shape[0], qweight->shape[1], bias != NULL);
+    if (!q) return NULL;
+    memcpy(q->weight, qweight->data, (size_t)(q->out * q->in));
+    memcpy(q->scale, scale->data, (size_t)q->out * sizeof(float));
+    if (bias) memcpy(q->bias, bias->data, (size_t)q->out * sizeof(float));
+    return q;
+}
+
+int ac_qlinear_free(AcQLinear *q)
+{
+    if (q) qlinear_release(q);
+    return AC_OK;
+}
+
+int64_t ac_qlinear_in_features(const AcQLinear *q)
+{
+    return qlinear_check("qlinear_in_features", q, "layer") ? ac_last_error_code() : q->in;
+}
+
+int64_t ac_qlinear_out_features(const AcQLinear *q)
+{
+    return qlinear_check("qlinear_out_features", q, "layer") ? ac_last_error_code() : q->out;
+}
+
+int ac_qlinear_has_bias(const AcQLinear *q)
+{
+    return qlinear_check("qlinear_has_bias", q, "layer") ? ac_last_error_code() : q->has_bias;
+}
+
+int64_t ac_qlinear_nbytes(const AcQLinear *q)
+{
+    return qlinear_check("qlinear_nbytes", q, "layer") ? ac_last_error_code() : (int64_t)q->bytes;
+}
+
+/* A root tensor viewing part of q's block, holding a reference to q. */
+static AcTensor *qlinear_view(AcQLinear *q, void *data, const int64_t *shape, int ndim, int dtype)
+{
+    AcTensor *t;
+    __atomic_add_fetch(&q->refs, 1, __ATOMIC_ACQ_REL);
+    t = ac_tensor_from_external(data, shape, ndim, dtype, qlinear_release, q);
+    if (!t) __atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL);
+    return t;
+}
+
+AcTensor *ac_qlinear_weight(AcQLinear *q)
+{
+    int64_t shape[2];
+    if (qlinear_check("qlinear_weight", q, "layer")) return NULL;
+    shape[0] = q->out;
+    shape[1] = q->in;
+    return qlinear_view(q, q->weight, shape, 2, AC_INT8);
+}
+
+AcTensor *ac_qlinear_scale(AcQLinear *q)
+{
+    if (qlinear_check("qlinear_scale", q, "layer")) return NULL;
+    return qlinear_view(q, q->scale, &q->out, 1, AC_FLOAT32);
+}
+
+AcTensor *ac_qlinear_bias(AcQLinear *q)
+{
+    if (qlinear_check("qlinear_bias", q, "layer")) return NULL;
+    if (!q->has_bias) return error_null(AC_ERR_STATE, "qlinear_bias: the layer has no bias");
+    return qlinear_view(q, q->bias, &q->out, 1, AC_FLOAT32);
+}
+
+const char *ac_qlinear_kernels(void) { return qgemm_kernels()->name; }
+
+/* ---- forward -------------------------------------------------------------- */
+
+typedef struct {
+    const AcQLinear *q;
+    const QGemmKernels *kern;
+    const uint8_t *qx;       /* m quantized rows, ld_x bytes apart */
+    int64_t ld_x, m;
+    const float *sx;         /* their scales */
+    int32_t *sums;           /* (m, out) */
+    float *y;                /* (m, out) */
+} Forward;
+
+/* Output columns [begin, end) * QLINEAR_COLUMNS: the sums, then the floats. */
+static void forward_task(void *ctx, int64_t begin, int64_t end)
+{
+    const Forward *f = ctx;
+    const AcQLinear *q = f->q;
+    int64_t j0 = begin * QLINEAR_COLUMNS, j1 = end * QLINEAR_COLUMNS, i, j;
+    QDotJob job;
+    if (j1 > q->out) j1 = q->out;
+    job.m = f->m;
+    job.n = j1 - j0;
+    job.k = q->in;
+    job.x = f->qx;
+    job.ld_x = f->ld_x;
+    job.w = q->weight + j0 * q->in;
+    job.out = f->sums + j0;
+    job.ld_out = q->out;
+    f->kern->dot(&job);
+    for (i = 0; i < f->m; i++) {
+        const int32_t *restrict sums = f->sums + i * q->out;
+        float *restrict y = f->y + i * q->out;
+        float sx = f->sx[i];
+        if (q->bias)
+            for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]) + q->bias[j];
+        else
+            for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]);
+    }
+}
+
+int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
+{
+    Forward f;
+    int64_t ld_x = (int64_t)round_up64((size_t)q->in), i, blocks, work, grain;
+    size_t qx_bytes = round_up64((size_t)(m * ld_x)), sx_bytes = round_up64((size_t)m * sizeof(float));
+    size_t bytes = qx_bytes + sx_bytes + (size_t)(m * q->out) * sizeof(int32_t);
+    char *scratch;
+    if (m == 0 || q->out == 0) return AC_OK;
+    scratch = scratch_alloc(bytes);
+    if (!scratch) return ac_last_error_code();
+    f.q = q;
+    /* A few features fill a fraction of a vector, and summing it across costs more
+       than the plain loop's few products (the same sums, so the same results). */
+    f.kern = q->in < QLINEAR_SIMD_MIN_IN ? &qgemm_generic_kernels : qgemm_kernels();
+    f.qx = (const uint8_t *)scratch;
+    f.ld_x = ld_x;
+    f.m = m;
+    f.sx = (const float *)(void *)(scratch + qx_bytes);
+    f.sums = (int32_t *)(void *)(scratch + qx_bytes + sx_bytes);
+    f.y = y;
+    for (i = 0; i < m; i++)
+        ((float *)(void *)(scratch + qx_bytes))[i] =
+            quantize_row(x + i * q->in, q->in, ld_x, f.kern->x_plus_128, (uint8_t *)scratch + i * ld_x);
+    blocks = (q->out + QLINEAR_COLUMNS - 1) / QLINEAR_COLUMNS;
+    work = m * QLINEAR_COLUMNS * (q->in > 0 ? q->in : 1);
+    grain = (QLINEAR_PARALLEL_WORK + work - 1) / work;
+    parallel_for(blocks, grain, forward_task, &f);
+    scratch_free(scratch, bytes);
+    return AC_OK;
+}
+
+AcTensor *ac_qlinear_forward(const AcQLinear *q, const AcTensor *x)
+{
+    const char *op = "qlinear_forward";
+    int64_t shape[AC_MAX_DIMS], rows = 1;
+    AcTensor *out;
+    int d;
+    if (qlinear_check(op, q, "layer") || tensor_check(op, x, "x")) return NULL;
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != q->in)
+        return error_null(AC_ERR_SHAPE, "%s: x %s must be (..., %lld)", op, tensor_shape_str(x),
+                          (long long)q->in);
+    if (x->requires_grad && ac_is_grad_enabled())
+        return error_null(AC_ERR_STATE, "%s: int8 layers do not train; x requires grad (run under "
+                          "no_grad)", op);
+    memcpy(shape, x->shape, (size_t)x->ndim * sizeof(int64_t));
+    shape[x->ndim - 1] = q->out;
+    for (d = 0; d + 1 < x->ndim; d++) rows *= x->shape[d];
+    out = tensor_alloc(op, shape, x->ndim);
+    if (!out) return NULL;
+    if (qlinear_rows(q, x->data, rows, out->data)) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
