@@ -178,11 +178,11 @@ fuzz-python: all
 
 # ---- demos, benchmarks, install ---------------------------------------------
 
-build/demos/%: demos/c/%.c build/libac.a
+build/demos/%: demos/c/%.c demos/c/mnist.h build/libac.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
 
-build/demos/mnist_mlp_mpi: demos/c/mnist_mlp_mpi.c build/libac.a
+build/demos/mnist_mlp_mpi: demos/c/mnist_mlp_mpi.c demos/c/mnist.h build/libac.a
 	@mkdir -p $(dir $@)
 	$(MPICC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
 

@@ -8,16 +8,10 @@
  * Everything a step makes lives in its scope (ac_mem_checkpoint ... restore);
  * the parameters, their gradients and Adam's moments live at root.
  */
-#define _POSIX_C_SOURCE 199309L   /* clock_gettime */
+#include "mnist.h"
 
-#include <ac.h>
-
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-#define PIXELS 784
 #define HIDDEN 128
 #define CLASSES 10
 #define BATCH 64
@@ -37,63 +31,15 @@ static void die(const char *what)
     exit(1);
 }
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* PyTorch's nn.Linear init: weight and bias uniform in +-1/sqrt(fan_in). */
-static AcTensor *parameter(const int64_t *shape, int ndim, int64_t fan_in)
-{
-    float bound = 1.0f / sqrtf((float)fan_in);
-    AcTensor *t = ac_tensor_new(shape, ndim);
-    if (!t || ac_tensor_uniform_(t, -bound, bound) || ac_tensor_set_requires_grad(t, 1))
-        die("parameter");
-    return t;
-}
-
 static AcTensor *forward(const Mlp *m, const AcTensor *x)
 {
     AcTensor *hidden = ac_relu(ac_linear(x, m->w1, m->b1));
     return ac_linear(hidden, m->w2, m->b2);
 }
 
-/* Rows order[start .. start+n) of the images, scaled as the Python demo's
-   transforms (x / 255 - 0.1307) / 0.3081, with their labels. */
-static void load_batch(const AcTensor *images, const AcTensor *labels, const int64_t *order,
-                       int64_t start, int64_t n, float *x, float *y)
-{
-    int64_t i, p;
-    for (i = 0; i < n; i++) {
-        const float *image = images->data + order[start + i] * PIXELS;
-        for (p = 0; p < PIXELS; p++) x[i * PIXELS + p] = (image[p] / 255.0f - 0.1307f) / 0.3081f;
-        y[i] = labels->data[order[start + i]];
-    }
-}
-
-static uint64_t next_random(uint64_t *state)   /* xorshift64* */
-{
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return *state * 2685821657736338717ULL;
-}
-
-static void shuffle(int64_t *order, int64_t n, uint64_t *state)
-{
-    int64_t i;
-    for (i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(next_random(state) % (uint64_t)(i + 1)), tmp = order[i];
-        order[i] = order[j];
-        order[j] = tmp;
-    }
-}
-
 /* Correct predictions over the set, in batches of EVAL_BATCH, without a graph. */
 static int64_t count_correct(const Mlp *m, const AcTensor *images, const AcTensor *labels,
-                             const int64_t *order, float *x, float *y)
+                             float *x, float *y)
 {
     int64_t n_images = images->shape[0], correct = 0, start, i;
     int previous = ac_set_grad_enabled(0);
@@ -102,7 +48,7 @@ static int64_t count_correct(const Mlp *m, const AcTensor *images, const AcTenso
         int64_t shape[2] = {n, PIXELS};
         AcCheckpoint scope = ac_mem_checkpoint();
         AcTensor *predicted;
-        load_batch(images, labels, order, start, n, x, y);
+        mnist_batch(images, labels, NULL, start, n, x, y);
         predicted = ac_argmax(forward(m, ac_tensor_from_data(x, shape, 2)), 1, 0);
         if (!predicted) die("evaluate");
         for (i = 0; i < n; i++) correct += ((int64_t *)predicted->data)[i] == (int64_t)y[i];
@@ -112,44 +58,35 @@ static int64_t count_correct(const Mlp *m, const AcTensor *images, const AcTenso
     return correct;
 }
 
-static AcTensor *read_idx_in(const char *folder, const char *name)
-{
-    char path[4096];
-    AcTensor *t;
-    snprintf(path, sizeof path, "%s/%s", folder, name);
-    t = ac_read_idx(path);
-    if (!t) {
-        fprintf(stderr, "mnist_mlp: %s\n(run demos/mnist_mlp.py once to download MNIST)\n",
-                ac_last_error());
-        exit(1);
-    }
-    return t;
-}
-
 int main(int argc, char **argv)
 {
     const char *folder = argc > 1 ? argv[1] : "data/MNIST/raw";
     int epochs = argc > 2 ? atoi(argv[2]) : 5, epoch, i;
-    AcTensor *train_images = read_idx_in(folder, "train-images-idx3-ubyte");
-    AcTensor *train_labels = read_idx_in(folder, "train-labels-idx1-ubyte");
-    AcTensor *test_images = read_idx_in(folder, "t10k-images-idx3-ubyte");
-    AcTensor *test_labels = read_idx_in(folder, "t10k-labels-idx1-ubyte");
-    int64_t n_train = train_images->shape[0], n_test = test_images->shape[0], start, step = 0;
-    int64_t *order = malloc((size_t)(n_train > n_test ? n_train : n_test) * sizeof *order);
+    AcTensor *train_images = mnist_read("mnist_mlp", folder, "train-images-idx3-ubyte");
+    AcTensor *train_labels = mnist_read("mnist_mlp", folder, "train-labels-idx1-ubyte");
+    AcTensor *test_images = mnist_read("mnist_mlp", folder, "t10k-images-idx3-ubyte");
+    AcTensor *test_labels = mnist_read("mnist_mlp", folder, "t10k-labels-idx1-ubyte");
+    int64_t n_train, n_test, start, step = 0;
+    int64_t *order;
     float *x = malloc((size_t)EVAL_BATCH * PIXELS * sizeof *x), *y = malloc(EVAL_BATCH * sizeof *y);
     uint64_t random_state = 0x9E3779B97F4A7C15ULL;
     AdamSlot adam[4];
     Mlp model;
+    if (!train_images || !train_labels || !test_images || !test_labels) return 1;
+    n_train = train_images->shape[0];
+    n_test = test_images->shape[0];
+    order = malloc((size_t)n_train * sizeof *order);
     if (!order || !x || !y) {
         fprintf(stderr, "mnist_mlp: out of memory\n");
         return 1;
     }
 
     ac_manual_seed(0);
-    model.w1 = parameter((int64_t[]){HIDDEN, PIXELS}, 2, PIXELS);
-    model.b1 = parameter((int64_t[]){HIDDEN}, 1, PIXELS);
-    model.w2 = parameter((int64_t[]){CLASSES, HIDDEN}, 2, HIDDEN);
-    model.b2 = parameter((int64_t[]){CLASSES}, 1, HIDDEN);
+    model.w1 = linear_parameter((int64_t[]){HIDDEN, PIXELS}, 2, PIXELS);
+    model.b1 = linear_parameter((int64_t[]){HIDDEN}, 1, PIXELS);
+    model.w2 = linear_parameter((int64_t[]){CLASSES, HIDDEN}, 2, HIDDEN);
+    model.b2 = linear_parameter((int64_t[]){CLASSES}, 1, HIDDEN);
+    if (!model.w1 || !model.b1 || !model.w2 || !model.b2) die("parameter");
     adam[0].param = model.w1;
     adam[1].param = model.b1;
     adam[2].param = model.w2;
@@ -163,14 +100,13 @@ int main(int argc, char **argv)
     for (epoch = 1; epoch <= epochs; epoch++) {
         double began = seconds(), loss_sum = 0.0, took;
         int64_t steps = 0, correct;
-        for (start = 0; start < n_train; start++) order[start] = start;
-        shuffle(order, n_train, &random_state);
+        mnist_shuffle(order, n_train, &random_state);
         for (start = 0; start < n_train; start += BATCH) {
             int64_t n = n_train - start < BATCH ? n_train - start : BATCH;
             int64_t shape[2] = {n, PIXELS};
             AcCheckpoint scope = ac_mem_checkpoint();
             AcTensor *inputs, *targets, *loss;
-            load_batch(train_images, train_labels, order, start, n, x, y);
+            mnist_batch(train_images, train_labels, order, start, n, x, y);
             inputs = ac_tensor_from_data(x, shape, 2);
             targets = ac_tensor_from_data(y, &n, 1);
 
@@ -187,8 +123,7 @@ int main(int argc, char **argv)
             ac_mem_restore(scope);
         }
         took = seconds() - began;
-        for (start = 0; start < n_test; start++) order[start] = start;
-        correct = count_correct(&model, test_images, test_labels, order, x, y);
+        correct = count_correct(&model, test_images, test_labels, x, y);
         printf("epoch %d: loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s)\n", epoch,
                loss_sum / (double)steps, 100.0 * (double)correct / (double)n_test, took,
                (double)n_train / took);

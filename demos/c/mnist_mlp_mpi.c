@@ -13,17 +13,11 @@
  * (ac_grads_from_flat), so N ranks of batch b take the steps one process of
  * batch N*b would. Rank 0's initial weights are broadcast first. Rank 0 prints.
  */
-#define _POSIX_C_SOURCE 199309L   /* clock_gettime */
+#include "mnist.h"
 
-#include <ac.h>
 #include <mpi.h>
-
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-#define PIXELS 784
 #define HIDDEN 128
 #define CLASSES 10
 #define N_PARAMS 4
@@ -41,73 +35,23 @@ static void die(const char *what)
     exit(1);   /* MPI_Abort does not return */
 }
 
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* PyTorch's nn.Linear init: weight and bias uniform in +-1/sqrt(fan_in). */
-static AcTensor *parameter(const int64_t *shape, int ndim, int64_t fan_in)
-{
-    float bound = 1.0f / sqrtf((float)fan_in);
-    AcTensor *t = ac_tensor_new(shape, ndim);
-    if (!t || ac_tensor_uniform_(t, -bound, bound) || ac_tensor_set_requires_grad(t, 1))
-        die("parameter");
-    return t;
-}
-
-/* params: w1, b1, w2, b2 */
 static AcTensor *forward(AcTensor *const *p, const AcTensor *x)
 {
     return ac_linear(ac_relu(ac_linear(x, p[0], p[1])), p[2], p[3]);
 }
 
-/* Rows order[start .. start+n) of the images, scaled as the Python demo's
-   transforms (x / 255 - 0.1307) / 0.3081, with their labels. */
-static void load_batch(const AcTensor *images, const AcTensor *labels, const int64_t *order,
-                       int64_t start, int64_t n, float *x, float *y)
-{
-    int64_t i, p;
-    for (i = 0; i < n; i++) {
-        const float *image = images->data + order[start + i] * PIXELS;
-        for (p = 0; p < PIXELS; p++) x[i * PIXELS + p] = (image[p] / 255.0f - 0.1307f) / 0.3081f;
-        y[i] = labels->data[order[start + i]];
-    }
-}
-
-static uint64_t next_random(uint64_t *state)   /* xorshift64* */
-{
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return *state * 2685821657736338717ULL;
-}
-
-static void shuffle(int64_t *order, int64_t n, uint64_t *state)
-{
-    int64_t i;
-    for (i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(next_random(state) % (uint64_t)(i + 1)), tmp = order[i];
-        order[i] = order[j];
-        order[j] = tmp;
-    }
-}
-
 /* Correct predictions over the test set, each rank counting its own share. */
 static int64_t count_correct(AcTensor *const *params, const AcTensor *images, const AcTensor *labels,
-                             int64_t *order, float *x, float *y, int64_t batch)
+                             float *x, float *y, int64_t batch)
 {
     int64_t n_images = images->shape[0], correct = 0, start, i;
     int previous = ac_set_grad_enabled(0);
-    for (start = 0; start < n_images; start++) order[start] = start;
     for (start = (int64_t)rank * batch; start < n_images; start += (int64_t)ranks * batch) {
         int64_t n = n_images - start < batch ? n_images - start : batch;
         int64_t shape[2] = {n, PIXELS};
         AcCheckpoint scope = ac_mem_checkpoint();
         AcTensor *predicted;
-        load_batch(images, labels, order, start, n, x, y);
+        mnist_batch(images, labels, NULL, start, n, x, y);
         predicted = ac_argmax(forward(params, ac_tensor_from_data(x, shape, 2)), 1, 0);
         if (!predicted) die("evaluate");
         for (i = 0; i < n; i++) correct += ((int64_t *)predicted->data)[i] == (int64_t)y[i];
@@ -116,21 +60,6 @@ static int64_t count_correct(AcTensor *const *params, const AcTensor *images, co
     ac_set_grad_enabled(previous);
     MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     return correct;
-}
-
-static AcTensor *read_idx_in(const char *folder, const char *name)
-{
-    char path[4096];
-    AcTensor *t;
-    snprintf(path, sizeof path, "%s/%s", folder, name);
-    t = ac_read_idx(path);
-    if (!t) {
-        fprintf(stderr, "mnist_mlp_mpi: %s\n(run demos/mnist_mlp.py once to download MNIST)\n",
-                ac_last_error());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-        exit(1);
-    }
-    return t;
 }
 
 /* The gradients' mean over the ranks, through flat (which holds them all). */
@@ -161,23 +90,25 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    train_images = read_idx_in(folder, "train-images-idx3-ubyte");
-    train_labels = read_idx_in(folder, "train-labels-idx1-ubyte");
-    test_images = read_idx_in(folder, "t10k-images-idx3-ubyte");
-    test_labels = read_idx_in(folder, "t10k-labels-idx1-ubyte");
+    train_images = mnist_read("mnist_mlp_mpi", folder, "train-images-idx3-ubyte");
+    train_labels = mnist_read("mnist_mlp_mpi", folder, "train-labels-idx1-ubyte");
+    test_images = mnist_read("mnist_mlp_mpi", folder, "t10k-images-idx3-ubyte");
+    test_labels = mnist_read("mnist_mlp_mpi", folder, "t10k-labels-idx1-ubyte");
+    if (!train_images || !train_labels || !test_images || !test_labels) MPI_Abort(MPI_COMM_WORLD, 1);
     n_train = train_images->shape[0];
     n_test = test_images->shape[0];
-    order = malloc((size_t)(n_train > n_test ? n_train : n_test) * sizeof *order);
+    order = malloc((size_t)n_train * sizeof *order);
     x = malloc((size_t)batch * PIXELS * sizeof *x);
     y = malloc((size_t)batch * sizeof *y);
     if (!order || !x || !y) die("out of memory");
 
     ac_manual_seed((uint64_t)rank);   /* different everywhere until rank 0's are broadcast */
-    params[0] = parameter((int64_t[]){HIDDEN, PIXELS}, 2, PIXELS);
-    params[1] = parameter((int64_t[]){HIDDEN}, 1, PIXELS);
-    params[2] = parameter((int64_t[]){CLASSES, HIDDEN}, 2, HIDDEN);
-    params[3] = parameter((int64_t[]){CLASSES}, 1, HIDDEN);
+    params[0] = linear_parameter((int64_t[]){HIDDEN, PIXELS}, 2, PIXELS);
+    params[1] = linear_parameter((int64_t[]){HIDDEN}, 1, PIXELS);
+    params[2] = linear_parameter((int64_t[]){CLASSES, HIDDEN}, 2, HIDDEN);
+    params[3] = linear_parameter((int64_t[]){CLASSES}, 1, HIDDEN);
     for (i = 0; i < N_PARAMS; i++) {
+        if (!params[i]) die("parameter");
         MPI_Bcast(params[i]->data, (int)params[i]->size, MPI_FLOAT, 0, MPI_COMM_WORLD);
         adam[i].param = params[i];
         adam[i].exp_avg = ac_tensor_new(params[i]->shape, params[i]->ndim);
@@ -191,14 +122,13 @@ int main(int argc, char **argv)
     for (epoch = 1; epoch <= epochs; epoch++) {
         double began = seconds(), loss_sum = 0.0, took;
         int64_t steps = 0, correct, global_batch = batch * ranks;
-        for (start = 0; start < n_train; start++) order[start] = start;
-        shuffle(order, n_train, &random_state);
+        mnist_shuffle(order, n_train, &random_state);
         /* Whole global batches only, so every rank takes every step. */
         for (start = 0; start + global_batch <= n_train; start += global_batch) {
             int64_t shape[2] = {batch, PIXELS};
             AcCheckpoint scope = ac_mem_checkpoint();
             AcTensor *loss;
-            load_batch(train_images, train_labels, order, start + rank * batch, batch, x, y);
+            mnist_batch(train_images, train_labels, order, start + rank * batch, batch, x, y);
             loss = ac_cross_entropy(forward(params, ac_tensor_from_data(x, shape, 2)),
                                     ac_tensor_from_data(y, &batch, 1), AC_REDUCTION_MEAN, 0.0f);
             for (i = 0; i < N_PARAMS; i++) ac_tensor_zero_grad(params[i]);
@@ -215,7 +145,7 @@ int main(int argc, char **argv)
         }
         MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         took = seconds() - began;
-        correct = count_correct(params, test_images, test_labels, order, x, y, batch);
+        correct = count_correct(params, test_images, test_labels, x, y, batch);
         if (rank == 0)
             printf("epoch %d: loss %.4f  test accuracy %.2f%%  (%d ranks, %.1f s, %.0f samples/s)\n",
                    epoch, loss_sum / (double)(steps * ranks), 100.0 * (double)correct / (double)n_test,

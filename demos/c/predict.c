@@ -7,12 +7,10 @@
  *
  *     build/demos/predict [data/mnist_mlp.safetensors] [data/MNIST/raw]
  */
-#include <ac.h>
+#include "mnist.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
-#define PIXELS 784
 #define BATCH 1000
 
 static AcTensor *weight(const AcStateDict *weights, const char *name)
@@ -55,19 +53,6 @@ static AcTensor *forward(const Layer *l, const AcTensor *x)
     return l->packed ? ac_qlinear_forward(l->packed, x) : ac_linear(x, l->weight, l->bias);
 }
 
-static AcTensor *read_idx_in(const char *folder, const char *name)
-{
-    char path[4096];
-    AcTensor *t;
-    snprintf(path, sizeof path, "%s/%s", folder, name);
-    t = ac_read_idx(path);
-    if (!t) {
-        fprintf(stderr, "predict: %s\n", ac_last_error());
-        exit(1);
-    }
-    return t;
-}
-
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "data/mnist_mlp.safetensors";
@@ -75,7 +60,7 @@ int main(int argc, char **argv)
     AcStateDict *weights = ac_load_safetensors(path);
     AcTensor *images, *labels;
     Layer l1, l2;
-    int64_t n_images, correct = 0, start, i, p;
+    int64_t n_images, correct = 0, start, p;
     float *x = malloc((size_t)BATCH * PIXELS * sizeof *x);
     if (!weights) {
         fprintf(stderr, "predict: %s\n(run demos/mnist_mlp.py first)\n", ac_last_error());
@@ -88,8 +73,9 @@ int main(int argc, char **argv)
     /* nn.Sequential(Linear(784, 128), ReLU(), Linear(128, 10)) names them so */
     l1 = layer(weights, "0");
     l2 = layer(weights, "2");
-    images = read_idx_in(folder, "t10k-images-idx3-ubyte");
-    labels = read_idx_in(folder, "t10k-labels-idx1-ubyte");
+    images = mnist_read("predict", folder, "t10k-images-idx3-ubyte");
+    labels = mnist_read("predict", folder, "t10k-labels-idx1-ubyte");
+    if (!images || !labels) return 1;
     n_images = images->shape[0];
 
     ac_set_grad_enabled(0);
@@ -97,9 +83,7 @@ int main(int argc, char **argv)
         int64_t n = n_images - start < BATCH ? n_images - start : BATCH, shape[2] = {0, PIXELS};
         AcCheckpoint scope = ac_mem_checkpoint();
         AcTensor *logits, *predicted;
-        /* the Python demo's transforms: (x / 255 - 0.1307) / 0.3081 */
-        for (i = 0; i < n * PIXELS; i++)
-            x[i] = (images->data[start * PIXELS + i] / 255.0f - 0.1307f) / 0.3081f;
+        mnist_batch(images, labels, NULL, start, n, x, NULL);
         shape[0] = n;
         logits = forward(&l2, ac_relu(forward(&l1, ac_tensor_from_data(x, shape, 2))));
         predicted = ac_argmax(logits, 1, 0);

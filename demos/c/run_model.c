@@ -7,26 +7,10 @@
  *
  *     build/demos/run_model [data/mnist_cnn.acprog] [data/MNIST/raw]
  */
-#include <ac.h>
+#include "mnist.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PIXELS 784
-
-static AcTensor *read_idx_in(const char *folder, const char *name)
-{
-    char path[4096];
-    AcTensor *t;
-    snprintf(path, sizeof path, "%s/%s", folder, name);
-    t = ac_read_idx(path);
-    if (!t) {
-        fprintf(stderr, "run_model: %s\n", ac_last_error());
-        exit(1);
-    }
-    return t;
-}
 
 int main(int argc, char **argv)
 {
@@ -34,7 +18,7 @@ int main(int argc, char **argv)
     const char *folder = argc > 2 ? argv[2] : "data/MNIST/raw";
     AcProgram *program = ac_program_load(path);
     AcTensor *images, *labels;
-    int64_t shape[AC_MAX_DIMS], batch, n_images, correct = 0, start, i, p;
+    int64_t shape[AC_MAX_DIMS], batch, n_images, correct = 0, start, p;
     int dtype;
     float *x;
     if (!program) {
@@ -51,17 +35,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "run_model: out of memory\n");
         return 1;
     }
-    images = read_idx_in(folder, "t10k-images-idx3-ubyte");
-    labels = read_idx_in(folder, "t10k-labels-idx1-ubyte");
+    images = mnist_read("run_model", folder, "t10k-images-idx3-ubyte");
+    labels = mnist_read("run_model", folder, "t10k-labels-idx1-ubyte");
+    if (!images || !labels) return 1;
     n_images = images->shape[0];
 
     for (start = 0; start < n_images; start += batch) {
         int64_t n = n_images - start < batch ? n_images - start : batch;
         AcCheckpoint scope = ac_mem_checkpoint();
         AcTensor *input, *logits, *predicted;
-        /* the Python demo's transforms: (x / 255 - 0.1307) / 0.3081 */
-        for (i = 0; i < n * PIXELS; i++)
-            x[i] = (images->data[start * PIXELS + i] / 255.0f - 0.1307f) / 0.3081f;
+        mnist_batch(images, labels, NULL, start, n, x, NULL);
         /* a short last batch is padded with zeros: in eval mode each image's
            logits depend on that image alone */
         memset(x + n * PIXELS, 0, (size_t)((batch - n) * PIXELS) * sizeof *x);
