@@ -12,7 +12,11 @@
  * reads it in place; only the small one (dY, W) is transposed. A bias rides
  * along as a row of ones under col and a column of W, so forward adds it and
  * backward sums db inside the same products. A 1x1 kernel with stride 1 and
- * no padding reads x itself as col. Even with one input channel (a first
+ * no padding reads x itself as col. When a whole image gives col few columns
+ * (the late layers of a CNN: 4x4 or 8x8 pixels), col holds a block of images
+ * side by side instead, so that each product has enough columns (and dW
+ * enough depth) to run at GEMM speed; the block's output is computed into
+ * scratch and copied out per image. Even with one input channel (a first
  * layer) im2col plus the SIMD GEMM beats a direct loop in portable C, so
  * there is no direct path.
  *
@@ -31,6 +35,10 @@
 
 /* Floats of col per slot: a band of output rows is cut to fit. */
 #define COL_BUDGET (1 << 18)
+/* Images that fit in col whole are taken in blocks of about this many columns ... */
+#define BLOCK_COLUMNS 256
+/* ... whose col holds at most this many floats. */
+#define BLOCK_BUDGET (1 << 20)
 /* dW is summed over at most this many chunks of images ... */
 #define DW_CHUNKS 16
 /* ... whose partial sums together hold at most this many floats. */
@@ -44,6 +52,7 @@ typedef struct {
     int64_t sh, sw, ph, pw, dh, dw;
     int64_t groups, cg, fg, k;   /* channels and filters per group; K = cg*kh*kw */
     int64_t band;                /* output rows per col block */
+    int64_t images;              /* images per col block (> 1 only when band == oh) */
     int ones_row;                /* col has a row of ones after its K rows, W a bias column */
     int in_place;                /* 1x1, stride 1, no padding: col is x itself */
     int flat;                    /* stride 1 and oW == W: a row of col is a shifted copy of x */
@@ -136,6 +145,15 @@ static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvC
     g.ones_row = 0;
     g.band = g.in_place ? g.oh : min64(g.oh, COL_BUDGET / (g.k * g.ow > 0 ? g.k * g.ow : 1));
     if (g.band < 1) g.band = 1;
+    g.images = 1;
+    if (!g.in_place && g.band == g.oh && g.p > 0 && g.p < BLOCK_COLUMNS) {
+        /* As many images as reach BLOCK_COLUMNS, within the budget, then evened out. */
+        int64_t most = min64(min64((BLOCK_COLUMNS + g.p - 1) / g.p, BLOCK_BUDGET / ((g.k + 1) * g.p)), g.n);
+        if (most > 1) {
+            int64_t blocks = (g.n + most - 1) / most;
+            g.images = (g.n + blocks - 1) / blocks;
+        }
+    }
     return g;
 }
 
@@ -192,20 +210,24 @@ static void zero_edges(float *row, const TapRange *t, int64_t ow)
         for (r = t->row_lo; r < t->row_hi; r++) row[r * ow + q] = 0.0f;
 }
 
-/* col (K x cols, then the ones row if any) for output rows [oh0, oh1) of the cg channels at x. */
-static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col)
+/*
+ * col (K rows of cols = (oh1 - oh0) * ow, then the ones row if any; row r at
+ * col + r*ld) for output rows [oh0, oh1) of the cg channels at x.
+ */
+static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col,
+                   int64_t ld)
 {
     const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
     int64_t c, i, j, r, q;
     if (g->ones_row)
-        for (q = 0; q < cols; q++) col[g->k * cols + q] = 1.0f;
+        for (q = 0; q < cols; q++) col[g->k * ld + q] = 1.0f;
     for (i = 0; i < g->kh; i++) {
         for (j = 0; j < g->kw; j++) {
             const TapRange t = tap_range(g, i, j, oh0, oh1);
             const int64_t lo = t.flat_lo, hi = t.flat_hi;
             for (c = 0; c < g->cg; c++) {
                 const float *plane = x + c * plane_size;
-                float *row = col + ((c * g->kh + i) * g->kw + j) * cols;
+                float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
                 if (t.row_lo > 0) memset(row, 0, (size_t)(t.row_lo * g->ow) * sizeof(float));
                 if (t.row_hi < rows)
                     memset(row + t.row_hi * g->ow, 0,
@@ -237,13 +259,15 @@ static void add_into(float *restrict dst, const float *restrict src, int64_t n)
 }
 
 /*
- * dx += the fold of dcol (K x cols) for output rows [oh0, oh1): im2col's
- * adjoint. dcol is scratch: in the flat layout its wrapped-around columns are
- * zeroed first, so each tap is one add over a contiguous stretch.
+ * dx += the fold of dcol (K rows of cols, row r at dcol + r*ld) for output
+ * rows [oh0, oh1): im2col's adjoint. dcol is scratch: in the flat layout its
+ * wrapped-around columns are zeroed first, so each tap is one add over a
+ * contiguous stretch.
  */
-static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, float *dx)
+static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, float *dx,
+                   int64_t ld)
 {
-    const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
+    const int64_t plane_size = g->h * g->w;
     int64_t c, i, j, r, q;
     for (i = 0; i < g->kh; i++) {
         for (j = 0; j < g->kw; j++) {
@@ -251,7 +275,7 @@ static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, flo
             const int64_t lo = t.flat_lo, hi = t.flat_hi;
             for (c = 0; c < g->cg; c++) {
                 float *plane = dx + c * plane_size;
-                float *row = dcol + ((c * g->kh + i) * g->kw + j) * cols;
+                float *row = dcol + ((c * g->kh + i) * g->kw + j) * ld;
                 if (g->flat) {
                     zero_edges(row, &t, g->ow);
                     if (lo < hi) add_into(plane + lo + t.shift, row + lo, hi - lo);
@@ -356,11 +380,42 @@ static void forward_image(ConvJob *job, float *col, int64_t n)
                 gemm(0, 0, g->fg, cols, g->k, 1.0f, wg, g->k, xg + oh0 * g->ow, g->p, beta,
                      og + oh0 * g->ow, g->p);
             } else {
-                im2col(g, xg, oh0, oh1, col);
+                im2col(g, xg, oh0, oh1, col, cols);
                 gemm(0, 0, g->fg, cols, kb, 1.0f, wg, kb, col, cols, beta, og + oh0 * g->ow, g->p);
             }
         }
     }
+}
+
+/*
+ * Images [n0, n1) whole, side by side in col (the bias, if any, rides in its
+ * ones row): the product goes to scratch after col, then out per image.
+ */
+static void forward_images(ConvJob *job, float *col, int64_t n0, int64_t n1)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w, ld = (n1 - n0) * g->p;
+    float *product = col + kb * ld;
+    int64_t n, grp, f;
+    for (grp = 0; grp < g->groups; grp++) {
+        for (n = n0; n < n1; n++)
+            im2col(g, job->x + n * image + grp * g->cg * g->h * g->w, 0, g->oh,
+                   col + (n - n0) * g->p, ld);
+        gemm(0, 0, g->fg, ld, kb, 1.0f, job->w + grp * g->fg * kb, kb, col, ld, 0.0f, product, ld);
+        for (n = n0; n < n1; n++)
+            for (f = 0; f < g->fg; f++)
+                memcpy(job->out + (n * g->f + grp * g->fg + f) * g->p,
+                       product + f * ld + (n - n0) * g->p, (size_t)g->p * sizeof(float));
+    }
+}
+
+static void forward_block(ConvJob *job, float *scratch, int64_t block)
+{
+    const int64_t n0 = block * job->g.images;
+    if (job->g.images == 1)
+        forward_image(job, scratch, n0);
+    else
+        forward_images(job, scratch, n0, min64(n0 + job->g.images, job->g.n));
 }
 
 static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
@@ -427,9 +482,11 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
         job.w = wb;
         job.g.ones_row = 1;
     }
-    status = conv_run(&job, job.g.n,
-                      job.g.in_place ? 0 : (job.g.k + job.g.ones_row) * job.g.band * job.g.ow,
-                      forward_image);
+    status = conv_run(&job, (job.g.n + job.g.images - 1) / job.g.images,
+                      job.g.in_place ? 0
+                                     : (job.g.k + job.g.ones_row + (job.g.images > 1) * job.g.fg) *
+                                           job.g.images * job.g.band * job.g.ow,
+                      forward_block);
     ac_mem_restore(cp);
     return status == AC_OK ? out : NULL;
 }
@@ -450,49 +507,92 @@ static void transpose_groups(const float *src, float *dst, int64_t groups, int64
 }
 
 /*
- * One chunk of images: dx for each, and their dW summed into the chunk's
- * part, which holds dW^T per group (K x F/g, then db as one more row when
- * col has its ones row): col is then the product's left operand, read in
- * place, and only dY is transposed while packing.
+ * One image's dx, and its dW added into the chunk's part (first: set it),
+ * which holds dW^T per group (K x F/g, then db as one more row when col has
+ * its ones row): col is then the product's left operand, read in place, and
+ * only dY is transposed while packing.
  */
+static void backward_image(ConvJob *job, float *scratch, int64_t n, float *part, int first)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w;
+    float *col = scratch, *dcol = scratch ? scratch + kb * g->band * g->ow : NULL;
+    const float *x = job->x + n * image, *gy = job->gy + n * g->f * g->p;
+    float *dx = job->dx ? job->dx + n * image : NULL;
+    int64_t grp, oh0;
+    if (dx && !g->in_place) memset(dx, 0, (size_t)image * sizeof(float));
+    for (grp = 0; grp < g->groups; grp++) {
+        const float *xg = x + grp * g->cg * g->h * g->w, *gyg = gy + grp * g->fg * g->p;
+        const float *wtg = job->wt ? job->wt + grp * g->k * g->fg : NULL;
+        float *partg = part ? part + grp * kb * g->fg : NULL;
+        float *dxg = dx ? dx + grp * g->cg * g->h * g->w : NULL;
+        for (oh0 = 0; oh0 < g->oh; oh0 += g->band) {
+            const int64_t oh1 = min64(oh0 + g->band, g->oh), cols = (oh1 - oh0) * g->ow;
+            const float *gband = gyg + oh0 * g->ow;
+            const float beta = first && oh0 == 0 ? 0.0f : 1.0f;
+            if (partg && g->in_place) {
+                gemm(0, 1, g->k, g->fg, cols, 1.0f, xg + oh0 * g->ow, g->p, gband, g->p,
+                     beta, partg, g->fg);
+            } else if (partg) {
+                im2col(g, xg, oh0, oh1, col, cols);
+                gemm(0, 1, kb, g->fg, cols, 1.0f, col, cols, gband, g->p, beta, partg, g->fg);
+            }
+            if (dxg && g->in_place) {
+                gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f,
+                     dxg + oh0 * g->ow, g->p);
+            } else if (dxg) {
+                gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f, dcol, cols);
+                col2im(g, dcol, oh0, oh1, dxg, cols);
+            }
+        }
+    }
+}
+
+/*
+ * Images [n0, n1) whole, side by side: dY of the block gathered per group
+ * (F/g x the block's pixels), then one product each for dW^T and dcol.
+ */
+static void backward_images(ConvJob *job, float *scratch, int64_t n0, int64_t n1, float *part,
+                            int first)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w, ld = (n1 - n0) * g->p;
+    float *col = scratch, *dcol = col + kb * ld, *gy = dcol + g->k * ld;
+    int64_t n, grp, f;
+    for (n = n0; job->dx && n < n1; n++) memset(job->dx + n * image, 0, (size_t)image * sizeof(float));
+    for (grp = 0; grp < g->groups; grp++) {
+        const int64_t channels = grp * g->cg * g->h * g->w;
+        for (n = n0; n < n1; n++)
+            for (f = 0; f < g->fg; f++)
+                memcpy(gy + f * ld + (n - n0) * g->p, job->gy + (n * g->f + grp * g->fg + f) * g->p,
+                       (size_t)g->p * sizeof(float));
+        if (part) {
+            for (n = n0; n < n1; n++)
+                im2col(g, job->x + n * image + channels, 0, g->oh, col + (n - n0) * g->p, ld);
+            gemm(0, 1, kb, g->fg, ld, 1.0f, col, ld, gy, ld, first ? 0.0f : 1.0f,
+                 part + grp * kb * g->fg, g->fg);
+        }
+        if (job->dx) {
+            gemm(0, 0, g->k, ld, g->fg, 1.0f, job->wt + grp * g->k * g->fg, g->fg, gy, ld, 0.0f,
+                 dcol, ld);
+            for (n = n0; n < n1; n++)
+                col2im(g, dcol + (n - n0) * g->p, 0, g->oh, job->dx + n * image + channels, ld);
+        }
+    }
+}
+
+/* One chunk of images, a block at a time: dx for each, and their dW summed into the chunk's part. */
 static void backward_chunk(ConvJob *job, float *scratch, int64_t chunk)
 {
     const ConvGeom *g = &job->g;
     const int64_t n0 = chunk * job->chunk_images, n1 = min64(n0 + job->chunk_images, g->n);
-    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w;
-    const int64_t band_floats = kb * g->band * g->ow;
-    float *part = job->dw_parts ? job->dw_parts + chunk * g->f * kb : NULL;
-    float *col = scratch, *dcol = scratch ? scratch + band_floats : NULL;
-    int64_t n, grp, oh0;
-    for (n = n0; n < n1; n++) {
-        const float *x = job->x + n * image, *gy = job->gy + n * g->f * g->p;
-        float *dx = job->dx ? job->dx + n * image : NULL;
-        if (dx && !g->in_place) memset(dx, 0, (size_t)image * sizeof(float));
-        for (grp = 0; grp < g->groups; grp++) {
-            const float *xg = x + grp * g->cg * g->h * g->w, *gyg = gy + grp * g->fg * g->p;
-            const float *wtg = job->wt ? job->wt + grp * g->k * g->fg : NULL;
-            float *partg = part ? part + grp * kb * g->fg : NULL;
-            float *dxg = dx ? dx + grp * g->cg * g->h * g->w : NULL;
-            for (oh0 = 0; oh0 < g->oh; oh0 += g->band) {
-                const int64_t oh1 = min64(oh0 + g->band, g->oh), cols = (oh1 - oh0) * g->ow;
-                const float *gband = gyg + oh0 * g->ow;
-                const float beta = n == n0 && oh0 == 0 ? 0.0f : 1.0f;
-                if (partg && g->in_place) {
-                    gemm(0, 1, g->k, g->fg, cols, 1.0f, xg + oh0 * g->ow, g->p, gband, g->p,
-                         beta, partg, g->fg);
-                } else if (partg) {
-                    im2col(g, xg, oh0, oh1, col);
-                    gemm(0, 1, kb, g->fg, cols, 1.0f, col, cols, gband, g->p, beta, partg, g->fg);
-                }
-                if (dxg && g->in_place) {
-                    gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f,
-                         dxg + oh0 * g->ow, g->p);
-                } else if (dxg) {
-                    gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f, dcol, cols);
-                    col2im(g, dcol, oh0, oh1, dxg);
-                }
-            }
-        }
+    float *part = job->dw_parts ? job->dw_parts + chunk * g->f * (g->k + g->ones_row) : NULL;
+    int64_t n;
+    for (n = n0; n < n1; n += g->images) {
+        if (g->images == 1)
+            backward_image(job, scratch, n, part, n == n0);
+        else
+            backward_images(job, scratch, n, min64(n + g->images, n1), part, n == n0);
     }
 }
 
@@ -588,7 +688,9 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     }
     if ((!need_dx && !need_dw) || job.g.n == 0 || job.g.f == 0 || job.g.k == 0) return AC_OK;
 
+    /* Whole blocks per chunk, so that the blocks, like the chunks, depend on the shapes only. */
     job.chunk_images = need_dw ? dw_chunk_images(&job.g) : 1;
+    job.chunk_images = (job.chunk_images + job.g.images - 1) / job.g.images * job.g.images;
     chunks = (job.g.n + job.chunk_images - 1) / job.chunk_images;
     cp = ac_mem_checkpoint();
     if (cp.depth < 0) return ac_last_error_code();
@@ -605,7 +707,9 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     if (status == AC_OK)
         status = conv_run(&job, chunks,
                           job.g.in_place ? 0
-                                         : (2 * job.g.k + job.g.ones_row) * job.g.band * job.g.ow,
+                                         : (2 * job.g.k + job.g.ones_row +
+                                            (job.g.images > 1) * job.g.fg) *
+                                               job.g.images * job.g.band * job.g.ow,
                           backward_chunk);
     if (status == AC_OK && need_dw)
         sum_parts(&job.g, job.dw_parts, chunks, gin[1]->data, job.g.ones_row ? gin[2]->data : NULL);
