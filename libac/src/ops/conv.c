@@ -16,7 +16,11 @@
  * (the late layers of a CNN: 4x4 or 8x8 pixels), col holds a block of images
  * side by side instead, so that each product has enough columns (and dW
  * enough depth) to run at GEMM speed; the block's output is computed into
- * scratch and copied out per image. Even with one input channel (a first
+ * scratch and copied out per image. A 3x3 kernel with stride 1 and padding 1
+ * (no dilation, no groups) over enough channels goes through Winograd's
+ * F(2x2, 3x3) instead (kernels/winograd.c), forward and for dx (the same
+ * convolution of dY with the kernel rotated), with 2.25x fewer
+ * multiplications; dW stays im2col and GEMM. Even with one input channel (a first
  * layer) im2col plus the SIMD GEMM beats a direct loop in portable C, so
  * there is no direct path.
  *
@@ -30,6 +34,7 @@
  */
 #include "graph.h"
 #include "kernels/vecmath.h"
+#include "kernels/winograd.h"
 
 #include <string.h>
 
@@ -39,6 +44,12 @@
 #define BLOCK_COLUMNS 256
 /* ... whose col holds at most this many floats. */
 #define BLOCK_BUDGET (1 << 20)
+/* Winograd: input and output channels both at least this (fewer make thin GEMMs), ... */
+#define WINOGRAD_MIN_CHANNELS 16
+/* ... images in blocks of about this many tiles, ... */
+#define WINOGRAD_TILES 256
+/* ... whose transformed input and output hold at most this many floats. */
+#define WINOGRAD_BUDGET (1 << 21)
 /* dW is summed over at most this many chunks of images ... */
 #define DW_CHUNKS 16
 /* ... whose partial sums together hold at most this many floats. */
@@ -53,6 +64,8 @@ typedef struct {
     int64_t groups, cg, fg, k;   /* channels and filters per group; K = cg*kh*kw */
     int64_t band;                /* output rows per col block */
     int64_t images;              /* images per col block (> 1 only when band == oh) */
+    int winograd;                /* 3x3, stride 1, padding 1: forward and dx by Winograd */
+    int64_t tile_images;         /* Winograd: images per block */
     int ones_row;                /* col has a row of ones after its K rows, W a bias column */
     int in_place;                /* 1x1, stride 1, no padding: col is x itself */
     int flat;                    /* stride 1 and oW == W: a row of col is a shifted copy of x */
@@ -116,6 +129,15 @@ static int conv_check(const AcTensor *x, const AcTensor *weight, const AcTensor 
     return AC_OK;
 }
 
+/* Images per block: at most `most`, the n images shared evenly among the blocks. */
+static int64_t block_images(int64_t n, int64_t most)
+{
+    int64_t blocks;
+    if (most <= 1 || n <= 1) return 1;
+    blocks = (n + min64(most, n) - 1) / min64(most, n);
+    return (n + blocks - 1) / blocks;
+}
+
 static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvCtx *p)
 {
     ConvGeom g;
@@ -146,13 +168,17 @@ static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvC
     g.band = g.in_place ? g.oh : min64(g.oh, COL_BUDGET / (g.k * g.ow > 0 ? g.k * g.ow : 1));
     if (g.band < 1) g.band = 1;
     g.images = 1;
-    if (!g.in_place && g.band == g.oh && g.p > 0 && g.p < BLOCK_COLUMNS) {
-        /* As many images as reach BLOCK_COLUMNS, within the budget, then evened out. */
-        int64_t most = min64(min64((BLOCK_COLUMNS + g.p - 1) / g.p, BLOCK_BUDGET / ((g.k + 1) * g.p)), g.n);
-        if (most > 1) {
-            int64_t blocks = (g.n + most - 1) / most;
-            g.images = (g.n + blocks - 1) / blocks;
-        }
+    if (!g.in_place && g.band == g.oh && g.p > 0 && g.p < BLOCK_COLUMNS)
+        g.images = block_images(g.n, min64((BLOCK_COLUMNS + g.p - 1) / g.p,
+                                           BLOCK_BUDGET / ((g.k + 1) * g.p)));
+    g.winograd = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.ph == 1 && g.pw == 1 &&
+                 g.dh == 1 && g.dw == 1 && g.groups == 1 && g.c >= WINOGRAD_MIN_CHANNELS &&
+                 g.f >= WINOGRAD_MIN_CHANNELS;
+    g.tile_images = 1;
+    if (g.winograd) {
+        const int64_t tiles = winograd_tiles(g.h, g.w);
+        g.tile_images = block_images(g.n, min64((WINOGRAD_TILES + tiles - 1) / tiles,
+                                                WINOGRAD_BUDGET / (WINOGRAD_POINTS * (g.c + g.f) * tiles)));
     }
     return g;
 }
@@ -299,7 +325,7 @@ typedef void (*ConvItemFn)(ConvJob *job, float *scratch, int64_t item);
 struct ConvJob {
     ConvGeom g;
     const float *x, *w, *bias, *gy;
-    const float *wt;             /* backward: W^T per group (K x F/g) */
+    const float *wt;             /* backward: W^T per group (K x F/g); Winograd: U */
     float *out, *dx, *dw_parts;
     int64_t chunk_images;        /* backward: images per chunk of dW */
     ConvItemFn fn;
@@ -409,6 +435,23 @@ static void forward_images(ConvJob *job, float *col, int64_t n0, int64_t n1)
     }
 }
 
+/* A block of images by Winograd: job->wt holds the transformed filters. */
+static void forward_winograd(ConvJob *job, float *scratch, int64_t block)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t n0 = block * g->tile_images, n1 = min64(n0 + g->tile_images, g->n);
+    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
+    winograd_conv(job->x + n0 * g->c * g->h * g->w, n1 - n0, g->c, g->h, g->w, job->wt, g->f,
+                  job->bias, scratch, scratch + WINOGRAD_POINTS * g->c * tiles,
+                  job->out + n0 * g->f * g->p);
+}
+
+/* The scratch of one Winograd block: transformed input and output. */
+static int64_t winograd_scratch(const ConvGeom *g)
+{
+    return WINOGRAD_POINTS * (g->c + g->f) * g->tile_images * winograd_tiles(g->h, g->w);
+}
+
 static void forward_block(ConvJob *job, float *scratch, int64_t block)
 {
     const int64_t n0 = block * job->g.images;
@@ -467,6 +510,16 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
     job.out = out->data;
     cp = ac_mem_checkpoint();
     if (cp.depth < 0) return NULL;
+    if (job.g.winograd) {
+        float *u = arena_alloc((size_t)(WINOGRAD_POINTS * job.g.f * job.g.c) * sizeof(float));
+        if (u) winograd_filters(weight->data, job.g.f, job.g.c, 0, u);
+        job.wt = u;
+        status = u ? conv_run(&job, (job.g.n + job.g.tile_images - 1) / job.g.tile_images,
+                              winograd_scratch(&job.g), forward_winograd)
+                   : AC_ERR_MEMORY;
+        ac_mem_restore(cp);
+        return status == AC_OK ? out : NULL;
+    }
     if (bias && !job.g.in_place) {
         /* [W | b]: the product adds the bias through col's ones row. */
         const int64_t k = job.g.k;
@@ -579,6 +632,16 @@ static void backward_images(ConvJob *job, float *scratch, int64_t n0, int64_t n1
                 col2im(g, dcol + (n - n0) * g->p, 0, g->oh, job->dx + n * image + channels, ld);
         }
     }
+}
+
+/* dx of a block of images by Winograd: dY convolved with the rotated kernel, U in job->wt. */
+static void backward_winograd(ConvJob *job, float *scratch, int64_t block)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t n0 = block * g->tile_images, n1 = min64(n0 + g->tile_images, g->n);
+    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
+    winograd_conv(job->gy + n0 * g->f * g->p, n1 - n0, g->f, g->h, g->w, job->wt, g->c, NULL,
+                  scratch, scratch + WINOGRAD_POINTS * g->f * tiles, job->dx + n0 * g->c * g->h * g->w);
 }
 
 /* One chunk of images, a block at a time: dx for each, and their dW summed into the chunk's part. */
@@ -694,7 +757,16 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     chunks = (job.g.n + job.chunk_images - 1) / job.chunk_images;
     cp = ac_mem_checkpoint();
     if (cp.depth < 0) return ac_last_error_code();
-    if (need_dx) {
+    if (need_dx && job.g.winograd) {
+        /* dx first, on its own, then dW below with job.dx cleared. */
+        float *u = arena_alloc((size_t)(WINOGRAD_POINTS * job.g.f * job.g.c) * sizeof(float));
+        if (u) winograd_filters(weight->data, job.g.c, job.g.f, 1, u);
+        job.wt = u;
+        status = u ? conv_run(&job, (job.g.n + job.g.tile_images - 1) / job.g.tile_images,
+                              winograd_scratch(&job.g), backward_winograd)
+                   : AC_ERR_MEMORY;
+        job.dx = NULL;
+    } else if (need_dx) {
         float *wt = arena_alloc((size_t)(job.g.f * job.g.k) * sizeof(float));
         if (wt) transpose_groups(weight->data, wt, job.g.groups, job.g.k, job.g.fg);
         job.wt = wt;
@@ -704,7 +776,7 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         job.dw_parts = arena_alloc((size_t)(chunks * wsize) * sizeof(float));
         if (!job.dw_parts) status = AC_ERR_MEMORY;
     }
-    if (status == AC_OK)
+    if (status == AC_OK && (job.dx || need_dw))
         status = conv_run(&job, chunks,
                           job.g.in_place ? 0
                                          : (2 * job.g.k + job.g.ones_row +
