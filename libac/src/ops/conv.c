@@ -33,6 +33,7 @@
  * (Python).
  */
 #include "graph.h"
+#include "kernels/transpose.h"
 #include "kernels/vecmath.h"
 #include "kernels/winograd.h"
 
@@ -546,19 +547,6 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* dst (rows x cols) = the transpose of src (cols x rows), one group after another. */
-static void transpose_groups(const float *src, float *dst, int64_t groups, int64_t rows,
-                             int64_t cols)
-{
-    int64_t grp, r, c;
-    for (grp = 0; grp < groups; grp++) {
-        const float *s = src + grp * rows * cols;
-        float *d = dst + grp * rows * cols;
-        for (c = 0; c < cols; c++)
-            for (r = 0; r < rows; r++) d[r * cols + c] = s[c * rows + r];
-    }
-}
-
 /*
  * One image's dx, and its dW added into the chunk's part (first: set it),
  * which holds dW^T per group (K x F/g, then db as one more row when col has
@@ -686,24 +674,19 @@ static int64_t dw_chunk_images(const ConvGeom *g)
     return (g->n + chunks - 1) / chunks;
 }
 
-/* dW (and db from the ones row) = the sum of the chunks' parts, in chunk order. */
-static void sum_parts(const ConvGeom *g, const float *parts, int64_t chunks, float *dw, float *db)
+/*
+ * dW (and db from the ones row) = the sum of the chunks' parts, in chunk
+ * order, added up in the first part, then transposed out of it per group.
+ */
+static void sum_parts(const ConvGeom *g, float *parts, int64_t chunks, float *dw, float *db)
 {
     const int64_t kb = g->k + g->ones_row;
-    int64_t c, grp, f, r;
-    for (c = 0; c < chunks; c++) {
-        const float *part = parts + c * g->f * kb;
-        for (grp = 0; grp < g->groups; grp++) {
-            for (f = 0; f < g->fg; f++) {
-                const float *column = part + grp * kb * g->fg + f;
-                float *row = dw + (grp * g->fg + f) * g->k;
-                for (r = 0; r < g->k; r++)
-                    row[r] = c ? row[r] + column[r * g->fg] : column[r * g->fg];
-                if (db)
-                    db[grp * g->fg + f] = c ? db[grp * g->fg + f] + column[g->k * g->fg]
-                                            : column[g->k * g->fg];
-            }
-        }
+    int64_t c, grp;
+    for (c = 1; c < chunks; c++) add_into(parts, parts + c * g->f * kb, g->f * kb);
+    for (grp = 0; grp < g->groups; grp++) {
+        const float *part = parts + grp * kb * g->fg;
+        matrix_transpose(dw + grp * g->fg * g->k, g->k, part, g->fg, g->k, g->fg, 0);
+        if (db) memcpy(db + grp * g->fg, part + g->k * g->fg, (size_t)g->fg * sizeof(float));
     }
 }
 
@@ -768,7 +751,10 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         job.dx = NULL;
     } else if (need_dx) {
         float *wt = arena_alloc((size_t)(job.g.f * job.g.k) * sizeof(float));
-        if (wt) transpose_groups(weight->data, wt, job.g.groups, job.g.k, job.g.fg);
+        int64_t grp;
+        for (grp = 0; wt && grp < job.g.groups; grp++)   /* W^T per group */
+            matrix_transpose(wt + grp * job.g.k * job.g.fg, job.g.fg,
+                             weight->data + grp * job.g.fg * job.g.k, job.g.k, job.g.fg, job.g.k, 0);
         job.wt = wt;
         if (!wt) status = AC_ERR_MEMORY;
     }
