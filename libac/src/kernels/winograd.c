@@ -21,12 +21,21 @@
  */
 #define CHUNK 32
 
+/* Those loops are compiled for AVX-512, AVX2 and plain x86-64, the CPU picking
+   at load time; adds and halvings without contraction give the same bits on each. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define TRANSFORM_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TRANSFORM_KERNEL
+#endif
+
 int64_t winograd_tiles(int64_t h, int64_t w)
 {
     return ((h + 1) / 2) * ((w + 1) / 2);
 }
 
-void winograd_filters(const float *w, int64_t filters, int64_t channels, int adjoint, float *u)
+TRANSFORM_KERNEL void winograd_filters(const float *w, int64_t filters, int64_t channels,
+                                       int adjoint, float *u)
 {
     const int64_t plane = filters * channels;
     float g[9][CHUNK], gg[4][3][CHUNK];
@@ -66,8 +75,8 @@ void winograd_filters(const float *w, int64_t filters, int64_t channels, int adj
  * row ty of one plane: rows 2ty-1 .. 2ty+2 and columns 2t0-1 .. 2(t0+count),
  * zero outside the plane.
  */
-static void input_tiles(const float *plane, int64_t h, int64_t w, int64_t ty, int64_t t0,
-                        int64_t count, float *v, int64_t stride)
+TRANSFORM_KERNEL static void input_tiles(const float *plane, int64_t h, int64_t w, int64_t ty,
+                                         int64_t t0, int64_t count, float *v, int64_t stride)
 {
     float d[4][2 * CHUNK + 2], t[4][2 * CHUNK + 2];
     const int64_t width = 2 * count + 2, col0 = 2 * t0 - 1;
@@ -122,8 +131,9 @@ static void transform_input(const float *x, int64_t images, int64_t channels, in
  * 2t0 .. 2(t0+count) clipped to w, from m[point][tile] (point stride
  * `stride`): A^T m A + bias, A^T = [1 1 1 0; 0 1 -1 -1].
  */
-static void output_tiles(const float *m, int64_t stride, int64_t h, int64_t w, int64_t ty,
-                         int64_t t0, int64_t count, float bias, float *plane)
+TRANSFORM_KERNEL static void output_tiles(const float *m, int64_t stride, int64_t h, int64_t w,
+                                          int64_t ty, int64_t t0, int64_t count, float bias,
+                                          float *plane)
 {
     float s[2][4][CHUNK], y[2][2 * CHUNK];
     const int64_t cols = 2 * count < w - 2 * t0 ? 2 * count : w - 2 * t0;

@@ -178,8 +178,8 @@ static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvC
     g.tile_images = 1;
     if (g.winograd) {
         const int64_t tiles = winograd_tiles(g.h, g.w);
-        g.tile_images = block_images(g.n, min64((WINOGRAD_TILES + tiles - 1) / tiles,
-                                                WINOGRAD_BUDGET / (WINOGRAD_POINTS * (g.c + g.f) * tiles)));
+        const int64_t most = WINOGRAD_BUDGET / (WINOGRAD_POINTS * (g.c + g.f) * tiles);
+        g.tile_images = block_images(g.n, min64((WINOGRAD_TILES + tiles - 1) / tiles, most));
     }
     return g;
 }
@@ -600,7 +600,8 @@ static void backward_images(ConvJob *job, float *scratch, int64_t n0, int64_t n1
     const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w, ld = (n1 - n0) * g->p;
     float *col = scratch, *dcol = col + kb * ld, *gy = dcol + g->k * ld;
     int64_t n, grp, f;
-    for (n = n0; job->dx && n < n1; n++) memset(job->dx + n * image, 0, (size_t)image * sizeof(float));
+    for (n = n0; job->dx && n < n1; n++)
+        memset(job->dx + n * image, 0, (size_t)image * sizeof(float));
     for (grp = 0; grp < g->groups; grp++) {
         const int64_t channels = grp * g->cg * g->h * g->w;
         for (n = n0; n < n1; n++)
@@ -629,10 +630,11 @@ static void backward_winograd(ConvJob *job, float *scratch, int64_t block)
     const int64_t n0 = block * g->tile_images, n1 = min64(n0 + g->tile_images, g->n);
     const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
     winograd_conv(job->gy + n0 * g->f * g->p, n1 - n0, g->f, g->h, g->w, job->wt, g->c, NULL,
-                  scratch, scratch + WINOGRAD_POINTS * g->f * tiles, job->dx + n0 * g->c * g->h * g->w);
+                  scratch, scratch + WINOGRAD_POINTS * g->f * tiles,
+                  job->dx + n0 * g->c * g->h * g->w);
 }
 
-/* One chunk of images, a block at a time: dx for each, and their dW summed into the chunk's part. */
+/* One chunk of images, a block at a time: dx for each, their dW summed into the chunk's part. */
 static void backward_chunk(ConvJob *job, float *scratch, int64_t chunk)
 {
     const ConvGeom *g = &job->g;
@@ -754,7 +756,8 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         int64_t grp;
         for (grp = 0; wt && grp < job.g.groups; grp++)   /* W^T per group */
             matrix_transpose(wt + grp * job.g.k * job.g.fg, job.g.fg,
-                             weight->data + grp * job.g.fg * job.g.k, job.g.k, job.g.fg, job.g.k, 0);
+                             weight->data + grp * job.g.fg * job.g.k, job.g.k, job.g.fg, job.g.k,
+                             0);
         job.wt = wt;
         if (!wt) status = AC_ERR_MEMORY;
     }
