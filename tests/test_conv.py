@@ -192,7 +192,7 @@ THREAD_CASES = [
     ((2, 8, 40, 40), (16, 8, 3, 3), dict(padding=1)),
     ((17, 8, 12, 12), (16, 8, 3, 3), dict(padding=1)),
     ((40, 6, 9, 7), (12, 3, 3, 3), dict(stride=2, padding=1, groups=2)),
-    ((33, 16, 6, 5), (24, 16, 3, 3), dict(padding=1)),
+    ((33, 24, 6, 30), (40, 24, 3, 3), dict(padding=1)),
 ]
 
 
@@ -235,26 +235,30 @@ def test_small_images_are_taken_in_blocks(x_shape, w_shape, kwargs):
 
 
 @pytest.mark.parametrize("x_shape, w_shape", [
-    ((3, 16, 7, 5), (16, 16, 3, 3)),       # odd sides: clipped edge tiles
-    ((2, 17, 1, 1), (20, 17, 3, 3)),       # one pixel: every tap but the centre in the padding
-    ((33, 16, 4, 4), (16, 16, 3, 3)),      # many images a block, a short last block
-    ((1, 16, 2, 3), (33, 16, 3, 3)),
+    ((3, 16, 7, 33), (16, 16, 3, 3)),      # odd sides: clipped edge tiles
+    ((1, 260, 1, 2), (260, 260, 3, 3)),    # one row: the taps above and below in the padding
+    ((1, 200, 2, 3), (233, 200, 3, 3)),
     ((2, 16, 6, 140), (16, 16, 3, 3)),     # rows longer than one chunk of tiles
-    ((16, 5, 5), (16, 16, 3, 3)),          # unbatched
+    ((40, 5, 15), (40, 40, 3, 3)),         # unbatched
 ])
 def test_winograd_3x3_matches_the_direct_sum(x_shape, w_shape):
-    """3x3, stride 1, padding 1 over 16+ channels runs Winograd's F(2x2, 3x3)
-    forward and for dx: values and gradients against the float64 direct sum."""
+    """3x3, stride 1, padding 1 with min(channels, filters) * width > 512 runs
+    Winograd's F(2x2, 3x3) forward and for dx: values and gradients against the
+    float64 direct sum."""
     x = rng.standard_normal(x_shape).astype(np.float32)
-    w = (rng.standard_normal(w_shape) * 0.1).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * 0.4 / math.sqrt(w_shape[1])).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32)
     sampled_gradient_check(x, w, b, dict(padding=1))
 
 
-def test_winograd_without_bias_matches_pytorch():
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ((5, 32, 9, 20), (48, 32, 3, 3)),
+    ((67, 160, 4, 4), (160, 160, 3, 3)),   # many images a block, a short last block
+])
+def test_winograd_without_bias_matches_pytorch(x_shape, w_shape):
     torch = pytest.importorskip("torch")
-    x = rng.standard_normal((5, 32, 9, 8)).astype(np.float32)
-    w = (rng.standard_normal((24, 32, 3, 3)) * 0.1).astype(np.float32)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * 0.4 / math.sqrt(w_shape[1])).astype(np.float32)
     xt, wt = ac.tensor(x, requires_grad=True), ac.tensor(w, requires_grad=True)
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     y, ty = F.conv2d(xt, wt, padding=1), torch.nn.functional.conv2d(tx, tw, padding=1)

@@ -17,7 +17,7 @@
  * side by side instead, so that each product has enough columns (and dW
  * enough depth) to run at GEMM speed; the block's output is computed into
  * scratch and copied out per image. A 3x3 kernel with stride 1 and padding 1
- * (no dilation, no groups) over enough channels goes through Winograd's
+ * (no dilation, no groups) over enough channels and pixels goes through Winograd's
  * F(2x2, 3x3) instead (kernels/winograd.c), forward and for dx (the same
  * convolution of dY with the kernel rotated), with 2.25x fewer
  * multiplications; dW stays im2col and GEMM. Even with one input channel (a first
@@ -45,8 +45,10 @@
 #define BLOCK_COLUMNS 256
 /* ... whose col holds at most this many floats. */
 #define BLOCK_BUDGET (1 << 20)
-/* Winograd: input and output channels both at least this (fewer make thin GEMMs), ... */
-#define WINOGRAD_MIN_CHANNELS 16
+/* Winograd when min(channels, filters) * width exceeds this: fewer channels make thin
+   GEMMs, narrower images short transform loops, and im2col wins (measured: 64->64
+   channels at 8x8 and 32->32 at 7x7 lose, 32->32 at 32x32 and 256->256 at 8x8 win). */
+#define WINOGRAD_MIN_WORK 512
 /* ... images in blocks of about this many tiles, ... */
 #define WINOGRAD_TILES 256
 /* ... whose transformed input and output hold at most this many floats. */
@@ -173,8 +175,8 @@ static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvC
         g.images = block_images(g.n, min64((BLOCK_COLUMNS + g.p - 1) / g.p,
                                            BLOCK_BUDGET / ((g.k + 1) * g.p)));
     g.winograd = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.ph == 1 && g.pw == 1 &&
-                 g.dh == 1 && g.dw == 1 && g.groups == 1 && g.c >= WINOGRAD_MIN_CHANNELS &&
-                 g.f >= WINOGRAD_MIN_CHANNELS;
+                 g.dh == 1 && g.dw == 1 && g.groups == 1 &&
+                 min64(g.c, g.f) * g.w > WINOGRAD_MIN_WORK;
     g.tile_images = 1;
     if (g.winograd) {
         const int64_t tiles = winograd_tiles(g.h, g.w);
