@@ -78,26 +78,24 @@ TRANSFORM_KERNEL void winograd_filters(const float *w, int64_t filters, int64_t 
 TRANSFORM_KERNEL static void input_tiles(const float *plane, int64_t h, int64_t w, int64_t ty,
                                          int64_t t0, int64_t count, float *v, int64_t stride)
 {
-    float d[4][2 * CHUNK + 2], t[4][2 * CHUNK + 2];
+    static const float zeros[2 * CHUNK + 2];
+    float t[4][2 * CHUNK + 2];
+    const float *d[4];   /* d[a][j - lo]: row 2ty-1+a, column col0 + j */
     const int64_t width = 2 * count + 2, col0 = 2 * t0 - 1;
     const int64_t lo = col0 < 0 ? -col0 : 0, hi = col0 + width > w ? w - col0 : width;
     int64_t a, j, k;
     for (a = 0; a < 4; a++) {
         const int64_t y = 2 * ty - 1 + a;
-        if (y < 0 || y >= h || lo >= hi) {
-            memset(d[a], 0, (size_t)width * sizeof(float));
-            continue;
-        }
-        for (j = 0; j < lo; j++) d[a][j] = 0.0f;
-        memcpy(d[a] + lo, plane + y * w + col0 + lo, (size_t)(hi - lo) * sizeof(float));
-        for (j = hi; j < width; j++) d[a][j] = 0.0f;
+        d[a] = y < 0 || y >= h ? zeros : plane + y * w + col0 + lo;
     }
-    for (j = 0; j < width; j++) {   /* B^T d: B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] */
-        t[0][j] = d[0][j] - d[2][j];
-        t[1][j] = d[1][j] + d[2][j];
-        t[2][j] = d[2][j] - d[1][j];
-        t[3][j] = d[1][j] - d[3][j];
+    for (j = 0; j < lo; j++) t[0][j] = t[1][j] = t[2][j] = t[3][j] = 0.0f;
+    for (j = lo; j < hi; j++) {   /* B^T d: B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] */
+        t[0][j] = d[0][j - lo] - d[2][j - lo];
+        t[1][j] = d[1][j - lo] + d[2][j - lo];
+        t[2][j] = d[2][j - lo] - d[1][j - lo];
+        t[3][j] = d[1][j - lo] - d[3][j - lo];
     }
+    for (j = hi; j < width; j++) t[0][j] = t[1][j] = t[2][j] = t[3][j] = 0.0f;
     for (a = 0; a < 4; a++) {       /* (B^T d) B, tile k reading columns 2k .. 2k+3 */
         float *o = v + a * 4 * stride;
         for (k = 0; k < count; k++) {
@@ -135,7 +133,7 @@ TRANSFORM_KERNEL static void output_tiles(const float *m, int64_t stride, int64_
                                           int64_t ty, int64_t t0, int64_t count, float bias,
                                           float *plane)
 {
-    float s[2][4][CHUNK], y[2][2 * CHUNK];
+    float s[2][4][CHUNK], y[2 * CHUNK];
     const int64_t cols = 2 * count < w - 2 * t0 ? 2 * count : w - 2 * t0;
     int64_t b, k, r;
     for (b = 0; b < 4; b++) {       /* A^T m */
@@ -146,14 +144,14 @@ TRANSFORM_KERNEL static void output_tiles(const float *m, int64_t stride, int64_
             s[1][b][k] = m1[k] - m2[k] - m3[k];
         }
     }
-    for (r = 0; r < 2; r++) {       /* (A^T m) A */
+    for (r = 0; r < 2 && 2 * ty + r < h; r++) {   /* (A^T m) A, into the plane unless clipped */
+        float *row = plane + (2 * ty + r) * w + 2 * t0, *dst = cols == 2 * count ? row : y;
         for (k = 0; k < count; k++) {
-            y[r][2 * k] = s[r][0][k] + s[r][1][k] + s[r][2][k] + bias;
-            y[r][2 * k + 1] = s[r][1][k] - s[r][2][k] - s[r][3][k] + bias;
+            dst[2 * k] = s[r][0][k] + s[r][1][k] + s[r][2][k] + bias;
+            dst[2 * k + 1] = s[r][1][k] - s[r][2][k] - s[r][3][k] + bias;
         }
+        if (dst == y) memcpy(row, y, (size_t)cols * sizeof(float));
     }
-    for (r = 0; r < 2 && 2 * ty + r < h; r++)
-        memcpy(plane + (2 * ty + r) * w + 2 * t0, y[r], (size_t)cols * sizeof(float));
 }
 
 /* out's 2x2 tiles = A^T m A (+ bias), clipped to the plane. */
