@@ -3,6 +3,7 @@ and with PyTorch on the CPU: training step and inference speed, and peak memory.
 
     python bench/midsize.py                          # threads 1 and 2
     python bench/midsize.py --repeats 3 --threads 1 --models resnet18
+    python bench/midsize.py --threads 1 --cpu-time   # on a loaded machine
 
 The models, built the same way in both frameworks from the same weights:
   * resnet18: 3x32x32 input, conv3x3(3,64)-BN-ReLU, four stages of two BasicBlocks
@@ -16,7 +17,11 @@ The models, built the same way in both frameworks from the same weights:
 Measured, each framework in processes of its own:
   * steps/s per model, mode and thread count: two long-lived worker processes take
     turns (runs interleaved, the order alternating, a pause between turns), median of
-    --repeats runs; aicraft runs each step inside `with ac.checkpoint():`;
+    --repeats runs; aicraft runs each step inside `with ac.checkpoint():`. With
+    --cpu-time, steps per second of the worker's CPU time (process time) instead of
+    wall time: on one thread it is the speed the machine would give with no other
+    load, which other processes hardly change; on more threads it counts work, not
+    speed;
   * peak RSS of a fresh process per framework and model that imports the framework
     and runs --memory-steps training steps then as many inference steps, on 1 thread.
 The data is random (images, labels and word ids from a seeded generator): speed and
@@ -29,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from common import ROOT, host, host_line, measure_interleaved, peak_rss, spawn, timed_steps, torch_version
 
@@ -191,8 +197,9 @@ def nullcontext():
     return contextlib.nullcontext()
 
 
-def throughput_worker(framework):
-    """Answer lines "model mode threads seconds" with steps/s."""
+def throughput_worker(framework, cpu_time):
+    """Answer lines "model mode threads seconds" with steps per second of wall time,
+    or of this process's CPU time."""
     if framework == "torch":
         import torch
         torch.set_num_interop_threads(1)
@@ -202,8 +209,11 @@ def throughput_worker(framework):
         model_name, mode, threads, seconds = line.split()
         train_step, infer, set_threads = models[model_name]
         set_threads(int(threads))
-        steps, elapsed = timed_steps(train_step if mode == "train" else infer, float(seconds), 1, 2)
-        print(steps / elapsed, flush=True)
+        work = train_step if mode == "train" else infer
+        work()   # warm-up, outside the CPU time too
+        start = time.process_time()
+        steps, elapsed = timed_steps(work, float(seconds), 0, 2)
+        print(steps / (time.process_time() - start if cpu_time else elapsed), flush=True)
 
 
 def memory_worker(framework, model_name, steps):
@@ -239,11 +249,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per measurement")
     parser.add_argument("--seconds", type=float, default=2.0, help="least length of one timed run")
     parser.add_argument("--memory-steps", type=int, default=3, help="steps of each mode per RSS process")
+    parser.add_argument("--cpu-time", action="store_true", help="steps per CPU second, not per second")
     parser.add_argument("--throughput-worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--memory-worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.throughput_worker:
-        return throughput_worker(args.throughput_worker)
+        return throughput_worker(args.throughput_worker, args.cpu_time)
     if args.memory_worker:
         fw, model_name, steps = args.memory_worker
         return memory_worker(fw, model_name, int(steps))
@@ -251,10 +262,12 @@ def main():
     version = torch_version()
     if not version:
         sys.exit("bench/midsize.py builds both models from PyTorch's: pip install torch==2.13.0")
+    load = os.getloadavg()
     threads = [int(t) for t in args.threads.split(",")]
     models = args.models.split(",")
     configs = [(m, mode, t) for m in models for mode in MODES for t in threads]
-    commands = {fw: spawn(__file__, "--throughput-worker", fw) for fw in FRAMEWORKS}
+    commands = {fw: spawn(__file__, "--throughput-worker", fw, *["--cpu-time"] * args.cpu_time)
+                for fw in FRAMEWORKS}
     speed = measure_interleaved(commands, configs, args.repeats, args.seconds, pause=PAUSE_SECONDS,
                                 env=worker_env())
     peak = {(fw, m): measure_memory(fw, m, args.memory_steps) / (1 << 20) for fw in FRAMEWORKS
@@ -263,15 +276,16 @@ def main():
     print(host_line())
     print("ResNet-18 (CIFAR, batch %d) and LSTM LM (vocab %d, 2x%d, bptt %d, batch %d); "
           "aicraft vs PyTorch %s" % (IMAGE_BATCH, VOCAB, HIDDEN, BPTT, LM_BATCH, version))
-    print("%d interleaved runs of >= %gs, medians; load average before: %s\n"
-          % (args.repeats, args.seconds, " ".join("%.2f" % v for v in os.getloadavg())))
+    print("%d interleaved runs of >= %gs, medians of steps per %s; load average before: %s\n"
+          % (args.repeats, args.seconds, "CPU second" if args.cpu_time else "second",
+             " ".join("%.2f" % v for v in load)))
     row = "%-34s %10s %10s %8s   %s"
     print(row % ("", "aicraft", "PyTorch", "ratio", "target"))
     results = []
     for model_name, mode, t in configs:
         ours, theirs = speed[("aicraft", model_name, mode, t)], speed[("torch", model_name, mode, t)]
         target = TARGETS[(model_name, mode)]
-        label = "%s %s steps/s, %d thread%s" % (model_name, mode, t, "s" * (t > 1))
+        label = "%s %s, %d thread%s" % (model_name, mode, t, "s" * (t > 1))
         print(row % (label, "%.2f" % ours, "%.2f" % theirs, "%.2fx" % (ours / theirs),
                      ">= %.1fx" % target))
         results.append({"model": model_name, "mode": mode, "threads": t,
@@ -283,7 +297,7 @@ def main():
                      "%.2f" % (ours / theirs), "< 1"))
     print()
     print(json.dumps({"bench": "midsize", **host(), "torch": version, "repeats": args.repeats,
-                      "seconds": args.seconds, "results": results,
+                      "seconds": args.seconds, "cpu_time": args.cpu_time, "results": results,
                       "peak_rss_mb": {m: {fw: round(peak[(fw, m)], 1) for fw in FRAMEWORKS}
                                       for m in models}}))
 
