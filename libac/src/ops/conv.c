@@ -49,9 +49,10 @@
    GEMMs, narrower images short transform loops, and im2col wins (measured: 64->64
    channels at 8x8 and 32->32 at 7x7 lose, 32->32 at 32x32 and 256->256 at 8x8 win). */
 #define WINOGRAD_MIN_WORK 512
-/* ... images in blocks of about this many tiles, ... */
+/* Winograd: images in blocks of about this many tiles, ... */
 #define WINOGRAD_TILES 256
-/* ... whose transformed input and output hold at most this many floats. */
+/* ... whose transformed input and output hold at most this many floats (an image
+   that alone needs more runs im2col, in bands). */
 #define WINOGRAD_BUDGET (1 << 21)
 /* dW is summed over at most this many chunks of images ... */
 #define DW_CHUNKS 16
@@ -176,7 +177,8 @@ static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvC
                                            BLOCK_BUDGET / ((g.k + 1) * g.p)));
     g.winograd = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.ph == 1 && g.pw == 1 &&
                  g.dh == 1 && g.dw == 1 && g.groups == 1 &&
-                 min64(g.c, g.f) * g.w > WINOGRAD_MIN_WORK;
+                 min64(g.c, g.f) * g.w > WINOGRAD_MIN_WORK &&
+                 WINOGRAD_POINTS * (g.c + g.f) * winograd_tiles(g.h, g.w) <= WINOGRAD_BUDGET;
     g.tile_images = 1;
     if (g.winograd) {
         const int64_t tiles = winograd_tiles(g.h, g.w);
