@@ -3,8 +3,10 @@
  * padding 1 (Lavin and Gray, "Fast Algorithms for Convolutional Neural
  * Networks", 2016): Y = A^T [ (G g G^T) . (B^T d B) ] A per 4x4 input tile d
  * (stride 2) and 2x2 output tile Y, the elementwise product summed over
- * channels as 16 GEMMs. The transforms use only 1, -1 and 1/2, so the result
- * stays within a few float roundings of the direct sum.
+ * channels as 16 GEMMs. The weight gradient follows from the same formula:
+ * dg = G^T [ sum over tiles of (A dY A^T) . (B^T d B) ] G, 16 GEMMs over the
+ * tiles. The transforms use only 1, -1 and 1/2, so the results stay within a
+ * few float roundings of the direct sums.
  *
  * Not here: choosing when to use it and sharing images among threads
  * (ops/conv.c), the GEMM (gemm.c).
@@ -180,4 +182,93 @@ void winograd_conv(const float *x, int64_t images, int64_t channels, int64_t h, 
         gemm(0, 0, filters, tiles, channels, 1.0f, u + point * filters * channels, channels,
              v + point * channels * tiles, tiles, 0.0f, m + point * filters * tiles, tiles);
     transform_output(m, images, filters, h, w, bias, out);
+}
+
+/*
+ * m[point][tile] (point stride `stride`) = A dy A^T for tiles [t0, t0 + count)
+ * of tile row ty of one plane of dy: the adjoint of output_tiles, reading the
+ * 2x2 tiles (zero past the plane's edges). A = [1 0; 1 1; 1 -1; 0 -1].
+ */
+TRANSFORM_KERNEL static void grad_tiles(const float *plane, int64_t h, int64_t w, int64_t ty,
+                                        int64_t t0, int64_t count, float *m, int64_t stride)
+{
+    float y[2][2 * CHUNK], e[2][4][CHUNK];
+    const int64_t cols = 2 * count < w - 2 * t0 ? 2 * count : w - 2 * t0;
+    int64_t r, k, j;
+    for (r = 0; r < 2; r++) {
+        if (2 * ty + r < h)
+            memcpy(y[r], plane + (2 * ty + r) * w + 2 * t0, (size_t)cols * sizeof(float));
+        for (j = 2 * ty + r < h ? cols : 0; j < 2 * count; j++) y[r][j] = 0.0f;
+        for (k = 0; k < count; k++) {   /* dy A^T, row r */
+            const float y0 = y[r][2 * k], y1 = y[r][2 * k + 1];
+            e[r][0][k] = y0;
+            e[r][1][k] = y0 + y1;
+            e[r][2][k] = y0 - y1;
+            e[r][3][k] = -y1;
+        }
+    }
+    for (j = 0; j < 4; j++) {           /* A (dy A^T) */
+        for (k = 0; k < count; k++) {
+            m[j * stride + k] = e[0][j][k];
+            m[(4 + j) * stride + k] = e[0][j][k] + e[1][j][k];
+            m[(8 + j) * stride + k] = e[0][j][k] - e[1][j][k];
+            m[(12 + j) * stride + k] = -e[1][j][k];
+        }
+    }
+}
+
+void winograd_weight_grad(const float *x, const float *dy, int64_t images, int64_t channels,
+                          int64_t filters, int64_t h, int64_t w, float *v, float *m, float *du,
+                          int accumulate)
+{
+    const int64_t th = (h + 1) / 2, tw = (w + 1) / 2, tiles = images * th * tw;
+    int64_t n, f, ty, t0;
+    int point;
+    transform_input(x, images, channels, h, w, v);
+    for (n = 0; n < images; n++)
+        for (f = 0; f < filters; f++)
+            for (ty = 0; ty < th; ty++)
+                for (t0 = 0; t0 < tw; t0 += CHUNK)
+                    grad_tiles(dy + (n * filters + f) * h * w, h, w, ty, t0,
+                               tw - t0 < CHUNK ? tw - t0 : CHUNK,
+                               m + f * tiles + (n * th + ty) * tw + t0, filters * tiles);
+    for (point = 0; point < WINOGRAD_POINTS; point++)
+        gemm(0, 1, filters, channels, tiles, 1.0f, m + point * filters * tiles, tiles,
+             v + point * channels * tiles, tiles, accumulate ? 1.0f : 0.0f,
+             du + point * filters * channels, channels);
+}
+
+TRANSFORM_KERNEL void winograd_filters_grad(const float *du, int64_t filters, int64_t channels,
+                                            float *dw)
+{
+    const int64_t plane = filters * channels;
+    float z[4][3][CHUNK], g[3][3][CHUNK];
+    int64_t f, c0, c, count;
+    int i, a, b;
+    for (f = 0; f < filters; f++) {
+        for (c0 = 0; c0 < channels; c0 += count) {
+            count = channels - c0 < CHUNK ? channels - c0 : CHUNK;
+            for (i = 0; i < 4; i++) {   /* Z = X G, X row i the points (i, 0..3) */
+                const float *x0 = du + (int64_t)i * 4 * plane + f * channels + c0;
+                for (c = 0; c < count; c++) {
+                    const float p0 = x0[c], p1 = x0[plane + c], p2 = x0[2 * plane + c];
+                    const float p3 = x0[3 * plane + c];
+                    z[i][0][c] = p0 + 0.5f * (p1 + p2);
+                    z[i][1][c] = 0.5f * (p1 - p2);
+                    z[i][2][c] = 0.5f * (p1 + p2) + p3;
+                }
+            }
+            for (b = 0; b < 3; b++) {   /* G^T Z */
+                for (c = 0; c < count; c++) {
+                    g[0][b][c] = z[0][b][c] + 0.5f * (z[1][b][c] + z[2][b][c]);
+                    g[1][b][c] = 0.5f * (z[1][b][c] - z[2][b][c]);
+                    g[2][b][c] = 0.5f * (z[1][b][c] + z[2][b][c]) + z[3][b][c];
+                }
+            }
+            for (c = 0; c < count; c++)
+                for (a = 0; a < 3; a++)
+                    for (b = 0; b < 3; b++)
+                        dw[(f * channels + c0 + c) * 9 + a * 3 + b] = g[a][b][c];
+        }
+    }
 }
