@@ -162,11 +162,12 @@ def sampled_gradient_check(x, w, b, kwargs, samples=12):
 
 
 def test_large_input_is_cut_into_bands():
-    """An input whose unfolded matrix exceeds one block: output rows go in bands."""
+    """An input whose unfolded matrix exceeds one block: output rows go in bands
+    (padding 2 rows high keeps it off the Winograd path)."""
     x = rng.standard_normal((2, 16, 40, 200)).astype(np.float32)
     w = (rng.standard_normal((8, 16, 3, 3)) * 0.1).astype(np.float32)
     b = rng.standard_normal(8).astype(np.float32)
-    sampled_gradient_check(x, w, b, dict(padding=1))
+    sampled_gradient_check(x, w, b, dict(padding=(2, 1)))
 
 
 def test_large_strided_input_is_cut_into_bands():
@@ -186,19 +187,30 @@ def test_padding_same_and_valid():
                                rtol=1e-5, atol=1e-5)
 
 
+# (x shape, w shape, conv2d keywords): the im2col path a band or an image at a
+# time, images side by side in blocks (few pixels each), and Winograd.
+THREAD_CASES = [
+    ((2, 8, 40, 40), (16, 8, 3, 3), dict(padding=1)),
+    ((17, 8, 12, 12), (16, 8, 3, 3), dict(padding=1)),
+    ((40, 6, 9, 7), (12, 3, 3, 3), dict(stride=2, padding=1, groups=2)),
+    ((33, 24, 6, 30), (40, 24, 3, 3), dict(padding=1)),
+]
+
+
 @pytest.mark.parametrize("batch", [1, 3, 17, 40])
-def test_results_do_not_depend_on_thread_count(batch):
-    x = rng.standard_normal((batch, 8, 12, 12)).astype(np.float32)
-    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(16).astype(np.float32)
-    g = rng.standard_normal((batch, 16, 12, 12)).astype(np.float32)
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", THREAD_CASES)
+def test_results_do_not_depend_on_thread_count(batch, x_shape, w_shape, kwargs):
+    x = rng.standard_normal((batch,) + x_shape[1:]).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
     results = []
     previous = ac.get_num_threads()
     try:
         for threads in (1, 2, 3):
             ac.set_num_threads(threads)
             xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
-            y = F.conv2d(xt, wt, bt, padding=1)
+            y = F.conv2d(xt, wt, bt, **kwargs)
+            g = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
             y.backward(ac.tensor(g))
             results.append([y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
     finally:
@@ -206,6 +218,57 @@ def test_results_do_not_depend_on_thread_count(batch):
     for other in results[1:]:
         for a, b_ in zip(results[0], other):
             assert np.array_equal(a, b_)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
+    ((33, 5, 6, 5), (7, 5, 3, 3), dict(padding=1)),                       # 30 pixels an image
+    ((19, 6, 9, 8), (4, 3, 3, 2), dict(stride=2, padding=(1, 0), groups=2)),
+    ((21, 5, 7, 7), (6, 5, 1, 1), dict(stride=2)),                        # strided 1x1 shortcut
+    ((9, 4, 3, 3), (5, 4, 3, 3), dict(padding=1, dilation=2)),
+])
+def test_small_images_are_taken_in_blocks(x_shape, w_shape, kwargs):
+    """Images of few pixels go side by side into one product; the batches' sizes
+    leave a short last block."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * 0.3).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    sampled_gradient_check(x, w, b, kwargs)
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ((3, 16, 7, 33), (16, 16, 3, 3)),      # odd sides: clipped edge tiles
+    ((1, 260, 1, 2), (260, 260, 3, 3)),    # one row: the taps above and below in the padding
+    ((1, 200, 2, 3), (233, 200, 3, 3)),
+    ((2, 16, 6, 140), (16, 16, 3, 3)),     # rows longer than one chunk of tiles
+    ((40, 5, 15), (40, 40, 3, 3)),         # unbatched
+])
+def test_winograd_3x3_matches_the_direct_sum(x_shape, w_shape):
+    """3x3, stride 1, padding 1 with min(channels, filters) * width > 512 runs
+    Winograd's F(2x2, 3x3) forward and for dx: values and gradients against the
+    float64 direct sum."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * 0.4 / math.sqrt(w_shape[1])).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    sampled_gradient_check(x, w, b, dict(padding=1))
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ((5, 32, 9, 20), (48, 32, 3, 3)),
+    ((67, 160, 4, 4), (160, 160, 3, 3)),   # many images a block, a short last block
+])
+def test_winograd_without_bias_matches_pytorch(x_shape, w_shape):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * 0.4 / math.sqrt(w_shape[1])).astype(np.float32)
+    xt, wt = ac.tensor(x, requires_grad=True), ac.tensor(w, requires_grad=True)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y, ty = F.conv2d(xt, wt, padding=1), torch.nn.functional.conv2d(tx, tw, padding=1)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    y.backward(ac.tensor(g))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(xt.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(wt.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
 def test_empty_batch():

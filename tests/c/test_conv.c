@@ -66,6 +66,32 @@ static void test_conv_gradient_check(void)
     ac_mem_restore(cp);
 }
 
+static AcTensor *winograd_fn(AcTensor *const *inputs, int n_inputs, void *user)
+{
+    (void)n_inputs;
+    (void)user;
+    return ac_conv2d(inputs[0], inputs[1], inputs[2], 1, 1, 1, 1, 1, 1, 1);
+}
+
+/* 3x3, stride 1, padding 1, 16 channels over 33 columns: forward and dx by
+   Winograd (odd sides: clipped edge tiles). */
+static void test_conv_winograd_gradient_check(void)
+{
+    AcCheckpoint cp = ac_mem_checkpoint();
+    const int64_t xs[4] = {1, 16, 3, 33}, ws[4] = {16, 16, 3, 3}, bs[1] = {16};
+    AcTensor *inputs[3];
+    float max_err = -1.0f;
+    int i;
+    ac_manual_seed(4);
+    inputs[0] = ac_randn(xs, 4);
+    inputs[1] = ac_randn(ws, 4);
+    inputs[2] = ac_randn(bs, 1);
+    for (i = 0; i < 3; i++) ac_tensor_set_requires_grad(inputs[i], 1);
+    CHECK(ac_gradient_check(winograd_fn, inputs, 3, NULL, 1e-2f, 2e-2f, 2e-2f, &max_err) == AC_OK);
+    CHECK(max_err >= 0.0f && max_err < 2e-2f);
+    ac_mem_restore(cp);
+}
+
 static void test_pool_forward_values(void)
 {
     AcCheckpoint cp = ac_mem_checkpoint();
@@ -230,6 +256,7 @@ int main(void)
 {
     RUN(test_conv_forward_values);
     RUN(test_conv_gradient_check);
+    RUN(test_conv_winograd_gradient_check);
     RUN(test_pool_forward_values);
     RUN(test_batch_norm_running_stats);
     RUN(test_dropout_values);

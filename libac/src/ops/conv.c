@@ -12,7 +12,16 @@
  * reads it in place; only the small one (dY, W) is transposed. A bias rides
  * along as a row of ones under col and a column of W, so forward adds it and
  * backward sums db inside the same products. A 1x1 kernel with stride 1 and
- * no padding reads x itself as col. Even with one input channel (a first
+ * no padding reads x itself as col. When a whole image gives col few columns
+ * (the late layers of a CNN: 4x4 or 8x8 pixels), col holds a block of images
+ * side by side instead, so that each product has enough columns (and dW
+ * enough depth) to run at GEMM speed; the block's output is computed into
+ * scratch and copied out per image. A 3x3 kernel with stride 1 and padding 1
+ * (no dilation, no groups) over enough channels and pixels goes through Winograd's
+ * F(2x2, 3x3) instead (kernels/winograd.c), forward, for dx (the same
+ * convolution of dY with the kernel rotated) and for dW (the products of the
+ * transformed dY and x tiles, summed per chunk of images and taken back to
+ * 3x3), with 2.25x fewer multiplications. Even with one input channel (a first
  * layer) im2col plus the SIMD GEMM beats a direct loop in portable C, so
  * there is no direct path.
  *
@@ -25,12 +34,27 @@
  * (Python).
  */
 #include "graph.h"
+#include "kernels/transpose.h"
 #include "kernels/vecmath.h"
+#include "kernels/winograd.h"
 
 #include <string.h>
 
 /* Floats of col per slot: a band of output rows is cut to fit. */
 #define COL_BUDGET (1 << 18)
+/* Images that fit in col whole are taken in blocks of about this many columns ... */
+#define BLOCK_COLUMNS 256
+/* ... whose col holds at most this many floats. */
+#define BLOCK_BUDGET (1 << 20)
+/* Winograd when min(channels, filters) * width exceeds this: fewer channels make thin
+   GEMMs, narrower images short transform loops, and im2col wins (measured: 64->64
+   channels at 8x8 and 32->32 at 7x7 lose, 32->32 at 32x32 and 256->256 at 8x8 win). */
+#define WINOGRAD_MIN_WORK 512
+/* Winograd: images in blocks of about this many tiles, ... */
+#define WINOGRAD_TILES 256
+/* ... whose transformed input and output hold at most this many floats (an image
+   that alone needs more runs im2col, in bands). */
+#define WINOGRAD_BUDGET (1 << 21)
 /* dW is summed over at most this many chunks of images ... */
 #define DW_CHUNKS 16
 /* ... whose partial sums together hold at most this many floats. */
@@ -44,6 +68,9 @@ typedef struct {
     int64_t sh, sw, ph, pw, dh, dw;
     int64_t groups, cg, fg, k;   /* channels and filters per group; K = cg*kh*kw */
     int64_t band;                /* output rows per col block */
+    int64_t images;              /* images per col block (> 1 only when band == oh) */
+    int winograd;                /* 3x3, stride 1, padding 1: forward and dx by Winograd */
+    int64_t tile_images;         /* Winograd: images per block */
     int ones_row;                /* col has a row of ones after its K rows, W a bias column */
     int in_place;                /* 1x1, stride 1, no padding: col is x itself */
     int flat;                    /* stride 1 and oW == W: a row of col is a shifted copy of x */
@@ -107,6 +134,15 @@ static int conv_check(const AcTensor *x, const AcTensor *weight, const AcTensor 
     return AC_OK;
 }
 
+/* Images per block: at most `most`, the n images shared evenly among the blocks. */
+static int64_t block_images(int64_t n, int64_t most)
+{
+    int64_t blocks;
+    if (most <= 1 || n <= 1) return 1;
+    blocks = (n + min64(most, n) - 1) / min64(most, n);
+    return (n + blocks - 1) / blocks;
+}
+
 static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvCtx *p)
 {
     ConvGeom g;
@@ -136,6 +172,20 @@ static ConvGeom conv_geom(const AcTensor *x, const AcTensor *weight, const ConvC
     g.ones_row = 0;
     g.band = g.in_place ? g.oh : min64(g.oh, COL_BUDGET / (g.k * g.ow > 0 ? g.k * g.ow : 1));
     if (g.band < 1) g.band = 1;
+    g.images = 1;
+    if (!g.in_place && g.band == g.oh && g.p > 0 && g.p < BLOCK_COLUMNS)
+        g.images = block_images(g.n, min64((BLOCK_COLUMNS + g.p - 1) / g.p,
+                                           BLOCK_BUDGET / ((g.k + 1) * g.p)));
+    g.winograd = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.ph == 1 && g.pw == 1 &&
+                 g.dh == 1 && g.dw == 1 && g.groups == 1 &&
+                 min64(g.c, g.f) * g.w > WINOGRAD_MIN_WORK &&
+                 WINOGRAD_POINTS * (g.c + g.f) * winograd_tiles(g.h, g.w) <= WINOGRAD_BUDGET;
+    g.tile_images = 1;
+    if (g.winograd) {
+        const int64_t tiles = winograd_tiles(g.h, g.w);
+        const int64_t most = WINOGRAD_BUDGET / (WINOGRAD_POINTS * (g.c + g.f) * tiles);
+        g.tile_images = block_images(g.n, min64((WINOGRAD_TILES + tiles - 1) / tiles, most));
+    }
     return g;
 }
 
@@ -192,20 +242,24 @@ static void zero_edges(float *row, const TapRange *t, int64_t ow)
         for (r = t->row_lo; r < t->row_hi; r++) row[r * ow + q] = 0.0f;
 }
 
-/* col (K x cols, then the ones row if any) for output rows [oh0, oh1) of the cg channels at x. */
-static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col)
+/*
+ * col (K rows of cols = (oh1 - oh0) * ow, then the ones row if any; row r at
+ * col + r*ld) for output rows [oh0, oh1) of the cg channels at x.
+ */
+static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col,
+                   int64_t ld)
 {
     const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
     int64_t c, i, j, r, q;
     if (g->ones_row)
-        for (q = 0; q < cols; q++) col[g->k * cols + q] = 1.0f;
+        for (q = 0; q < cols; q++) col[g->k * ld + q] = 1.0f;
     for (i = 0; i < g->kh; i++) {
         for (j = 0; j < g->kw; j++) {
             const TapRange t = tap_range(g, i, j, oh0, oh1);
             const int64_t lo = t.flat_lo, hi = t.flat_hi;
             for (c = 0; c < g->cg; c++) {
                 const float *plane = x + c * plane_size;
-                float *row = col + ((c * g->kh + i) * g->kw + j) * cols;
+                float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
                 if (t.row_lo > 0) memset(row, 0, (size_t)(t.row_lo * g->ow) * sizeof(float));
                 if (t.row_hi < rows)
                     memset(row + t.row_hi * g->ow, 0,
@@ -237,13 +291,15 @@ static void add_into(float *restrict dst, const float *restrict src, int64_t n)
 }
 
 /*
- * dx += the fold of dcol (K x cols) for output rows [oh0, oh1): im2col's
- * adjoint. dcol is scratch: in the flat layout its wrapped-around columns are
- * zeroed first, so each tap is one add over a contiguous stretch.
+ * dx += the fold of dcol (K rows of cols, row r at dcol + r*ld) for output
+ * rows [oh0, oh1): im2col's adjoint. dcol is scratch: in the flat layout its
+ * wrapped-around columns are zeroed first, so each tap is one add over a
+ * contiguous stretch.
  */
-static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, float *dx)
+static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, float *dx,
+                   int64_t ld)
 {
-    const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
+    const int64_t plane_size = g->h * g->w;
     int64_t c, i, j, r, q;
     for (i = 0; i < g->kh; i++) {
         for (j = 0; j < g->kw; j++) {
@@ -251,7 +307,7 @@ static void col2im(const ConvGeom *g, float *dcol, int64_t oh0, int64_t oh1, flo
             const int64_t lo = t.flat_lo, hi = t.flat_hi;
             for (c = 0; c < g->cg; c++) {
                 float *plane = dx + c * plane_size;
-                float *row = dcol + ((c * g->kh + i) * g->kw + j) * cols;
+                float *row = dcol + ((c * g->kh + i) * g->kw + j) * ld;
                 if (g->flat) {
                     zero_edges(row, &t, g->ow);
                     if (lo < hi) add_into(plane + lo + t.shift, row + lo, hi - lo);
@@ -275,7 +331,7 @@ typedef void (*ConvItemFn)(ConvJob *job, float *scratch, int64_t item);
 struct ConvJob {
     ConvGeom g;
     const float *x, *w, *bias, *gy;
-    const float *wt;             /* backward: W^T per group (K x F/g) */
+    const float *wt;             /* backward: W^T per group (K x F/g); Winograd: U */
     float *out, *dx, *dw_parts;
     int64_t chunk_images;        /* backward: images per chunk of dW */
     ConvItemFn fn;
@@ -356,11 +412,59 @@ static void forward_image(ConvJob *job, float *col, int64_t n)
                 gemm(0, 0, g->fg, cols, g->k, 1.0f, wg, g->k, xg + oh0 * g->ow, g->p, beta,
                      og + oh0 * g->ow, g->p);
             } else {
-                im2col(g, xg, oh0, oh1, col);
+                im2col(g, xg, oh0, oh1, col, cols);
                 gemm(0, 0, g->fg, cols, kb, 1.0f, wg, kb, col, cols, beta, og + oh0 * g->ow, g->p);
             }
         }
     }
+}
+
+/*
+ * Images [n0, n1) whole, side by side in col (the bias, if any, rides in its
+ * ones row): the product goes to scratch after col, then out per image.
+ */
+static void forward_images(ConvJob *job, float *col, int64_t n0, int64_t n1)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w, ld = (n1 - n0) * g->p;
+    float *product = col + kb * ld;
+    int64_t n, grp, f;
+    for (grp = 0; grp < g->groups; grp++) {
+        for (n = n0; n < n1; n++)
+            im2col(g, job->x + n * image + grp * g->cg * g->h * g->w, 0, g->oh,
+                   col + (n - n0) * g->p, ld);
+        gemm(0, 0, g->fg, ld, kb, 1.0f, job->w + grp * g->fg * kb, kb, col, ld, 0.0f, product, ld);
+        for (n = n0; n < n1; n++)
+            for (f = 0; f < g->fg; f++)
+                memcpy(job->out + (n * g->f + grp * g->fg + f) * g->p,
+                       product + f * ld + (n - n0) * g->p, (size_t)g->p * sizeof(float));
+    }
+}
+
+/* A block of images by Winograd: job->wt holds the transformed filters. */
+static void forward_winograd(ConvJob *job, float *scratch, int64_t block)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t n0 = block * g->tile_images, n1 = min64(n0 + g->tile_images, g->n);
+    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
+    winograd_conv(job->x + n0 * g->c * g->h * g->w, n1 - n0, g->c, g->h, g->w, job->wt, g->f,
+                  job->bias, scratch, scratch + WINOGRAD_POINTS * g->c * tiles,
+                  job->out + n0 * g->f * g->p);
+}
+
+/* The scratch of one Winograd block: transformed input and output. */
+static int64_t winograd_scratch(const ConvGeom *g)
+{
+    return WINOGRAD_POINTS * (g->c + g->f) * g->tile_images * winograd_tiles(g->h, g->w);
+}
+
+static void forward_block(ConvJob *job, float *scratch, int64_t block)
+{
+    const int64_t n0 = block * job->g.images;
+    if (job->g.images == 1)
+        forward_image(job, scratch, n0);
+    else
+        forward_images(job, scratch, n0, min64(n0 + job->g.images, job->g.n));
 }
 
 static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
@@ -412,6 +516,16 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
     job.out = out->data;
     cp = ac_mem_checkpoint();
     if (cp.depth < 0) return NULL;
+    if (job.g.winograd) {
+        float *u = arena_alloc((size_t)(WINOGRAD_POINTS * job.g.f * job.g.c) * sizeof(float));
+        if (u) winograd_filters(weight->data, job.g.f, job.g.c, 0, u);
+        job.wt = u;
+        status = u ? conv_run(&job, (job.g.n + job.g.tile_images - 1) / job.g.tile_images,
+                              winograd_scratch(&job.g), forward_winograd)
+                   : AC_ERR_MEMORY;
+        ac_mem_restore(cp);
+        return status == AC_OK ? out : NULL;
+    }
     if (bias && !job.g.in_place) {
         /* [W | b]: the product adds the bias through col's ones row. */
         const int64_t k = job.g.k;
@@ -427,72 +541,116 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
         job.w = wb;
         job.g.ones_row = 1;
     }
-    status = conv_run(&job, job.g.n,
-                      job.g.in_place ? 0 : (job.g.k + job.g.ones_row) * job.g.band * job.g.ow,
-                      forward_image);
+    status = conv_run(&job, (job.g.n + job.g.images - 1) / job.g.images,
+                      job.g.in_place ? 0
+                                     : (job.g.k + job.g.ones_row + (job.g.images > 1) * job.g.fg) *
+                                           job.g.images * job.g.band * job.g.ow,
+                      forward_block);
     ac_mem_restore(cp);
     return status == AC_OK ? out : NULL;
 }
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* dst (rows x cols) = the transpose of src (cols x rows), one group after another. */
-static void transpose_groups(const float *src, float *dst, int64_t groups, int64_t rows,
-                             int64_t cols)
+/*
+ * One image's dx, and its dW added into the chunk's part (first: set it),
+ * which holds dW^T per group (K x F/g, then db as one more row when col has
+ * its ones row): col is then the product's left operand, read in place, and
+ * only dY is transposed while packing.
+ */
+static void backward_image(ConvJob *job, float *scratch, int64_t n, float *part, int first)
 {
-    int64_t grp, r, c;
-    for (grp = 0; grp < groups; grp++) {
-        const float *s = src + grp * rows * cols;
-        float *d = dst + grp * rows * cols;
-        for (c = 0; c < cols; c++)
-            for (r = 0; r < rows; r++) d[r * cols + c] = s[c * rows + r];
+    const ConvGeom *g = &job->g;
+    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w;
+    float *col = scratch, *dcol = scratch ? scratch + kb * g->band * g->ow : NULL;
+    const float *x = job->x + n * image, *gy = job->gy + n * g->f * g->p;
+    float *dx = job->dx ? job->dx + n * image : NULL;
+    int64_t grp, oh0;
+    if (dx && !g->in_place) memset(dx, 0, (size_t)image * sizeof(float));
+    for (grp = 0; grp < g->groups; grp++) {
+        const float *xg = x + grp * g->cg * g->h * g->w, *gyg = gy + grp * g->fg * g->p;
+        const float *wtg = job->wt ? job->wt + grp * g->k * g->fg : NULL;
+        float *partg = part ? part + grp * kb * g->fg : NULL;
+        float *dxg = dx ? dx + grp * g->cg * g->h * g->w : NULL;
+        for (oh0 = 0; oh0 < g->oh; oh0 += g->band) {
+            const int64_t oh1 = min64(oh0 + g->band, g->oh), cols = (oh1 - oh0) * g->ow;
+            const float *gband = gyg + oh0 * g->ow;
+            const float beta = first && oh0 == 0 ? 0.0f : 1.0f;
+            if (partg && g->in_place) {
+                gemm(0, 1, g->k, g->fg, cols, 1.0f, xg + oh0 * g->ow, g->p, gband, g->p,
+                     beta, partg, g->fg);
+            } else if (partg) {
+                im2col(g, xg, oh0, oh1, col, cols);
+                gemm(0, 1, kb, g->fg, cols, 1.0f, col, cols, gband, g->p, beta, partg, g->fg);
+            }
+            if (dxg && g->in_place) {
+                gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f,
+                     dxg + oh0 * g->ow, g->p);
+            } else if (dxg) {
+                gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f, dcol, cols);
+                col2im(g, dcol, oh0, oh1, dxg, cols);
+            }
+        }
     }
 }
 
 /*
- * One chunk of images: dx for each, and their dW summed into the chunk's
- * part, which holds dW^T per group (K x F/g, then db as one more row when
- * col has its ones row): col is then the product's left operand, read in
- * place, and only dY is transposed while packing.
+ * Images [n0, n1) whole, side by side: dY of the block gathered per group
+ * (F/g x the block's pixels), then one product each for dW^T and dcol.
  */
+static void backward_images(ConvJob *job, float *scratch, int64_t n0, int64_t n1, float *part,
+                            int first)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w, ld = (n1 - n0) * g->p;
+    float *col = scratch, *dcol = col + kb * ld, *gy = dcol + g->k * ld;
+    int64_t n, grp, f;
+    for (n = n0; job->dx && n < n1; n++)
+        memset(job->dx + n * image, 0, (size_t)image * sizeof(float));
+    for (grp = 0; grp < g->groups; grp++) {
+        const int64_t channels = grp * g->cg * g->h * g->w;
+        for (n = n0; n < n1; n++)
+            for (f = 0; f < g->fg; f++)
+                memcpy(gy + f * ld + (n - n0) * g->p, job->gy + (n * g->f + grp * g->fg + f) * g->p,
+                       (size_t)g->p * sizeof(float));
+        if (part) {
+            for (n = n0; n < n1; n++)
+                im2col(g, job->x + n * image + channels, 0, g->oh, col + (n - n0) * g->p, ld);
+            gemm(0, 1, kb, g->fg, ld, 1.0f, col, ld, gy, ld, first ? 0.0f : 1.0f,
+                 part + grp * kb * g->fg, g->fg);
+        }
+        if (job->dx) {
+            gemm(0, 0, g->k, ld, g->fg, 1.0f, job->wt + grp * g->k * g->fg, g->fg, gy, ld, 0.0f,
+                 dcol, ld);
+            for (n = n0; n < n1; n++)
+                col2im(g, dcol + (n - n0) * g->p, 0, g->oh, job->dx + n * image + channels, ld);
+        }
+    }
+}
+
+/* dx of a block of images by Winograd: dY convolved with the rotated kernel, U in job->wt. */
+static void backward_winograd(ConvJob *job, float *scratch, int64_t block)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t n0 = block * g->tile_images, n1 = min64(n0 + g->tile_images, g->n);
+    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
+    winograd_conv(job->gy + n0 * g->f * g->p, n1 - n0, g->f, g->h, g->w, job->wt, g->c, NULL,
+                  scratch, scratch + WINOGRAD_POINTS * g->f * tiles,
+                  job->dx + n0 * g->c * g->h * g->w);
+}
+
+/* One chunk of images, a block at a time: dx for each, their dW summed into the chunk's part. */
 static void backward_chunk(ConvJob *job, float *scratch, int64_t chunk)
 {
     const ConvGeom *g = &job->g;
     const int64_t n0 = chunk * job->chunk_images, n1 = min64(n0 + job->chunk_images, g->n);
-    const int64_t kb = g->k + g->ones_row, image = g->c * g->h * g->w;
-    const int64_t band_floats = kb * g->band * g->ow;
-    float *part = job->dw_parts ? job->dw_parts + chunk * g->f * kb : NULL;
-    float *col = scratch, *dcol = scratch ? scratch + band_floats : NULL;
-    int64_t n, grp, oh0;
-    for (n = n0; n < n1; n++) {
-        const float *x = job->x + n * image, *gy = job->gy + n * g->f * g->p;
-        float *dx = job->dx ? job->dx + n * image : NULL;
-        if (dx && !g->in_place) memset(dx, 0, (size_t)image * sizeof(float));
-        for (grp = 0; grp < g->groups; grp++) {
-            const float *xg = x + grp * g->cg * g->h * g->w, *gyg = gy + grp * g->fg * g->p;
-            const float *wtg = job->wt ? job->wt + grp * g->k * g->fg : NULL;
-            float *partg = part ? part + grp * kb * g->fg : NULL;
-            float *dxg = dx ? dx + grp * g->cg * g->h * g->w : NULL;
-            for (oh0 = 0; oh0 < g->oh; oh0 += g->band) {
-                const int64_t oh1 = min64(oh0 + g->band, g->oh), cols = (oh1 - oh0) * g->ow;
-                const float *gband = gyg + oh0 * g->ow;
-                const float beta = n == n0 && oh0 == 0 ? 0.0f : 1.0f;
-                if (partg && g->in_place) {
-                    gemm(0, 1, g->k, g->fg, cols, 1.0f, xg + oh0 * g->ow, g->p, gband, g->p,
-                         beta, partg, g->fg);
-                } else if (partg) {
-                    im2col(g, xg, oh0, oh1, col);
-                    gemm(0, 1, kb, g->fg, cols, 1.0f, col, cols, gband, g->p, beta, partg, g->fg);
-                }
-                if (dxg && g->in_place) {
-                    gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f,
-                         dxg + oh0 * g->ow, g->p);
-                } else if (dxg) {
-                    gemm(0, 0, g->k, cols, g->fg, 1.0f, wtg, g->fg, gband, g->p, 0.0f, dcol, cols);
-                    col2im(g, dcol, oh0, oh1, dxg);
-                }
-            }
-        }
+    float *part = job->dw_parts ? job->dw_parts + chunk * g->f * (g->k + g->ones_row) : NULL;
+    int64_t n;
+    for (n = n0; n < n1; n += g->images) {
+        if (g->images == 1)
+            backward_image(job, scratch, n, part, n == n0);
+        else
+            backward_images(job, scratch, n, min64(n + g->images, n1), part, n == n0);
     }
 }
 
@@ -523,25 +681,59 @@ static int64_t dw_chunk_images(const ConvGeom *g)
     return (g->n + chunks - 1) / chunks;
 }
 
-/* dW (and db from the ones row) = the sum of the chunks' parts, in chunk order. */
-static void sum_parts(const ConvGeom *g, const float *parts, int64_t chunks, float *dw, float *db)
+/*
+ * dW (and db from the ones row) = the sum of the chunks' parts, in chunk
+ * order, added up in the first part, then transposed out of it per group.
+ */
+static void sum_parts(const ConvGeom *g, float *parts, int64_t chunks, float *dw, float *db)
 {
     const int64_t kb = g->k + g->ones_row;
-    int64_t c, grp, f, r;
-    for (c = 0; c < chunks; c++) {
-        const float *part = parts + c * g->f * kb;
-        for (grp = 0; grp < g->groups; grp++) {
-            for (f = 0; f < g->fg; f++) {
-                const float *column = part + grp * kb * g->fg + f;
-                float *row = dw + (grp * g->fg + f) * g->k;
-                for (r = 0; r < g->k; r++)
-                    row[r] = c ? row[r] + column[r * g->fg] : column[r * g->fg];
-                if (db)
-                    db[grp * g->fg + f] = c ? db[grp * g->fg + f] + column[g->k * g->fg]
-                                            : column[g->k * g->fg];
-            }
-        }
+    int64_t c, grp;
+    for (c = 1; c < chunks; c++) add_into(parts, parts + c * g->f * kb, g->f * kb);
+    for (grp = 0; grp < g->groups; grp++) {
+        const float *part = parts + grp * kb * g->fg;
+        matrix_transpose(dw + grp * g->fg * g->k, g->k, part, g->fg, g->k, g->fg, 0);
+        if (db) memcpy(db + grp * g->fg, part + g->k * g->fg, (size_t)g->fg * sizeof(float));
     }
+}
+
+/* One chunk of Winograd blocks: their du summed into the chunk's part. */
+static void weight_grad_winograd(ConvJob *job, float *scratch, int64_t chunk)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t n0 = chunk * job->chunk_images, n1 = min64(n0 + job->chunk_images, g->n);
+    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
+    float *part = job->dw_parts + chunk * WINOGRAD_POINTS * g->f * g->c;
+    int64_t n;
+    for (n = n0; n < n1; n += g->tile_images)
+        winograd_weight_grad(job->x + n * g->c * g->h * g->w, job->gy + n * g->f * g->p,
+                             min64(n + g->tile_images, n1) - n, g->c, g->f, g->h, g->w, scratch,
+                             scratch + WINOGRAD_POINTS * g->c * tiles, part, n != n0);
+}
+
+/*
+ * dW by Winograd: chunks of whole blocks (shapes only) each sum their du, the
+ * chunks are added in order, and the sum goes back to 3x3 kernels. Scratch
+ * from the caller's scope.
+ */
+static int winograd_weight_gradient(ConvJob *job, float *dw)
+{
+    const ConvGeom *g = &job->g;
+    const int64_t usize = WINOGRAD_POINTS * g->f * g->c;
+    const int64_t blocks = (g->n + g->tile_images - 1) / g->tile_images;
+    int64_t chunks = min64(min64(blocks, DW_CHUNKS), DW_PART_BUDGET / usize), per_chunk, c;
+    int status;
+    if (chunks < 1) chunks = 1;
+    per_chunk = (blocks + chunks - 1) / chunks;
+    chunks = (blocks + per_chunk - 1) / per_chunk;
+    job->chunk_images = per_chunk * g->tile_images;
+    job->dw_parts = arena_alloc((size_t)(chunks * usize) * sizeof(float));
+    if (!job->dw_parts) return AC_ERR_MEMORY;
+    status = conv_run(job, chunks, winograd_scratch(g), weight_grad_winograd);
+    if (status != AC_OK) return status;
+    for (c = 1; c < chunks; c++) add_into(job->dw_parts, job->dw_parts + c * usize, usize);
+    winograd_filters_grad(job->dw_parts, g->f, g->c, dw);
+    return AC_OK;
 }
 
 static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -557,7 +749,7 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     memset(&job, 0, sizeof job);
     job.g = conv_geom(x, weight, params);
     /* db comes with dW from col's ones row, or else from its own sums. */
-    job.g.ones_row = need_db && need_dw && !job.g.in_place;
+    job.g.ones_row = need_db && need_dw && !job.g.in_place && !job.g.winograd;
     wsize = job.g.f * (job.g.k + job.g.ones_row);
     job.x = x->data;
     job.gy = gout->data;
@@ -588,13 +780,32 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     }
     if ((!need_dx && !need_dw) || job.g.n == 0 || job.g.f == 0 || job.g.k == 0) return AC_OK;
 
+    /* Whole blocks per chunk, so that the blocks, like the chunks, depend on the shapes only. */
     job.chunk_images = need_dw ? dw_chunk_images(&job.g) : 1;
+    job.chunk_images = (job.chunk_images + job.g.images - 1) / job.g.images * job.g.images;
     chunks = (job.g.n + job.chunk_images - 1) / job.chunk_images;
     cp = ac_mem_checkpoint();
     if (cp.depth < 0) return ac_last_error_code();
+    if (job.g.winograd) {
+        if (need_dx) {
+            float *u = arena_alloc((size_t)(WINOGRAD_POINTS * job.g.f * job.g.c) * sizeof(float));
+            if (u) winograd_filters(weight->data, job.g.c, job.g.f, 1, u);
+            job.wt = u;
+            status = u ? conv_run(&job, (job.g.n + job.g.tile_images - 1) / job.g.tile_images,
+                                  winograd_scratch(&job.g), backward_winograd)
+                       : AC_ERR_MEMORY;
+        }
+        if (need_dw && status == AC_OK) status = winograd_weight_gradient(&job, gin[1]->data);
+        ac_mem_restore(cp);
+        return status;
+    }
     if (need_dx) {
         float *wt = arena_alloc((size_t)(job.g.f * job.g.k) * sizeof(float));
-        if (wt) transpose_groups(weight->data, wt, job.g.groups, job.g.k, job.g.fg);
+        int64_t grp;
+        for (grp = 0; wt && grp < job.g.groups; grp++)   /* W^T per group */
+            matrix_transpose(wt + grp * job.g.k * job.g.fg, job.g.fg,
+                             weight->data + grp * job.g.fg * job.g.k, job.g.k, job.g.fg, job.g.k,
+                             0);
         job.wt = wt;
         if (!wt) status = AC_ERR_MEMORY;
     }
@@ -602,10 +813,12 @@ static int conv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         job.dw_parts = arena_alloc((size_t)(chunks * wsize) * sizeof(float));
         if (!job.dw_parts) status = AC_ERR_MEMORY;
     }
-    if (status == AC_OK)
+    if (status == AC_OK && (job.dx || need_dw))
         status = conv_run(&job, chunks,
                           job.g.in_place ? 0
-                                         : (2 * job.g.k + job.g.ones_row) * job.g.band * job.g.ow,
+                                         : (2 * job.g.k + job.g.ones_row +
+                                            (job.g.images > 1) * job.g.fg) *
+                                               job.g.images * job.g.band * job.g.ow,
                           backward_chunk);
     if (status == AC_OK && need_dw)
         sum_parts(&job.g, job.dw_parts, chunks, gin[1]->data, job.g.ones_row ? gin[2]->data : NULL);
