@@ -141,6 +141,11 @@ def read_json(environ, keys):
     body = environ["wsgi.input"].read(length)
     if len(body) != length:
         raise BadRequest(400, "the body ended after %d of %d bytes" % (len(body), length))
+    # A valid body has a list per row (MAX_ROWS at most) and one per key (the list
+    # of rows, the labels): one with more is refused unparsed, so that a long list
+    # never becomes Python objects.
+    if body.count(b"[") > MAX_ROWS + len(keys):
+        raise BadRequest(400, "inputs must be a list of 1 to %d rows" % MAX_ROWS)
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:   # also for bad UTF-8 and nesting past 1024
