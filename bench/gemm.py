@@ -280,7 +280,7 @@ def report(rows, peaks):
             met = False
         print("%-28s %5s %3d %9.1f %9.1f %7.2f %7s %7s %9.1e" % (
             row["case"], row["trans"], row["threads"], row["aicraft_gflops"],
-            row["numpy_gflops"], ratio, "%.1f" % target if target else "-",
+            row["numpy_gflops"], ratio, "%.2f" % target if target else "-",
             "%.0f%%" % (100 * row["peak_fraction"]) if peak else "n/a", row["max_rel_err"]))
     print()
     print("targets (ratio >= %.2f for square n >= 256, >= %.1f for the MLP shapes): %s"
