@@ -72,7 +72,9 @@ const char *gemm_kernels_name(void) { return kernels()->name; }
 
 typedef struct {
     int kc;   /* depth of a packed slice: an A-panel (mr x kc) fills 3/4 of L1 */
-    int nc;   /* columns of a packed B block (kc x nc): 3/4 of L2 */
+    int nc;   /* columns of a packed B block (kc x nc): half of L2, the rest for the
+                 A-panels and rows of C streaming through (at 3/4 of a 512 KB L2 they
+                 would evict the block) */
     int mc;   /* rows of a packed A block (mc x kc): a share of L3 */
     int64_t kept_b;  /* floats of op(B) a thread may keep packed for a whole job: L2 */
 } GemmBlocking;
@@ -108,7 +110,7 @@ static void set_up_blocking(void)
         const GemmKernels *kern = kernel_sets[i];
         GemmBlocking *blk = &kernel_set_blocking[i];
         blk->kc = clamp_int(l1 * 3 / 4 / (4L * kern->mr), 64, 512) / 8 * 8;
-        blk->nc = clamp_int(l2 * 3 / 4 / (4L * blk->kc), kern->nr, 4096) / kern->nr * kern->nr;
+        blk->nc = clamp_int(l2 / 2 / (4L * blk->kc), kern->nr, 4096) / kern->nr * kern->nr;
         blk->mc = clamp_int(l3 / 4 / (4L * blk->kc), kern->mr, 3072) / kern->mr * kern->mr;
         blk->kept_b = l2 / 4;
     }
