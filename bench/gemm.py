@@ -150,8 +150,11 @@ def openblas_core():
     """The core type NumPy's OpenBLAS picked (OPENBLAS_CORETYPE overrides it), read
     from the loaded library, or None when NumPy uses another BLAS."""
     import ctypes
-    with open("/proc/self/maps") as f:
-        paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
+    try:
+        with open("/proc/self/maps") as f:   # Linux: the libraries this process loaded
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
+    except OSError:
+        return None
     for path in sorted(paths):
         blas = ctypes.CDLL(path)
         for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
