@@ -100,16 +100,16 @@ static int run_case(const Case *t)
 }
 
 /* Sizes around the register tiles (4..32), the packing blocks (depth 512,
-   columns 384, rows 3072 with AVX-512 here), the few-rows path (m <= 4: its
+   columns 256, rows 3072 with AVX-512 here), the few-rows path (m <= 4: its
    column groups of 2, 4, 16 and 64, depth steps of 8 and 16, and a split
-   over threads) and primes. */
+   over threads), the deepest transposed A read in place (64) and primes. */
 static const int64_t shapes[][3] = {
     {1, 1, 1},     {1, 1, 700},   {2, 3, 1},     {3, 2, 5},     {5, 7, 11},
     {13, 17, 19},  {12, 32, 8},   {11, 31, 9},   {24, 64, 16},  {25, 65, 17},
     {37, 41, 43},  {97, 89, 83},  {64, 128, 50}, {1000, 3, 7},  {3, 1000, 7},
     {7, 3, 1000},  {130, 70, 700}, {61, 401, 37}, {101, 1, 101}, {1, 101, 101},
     {3100, 5, 3},  {4, 67, 33},   {1, 130, 784}, {2, 200, 17},  {4, 5, 1},
-    {3, 4099, 300},
+    {3, 4099, 300}, {100, 40, 64}, {100, 40, 65},
 };
 
 static void test_shapes_and_transposes(void)

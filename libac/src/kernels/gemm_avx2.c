@@ -53,6 +53,15 @@ AVX2_TARGET static void pack_rows_along_memory(const float *x, int64_t ld, int r
                                  _mm256_loadu_ps(x + (int64_t)p * ld + g));
         return;
     }
+    if (rows == AVX2_MR && width == AVX2_MR) {   /* op(A) transposed: masked moves cost 5x */
+        for (p = 0; p < depth; p++) {
+            const float *src = x + (int64_t)p * ld;
+            float *out = dst + (int64_t)p * AVX2_MR;
+            _mm_storeu_ps(out, _mm_loadu_ps(src));
+            _mm_storel_pi((__m64 *)(out + 4), _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(src + 4)));
+        }
+        return;
+    }
     for (p = 0; p < depth; p++) {
         const float *src = x + (int64_t)p * ld;
         float *out = dst + (int64_t)p * width;
