@@ -15,7 +15,6 @@
  * Not here: the kernels (kernels/qgemm*.c), the recurrent layers (qrnn.c).
  */
 #include "qlinear.h"
-#include "kernels/qgemm.h"
 
 #include <float.h>
 #include <math.h>
@@ -28,16 +27,6 @@
 #define QLINEAR_PARALLEL_WORK 524288
 /* Below this many in features the portable kernel is the fastest. */
 #define QLINEAR_SIMD_MIN_IN 16
-
-struct AcQLinear {
-    int32_t refs;
-    int32_t has_bias;
-    int64_t in, out;
-    size_t bytes;            /* of the whole block, this header included */
-    int8_t *weight;          /* (out, in), then QGEMM_SLACK zero bytes */
-    float *scale;            /* (out) */
-    float *bias;             /* (out), or NULL */
-};
 
 static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -59,12 +48,11 @@ static inline float round_even(float v)
     return (v + magic) - magic;
 }
 
-/* Quantize the k floats of x to dst (int8, or + 128 when plus_128), zero from
-   k to ld; returns the scale max|x| / 127. A row with max|x| < 2^-120 (where
+/* qlinear.h: the scale is max|x| / 127. A row with max|x| < 2^-120 (where
    127 / max|x| could overflow) quantizes to 0 with scale 0; one holding inf or
    NaN to 0 with scale NaN. */
-QUANTIZE_KERNEL static float quantize_row(const float *restrict x, int64_t k, int64_t ld, int plus_128,
-                          uint8_t *restrict dst)
+static inline float quantize_row(const float *restrict x, int64_t k, int64_t ld, int plus_128,
+                                 uint8_t *restrict dst)
 {
     const int offset = plus_128 ? 128 : 0;
     float amax = 0.0f, inv;
@@ -88,6 +76,14 @@ QUANTIZE_KERNEL static float quantize_row(const float *restrict x, int64_t k, in
     }
     for (; p < ld; p++) dst[p] = 0;
     return amax / 127.0f;
+}
+
+/* One call for all rows: the CPU's clone is picked once, not per row. */
+QUANTIZE_KERNEL void qlinear_quantize_rows(const float *x, int64_t m, int64_t k, int64_t ld, int plus_128,
+                                           uint8_t *dst, float *scales)
+{
+    int64_t i;
+    for (i = 0; i < m; i++) scales[i] = quantize_row(x + i * k, k, ld, plus_128, dst + i * ld);
 }
 
 /* ---- the block ------------------------------------------------------------ */
@@ -155,15 +151,12 @@ AcQLinear *ac_qlinear_pack(const AcTensor *weight, const AcTensor *bias)
 {
     const char *op = "qlinear_pack";
     AcQLinear *q;
-    int64_t j;
     if (check_matrix(op, weight, AC_FLOAT32, "weight") ||
         (bias && check_vector(op, bias, weight->shape[0], "bias")))
         return NULL;
     q = qlinear_alloc(op, weight->shape[0], weight->shape[1], bias != NULL);
     if (!q) return NULL;
-    for (j = 0; j < q->out; j++)
-        q->scale[j] = quantize_row(weight->data + j * q->in, q->in, q->in, 0,
-                                   (uint8_t *)q->weight + j * q->in);
+    qlinear_quantize_rows(weight->data, q->out, q->in, q->in, 0, (uint8_t *)q->weight, q->scale);
     if (bias) memcpy(q->bias, bias->data, (size_t)q->out * sizeof(float));
     return q;
 }
@@ -246,14 +239,22 @@ const char *ac_qlinear_kernels(void) { return qgemm_kernels()->name; }
 
 /* ---- forward -------------------------------------------------------------- */
 
+const QGemmKernels *qlinear_kernels(const AcQLinear *q)
+{
+    /* A few features fill a fraction of a vector, and summing it across costs more
+       than the plain loop's few products (the same sums, so the same results). */
+    return q->in < QLINEAR_SIMD_MIN_IN ? &qgemm_generic_kernels : qgemm_kernels();
+}
+
 typedef struct {
     const AcQLinear *q;
     const QGemmKernels *kern;
+    const QPanels *panels;   /* or NULL */
     const uint8_t *qx;       /* m quantized rows, ld_x bytes apart */
     int64_t ld_x, m;
     const float *sx;         /* their scales */
     int32_t *sums;           /* (m, out) */
-    float *y;                /* (m, out) */
+    float *y;                /* (m, out), or NULL for the sums alone */
 } Forward;
 
 /* Output columns [begin, end) * QLINEAR_COLUMNS: the sums, then the floats. */
@@ -272,8 +273,12 @@ static void forward_task(void *ctx, int64_t begin, int64_t end)
     job.w = q->weight + j0 * q->in;
     job.out = f->sums + j0;
     job.ld_out = q->out;
-    f->kern->dot(&job);
-    for (i = 0; i < f->m; i++) {
+    job.panels = f->panels ? f->panels->w + j0 * f->panels->depth : NULL;
+    job.sums = f->panels ? f->panels->sums + j0 : NULL;
+    job.depth = f->panels ? f->panels->depth : 0;
+    if (job.panels && f->kern->dot_panels) f->kern->dot_panels(&job);
+    else f->kern->dot(&job);
+    for (i = 0; f->y && i < f->m; i++) {
         const int32_t *restrict sums = f->sums + i * q->out;
         float *restrict y = f->y + i * q->out;
         float sx = f->sx[i];
@@ -284,33 +289,54 @@ static void forward_task(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+static void run_forward(const Forward *f)
+{
+    const AcQLinear *q = f->q;
+    int64_t blocks = (q->out + QLINEAR_COLUMNS - 1) / QLINEAR_COLUMNS;
+    int64_t work = f->m * QLINEAR_COLUMNS * (q->in > 0 ? q->in : 1);
+    parallel_for(blocks, (QLINEAR_PARALLEL_WORK + work - 1) / work, forward_task, (void *)f);
+}
+
+void qlinear_sums(const AcQLinear *q, const QGemmKernels *kern, const QPanels *panels,
+                  const uint8_t *qx, int64_t ld_x, int64_t m, int32_t *sums)
+{
+    Forward f;
+    if (m == 0 || q->out == 0) return;
+    f.q = q;
+    f.kern = kern;
+    f.panels = panels;
+    f.qx = qx;
+    f.ld_x = ld_x;
+    f.m = m;
+    f.sx = NULL;
+    f.sums = sums;
+    f.y = NULL;
+    run_forward(&f);
+}
+
 int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
 {
     Forward f;
-    int64_t ld_x = (int64_t)round_up64((size_t)q->in), i, blocks, work, grain;
+    int64_t ld_x = (int64_t)round_up64((size_t)q->in);
     size_t qx_bytes = round_up64((size_t)(m * ld_x)), sx_bytes = round_up64((size_t)m * sizeof(float));
     size_t bytes = qx_bytes + sx_bytes + (size_t)(m * q->out) * sizeof(int32_t);
     char *scratch;
+    float *sx;
     if (m == 0 || q->out == 0) return AC_OK;
     scratch = scratch_alloc(bytes);
     if (!scratch) return ac_last_error_code();
+    sx = (float *)(void *)(scratch + qx_bytes);
     f.q = q;
-    /* A few features fill a fraction of a vector, and summing it across costs more
-       than the plain loop's few products (the same sums, so the same results). */
-    f.kern = q->in < QLINEAR_SIMD_MIN_IN ? &qgemm_generic_kernels : qgemm_kernels();
+    f.kern = qlinear_kernels(q);
+    f.panels = NULL;
     f.qx = (const uint8_t *)scratch;
     f.ld_x = ld_x;
     f.m = m;
-    f.sx = (const float *)(void *)(scratch + qx_bytes);
+    f.sx = sx;
     f.sums = (int32_t *)(void *)(scratch + qx_bytes + sx_bytes);
     f.y = y;
-    for (i = 0; i < m; i++)
-        ((float *)(void *)(scratch + qx_bytes))[i] =
-            quantize_row(x + i * q->in, q->in, ld_x, f.kern->x_plus_128, (uint8_t *)scratch + i * ld_x);
-    blocks = (q->out + QLINEAR_COLUMNS - 1) / QLINEAR_COLUMNS;
-    work = m * QLINEAR_COLUMNS * (q->in > 0 ? q->in : 1);
-    grain = (QLINEAR_PARALLEL_WORK + work - 1) / work;
-    parallel_for(blocks, grain, forward_task, &f);
+    qlinear_quantize_rows(x, m, q->in, ld_x, f.kern->x_plus_128, (uint8_t *)scratch, sx);
+    run_forward(&f);
     scratch_free(scratch, bytes);
     return AC_OK;
 }
