@@ -24,6 +24,8 @@
 #define QLINEAR_MAX_IN 65536
 /* Output columns per task, and the multiply-adds below which one thread does all. */
 #define QLINEAR_COLUMNS 16
+/* Rows per kernel call within a task. */
+#define QLINEAR_ROWS 64
 #define QLINEAR_PARALLEL_WORK 524288
 /* Below this many in features the portable kernel is the fastest. */
 #define QLINEAR_SIMD_MIN_IN 16
@@ -55,18 +57,20 @@ static inline float quantize_row(const float *restrict x, int64_t k, int64_t ld,
                                  uint8_t *restrict dst)
 {
     const int offset = plus_128 ? 128 : 0;
-    float amax = 0.0f, inv;
-    int finite = 1;
+    uint32_t top = 0;   /* the largest |x| as bits: for floats >= 0 (and NaN above inf) the integer order */
+    float amax, inv;
     int64_t p;
     for (p = 0; p < k; p++) {
-        float a = fabsf(x[p]);
-        amax = a > amax ? a : amax;
-        finite &= a <= FLT_MAX;
+        uint32_t bits;
+        memcpy(&bits, x + p, sizeof bits);
+        bits &= 0x7fffffffu;
+        top = bits > top ? bits : top;
     }
-    if (!finite || amax < 0x1p-120f) {
+    memcpy(&amax, &top, sizeof amax);
+    if (top >= 0x7f800000u || amax < 0x1p-120f) {
         for (p = 0; p < k; p++) dst[p] = (uint8_t)offset;
         for (; p < ld; p++) dst[p] = 0;
-        return finite ? 0.0f : NAN;
+        return top < 0x7f800000u ? 0.0f : NAN;
     }
     inv = 127.0f / amax;
     for (p = 0; p < k; p++) {
@@ -257,35 +261,39 @@ typedef struct {
     float *y;                /* (m, out), or NULL for the sums alone */
 } Forward;
 
-/* Output columns [begin, end) * QLINEAR_COLUMNS: the sums, then the floats. */
+/* Output columns [begin, end) * QLINEAR_COLUMNS, QLINEAR_ROWS rows at a time
+   (their sums stay in L1 for the floats): the sums, then the floats. */
 static void forward_task(void *ctx, int64_t begin, int64_t end)
 {
     const Forward *f = ctx;
     const AcQLinear *q = f->q;
-    int64_t j0 = begin * QLINEAR_COLUMNS, j1 = end * QLINEAR_COLUMNS, i, j;
+    int64_t j0 = begin * QLINEAR_COLUMNS, j1 = end * QLINEAR_COLUMNS, i0, i, j;
     QDotJob job;
     if (j1 > q->out) j1 = q->out;
-    job.m = f->m;
     job.n = j1 - j0;
     job.k = q->in;
-    job.x = f->qx;
     job.ld_x = f->ld_x;
     job.w = q->weight + j0 * q->in;
-    job.out = f->sums + j0;
     job.ld_out = q->out;
     job.panels = f->panels ? f->panels->w + j0 * f->panels->depth : NULL;
     job.sums = f->panels ? f->panels->sums + j0 : NULL;
     job.depth = f->panels ? f->panels->depth : 0;
-    if (job.panels && f->kern->dot_panels) f->kern->dot_panels(&job);
-    else f->kern->dot(&job);
-    for (i = 0; f->y && i < f->m; i++) {
-        const int32_t *restrict sums = f->sums + i * q->out;
-        float *restrict y = f->y + i * q->out;
-        float sx = f->sx[i];
-        if (q->bias)
-            for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]) + q->bias[j];
-        else
-            for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]);
+    for (i0 = 0; i0 < f->m; i0 += QLINEAR_ROWS) {
+        const int64_t i1 = i0 + QLINEAR_ROWS < f->m ? i0 + QLINEAR_ROWS : f->m;
+        job.m = i1 - i0;
+        job.x = f->qx + i0 * f->ld_x;
+        job.out = f->sums + i0 * q->out + j0;
+        if (job.panels && f->kern->dot_panels) f->kern->dot_panels(&job);
+        else f->kern->dot(&job);
+        for (i = i0; f->y && i < i1; i++) {
+            const int32_t *restrict sums = f->sums + i * q->out;
+            float *restrict y = f->y + i * q->out;
+            float sx = f->sx[i];
+            if (q->bias)
+                for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]) + q->bias[j];
+            else
+                for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]);
+        }
     }
 }
 
