@@ -322,15 +322,57 @@ void qlinear_sums(const AcQLinear *q, const QGemmKernels *kern, const QPanels *p
     run_forward(&f);
 }
 
+typedef struct {
+    const AcQLinear *q;
+    const float *x;
+    float *y;
+} OneFeature;
+
+/* One in feature (a univariate series): each row quantizes to one byte, and
+   one pass per row makes its outputs, with the general path's arithmetic (the
+   product is its exact sum). Rows [begin, end). */
+QUANTIZE_KERNEL static void one_feature_rows(const AcQLinear *q, const float *x, int64_t begin,
+                                             int64_t end, float *y)
+{
+    const int8_t *restrict w = q->weight;
+    const float *restrict scale = q->scale, *restrict bias = q->bias;
+    const int64_t n = q->out;
+    int64_t i, j;
+    for (i = begin; i < end; i++) {
+        uint8_t byte;
+        const float sx = quantize_row(x + i, 1, 1, 0, &byte);
+        const int32_t xi = (int8_t)byte;
+        float *restrict yi = y + i * n;
+        if (bias)
+            for (j = 0; j < n; j++) yi[j] = (float)(xi * (int32_t)w[j]) * (sx * scale[j]) + bias[j];
+        else
+            for (j = 0; j < n; j++) yi[j] = (float)(xi * (int32_t)w[j]) * (sx * scale[j]);
+    }
+}
+
+static void one_feature_task(void *ctx, int64_t begin, int64_t end)
+{
+    const OneFeature *f = ctx;
+    one_feature_rows(f->q, f->x, begin, end, f->y);
+}
+
 int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
 {
     Forward f;
+    OneFeature one;
     int64_t ld_x = (int64_t)round_up64((size_t)q->in);
     size_t qx_bytes = round_up64((size_t)(m * ld_x)), sx_bytes = round_up64((size_t)m * sizeof(float));
     size_t bytes = qx_bytes + sx_bytes + (size_t)(m * q->out) * sizeof(int32_t);
     char *scratch;
     float *sx;
     if (m == 0 || q->out == 0) return AC_OK;
+    if (q->in == 1) {
+        one.q = q;
+        one.x = x;
+        one.y = y;
+        parallel_for(m, (QLINEAR_PARALLEL_WORK + q->out - 1) / q->out, one_feature_task, &one);
+        return AC_OK;
+    }
     scratch = scratch_alloc(bytes);
     if (!scratch) return ac_last_error_code();
     sx = (float *)(void *)(scratch + qx_bytes);
