@@ -8,7 +8,8 @@
  * time over k rounded up: x is zero there, so w's bytes past its row (the next
  * row, or the block's slack after the last) add nothing.
  *
- * Register tiles: 2 rows of x by 4 of w for batches, 1 by 4 for a single row.
+ * Register tiles: 2 rows of x by 4 of w for batches, 1 by 4 for a single row;
+ * from panels (qgemm.h), 4 rows of x by one panel (two vectors of 8 columns).
  * Every function carries its own target attribute; qgemm.c checks the CPU.
  */
 #include "qgemm.h"

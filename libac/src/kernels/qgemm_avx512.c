@@ -9,7 +9,9 @@
  * mask (AVX-512BW), so nothing past k is touched.
  *
  * Register tiles: 4 rows of x by 4 of w for batches, 1 by 4 for a single row,
- * walking all of x for each group of four rows of w (which stays in L1).
+ * walking all of x for each group of four rows of w (which stays in L1). From
+ * panels (qgemm.h): 4 rows of x by 4 panels of 16 columns, a broadcast of 4
+ * bytes of x against each panel's 64 bytes, sums in the columns' lanes.
  * Every function carries its own target attribute; qgemm.c checks the CPU.
  */
 #include "qgemm.h"

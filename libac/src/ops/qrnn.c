@@ -4,10 +4,14 @@
  * order, and their two projections packed as int8 Linear layers.
  *
  * The input projection of all steps is one quantized product over the T * B
- * input rows (the blocked kernels); then each step quantizes h and multiplies
- * it by W_hh (a matrix-vector product at batch 1), and one loop does the gate
- * math in float32 with vecmath's sigmoid and tanh (plain arithmetic, the same
- * bits on every kernel set). No graph, nothing saved for backward.
+ * input rows (the blocked kernels). W_hh is packed once into column panels
+ * (qgemm.h), whose kernels sum each output in its own vector lane: with a few
+ * dozen hidden units a dot product is only that many bytes, and sums across
+ * lanes would cost as much as the products. Each step multiplies the quantized
+ * h of all sequences by the panels, then one call per step turns the int32
+ * sums into floats and does the gate math in float32 with vecmath's sigmoid
+ * and tanh (plain arithmetic, the same bits on every kernel set), and one more
+ * quantizes the new h. No graph, nothing saved for backward.
  *
  * Not here: the int8 Linear (qlinear.c), the float layers (rnn.c).
  */
