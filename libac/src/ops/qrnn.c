@@ -228,7 +228,9 @@ static AcTensor *qrnn_forward(QSeq *s, const AcTensor *x, const AcTensor *h0, co
     gh = s->gates * s->hidden;
     bh = s->batch * s->hidden;
     ld_h = (int64_t)round_up64((size_t)s->hidden);
-    kern = qlinear_kernels(hh);
+    /* Panels sum in the lanes, so they suit any hidden size (the row kernels do
+       not suit few in features; qlinear_kernels). */
+    kern = qgemm_kernels()->dot_panels ? qgemm_kernels() : qlinear_kernels(hh);
     use_panels = kern->dot_panels != NULL;
     memcpy(shape, x->shape, sizeof shape);
     shape[2] = s->hidden;
