@@ -50,7 +50,8 @@ void qgemm_pack_panels(const int8_t *w, int64_t n, int64_t k, void *mem, QPanels
     panels->w = mem;
     panels->sums = (int32_t *)(void *)((char *)mem + round_up64((size_t)(cols * depth)));
     for (j = 0; j < cols; j++) {
-        int8_t *dst = panels->w + (j / QGEMM_PANEL_COLS) * depth * QGEMM_PANEL_COLS + (j % QGEMM_PANEL_COLS) * 4;
+        int8_t *dst = panels->w + (j / QGEMM_PANEL_COLS) * depth * QGEMM_PANEL_COLS +
+                      (j % QGEMM_PANEL_COLS) * 4;
         int32_t sum = 0;
         for (p = 0; p < depth; p++) {
             int8_t v = j < n && p < k ? w[j * k + p] : 0;

@@ -19,13 +19,6 @@
 #define QGEMM_SLACK 64
 
 /*
- * out[i*ld_out + j] = sum_{p < k} x(i, p) * w[j*k + p] for i < m, j < n.
- * x(i, p) is int8 in [-127, 127], stored at x[i*ld_x + p] as its two's
- * complement, or as x + 128 when the set's x_plus_128 is set; ld_x is a
- * multiple of QGEMM_K_ALIGN and bytes p in [k, ld_x) are zero. w is int8,
- * any value, rows contiguous (k bytes each).
- */
-/*
  * w packed for batches: the columns in panels of QGEMM_PANEL_COLS, each panel
  * k rounded up to 4 bytes deep, 4 bytes of each column after the other: byte
  * (d * QGEMM_PANEL_COLS + c) * 4 + b of panel g is w[g * QGEMM_PANEL_COLS + c]
@@ -46,6 +39,13 @@ size_t qgemm_panels_bytes(int64_t n, int64_t k);
 /* Pack w (n, k rows) into mem (qgemm_panels_bytes(n, k), 64-byte aligned). */
 void qgemm_pack_panels(const int8_t *w, int64_t n, int64_t k, void *mem, QPanels *panels);
 
+/*
+ * out[i*ld_out + j] = sum_{p < k} x(i, p) * w[j*k + p] for i < m, j < n.
+ * x(i, p) is int8 in [-127, 127], stored at x[i*ld_x + p] as its two's
+ * complement, or as x + 128 when the set's x_plus_128 is set; ld_x is a
+ * multiple of QGEMM_K_ALIGN and bytes p in [k, ld_x) are zero. w is int8,
+ * any value, rows contiguous (k bytes each).
+ */
 typedef struct {
     int64_t m, n, k;
     const uint8_t *x;
@@ -56,8 +56,8 @@ typedef struct {
     /* The same w packed, starting at column 0 of the job (whose first column is
        then a multiple of QGEMM_PANEL_COLS), or NULL. */
     const int8_t *panels;
-    const int32_t *sums;
-    int64_t depth;
+    const int32_t *sums;     /* the panels' row sums from the job's column 0 */
+    int64_t depth;           /* the panels' */
 } QDotJob;
 
 typedef void (*QDotFn)(const QDotJob *job);

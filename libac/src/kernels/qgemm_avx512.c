@@ -197,7 +197,8 @@ TILE_INLINE void panel_tile(const QDotJob *job, int64_t i0, int64_t g0, const in
         for (c = 0; c < nr; c++) acc[r][c] = _mm512_setzero_si512();
     for (p = 0; p < depth; p += 4) {
         #pragma GCC unroll 4
-        for (c = 0; c < nr; c++) wv[c] = _mm512_loadu_si512((const void *)(w + c * stride + p * QGEMM_PANEL_COLS));
+        for (c = 0; c < nr; c++)
+            wv[c] = _mm512_loadu_si512((const void *)(w + c * stride + p * QGEMM_PANEL_COLS));
         #pragma GCC unroll 4
         for (r = 0; r < mr; r++) {
             int32_t four;

@@ -16,7 +16,6 @@
  */
 #include "qlinear.h"
 
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
