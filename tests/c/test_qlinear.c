@@ -74,7 +74,7 @@ static void forward_reference(AcQLinear *q, const AcTensor *x, float *y)
 static void test_every_set_matches_the_reference(void)
 {
     static const int64_t outs[] = {1, 7, 37, 130};
-    static const int64_t ins[] = {1, 13, 64, 100, 257};
+    static const int64_t ins[] = {1, 13, 33, 64, 100, 257};
     static const int64_t batches[] = {1, 3, 4, 5, 64};
     size_t a, b, c;
     int set;

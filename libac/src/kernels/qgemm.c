@@ -43,21 +43,24 @@ size_t qgemm_panels_bytes(int64_t n, int64_t k)
 void qgemm_pack_panels(const int8_t *w, int64_t n, int64_t k, void *mem, QPanels *panels)
 {
     const int64_t depth = (k + 3) & ~(int64_t)3, cols = panel_count(n) * QGEMM_PANEL_COLS;
-    int64_t j, p;
+    int64_t j, d, b;
     panels->n = n;
     panels->k = k;
     panels->depth = depth;
     panels->w = mem;
     panels->sums = (int32_t *)(void *)((char *)mem + round_up64((size_t)(cols * depth)));
     for (j = 0; j < cols; j++) {
+        /* column j's 4-byte groups, QGEMM_PANEL_COLS * 4 bytes apart in its panel */
         int8_t *dst = panels->w + (j / QGEMM_PANEL_COLS) * depth * QGEMM_PANEL_COLS +
                       (j % QGEMM_PANEL_COLS) * 4;
+        const int8_t *row = w + j * k;
         int32_t sum = 0;
-        for (p = 0; p < depth; p++) {
-            int8_t v = j < n && p < k ? w[j * k + p] : 0;
-            dst[(p / 4) * QGEMM_PANEL_COLS * 4 + p % 4] = v;
-            sum += v;
-        }
+        for (d = 0; d < depth; d += 4, dst += QGEMM_PANEL_COLS * 4)
+            for (b = 0; b < 4; b++) {
+                int8_t v = j < n && d + b < k ? row[d + b] : 0;
+                dst[b] = v;
+                sum += v;
+            }
         panels->sums[j] = sum;
     }
 }

@@ -28,6 +28,12 @@
 #define QLINEAR_PARALLEL_WORK 524288
 /* Below this many in features the portable kernel is the fastest. */
 #define QLINEAR_SIMD_MIN_IN 16
+/* Batches of at least this many rows with fewer in features than this run from
+   panels packed per call (qgemm.h): under one 64-byte piece of k the row
+   kernels' vectors are partly empty and their lane sums cost as much as the
+   products (measured: 64 rows, 128 outputs). */
+#define QLINEAR_PANEL_MIN_ROWS 8
+#define QLINEAR_PANEL_BELOW_IN 64
 
 static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -260,13 +266,31 @@ typedef struct {
     float *y;                /* (m, out), or NULL for the sums alone */
 } Forward;
 
+/* y = the sums as floats (sum * (sx * scale) + bias), rows [i0, i1), columns
+   [j0, j1); compiled for each set like the quantizing loop (no contraction). */
+QUANTIZE_KERNEL static void dequantize(const AcQLinear *q, const int32_t *sums, const float *sx, int64_t i0,
+                                       int64_t i1, int64_t j0, int64_t j1, float *y)
+{
+    const float *restrict scale = q->scale, *restrict bias = q->bias;
+    int64_t i, j;
+    for (i = i0; i < i1; i++) {
+        const int32_t *restrict s = sums + i * q->out;
+        float *restrict yi = y + i * q->out;
+        const float si = sx[i];
+        if (bias)
+            for (j = j0; j < j1; j++) yi[j] = (float)s[j] * (si * scale[j]) + bias[j];
+        else
+            for (j = j0; j < j1; j++) yi[j] = (float)s[j] * (si * scale[j]);
+    }
+}
+
 /* Output columns [begin, end) * QLINEAR_COLUMNS, QLINEAR_ROWS rows at a time
    (their sums stay in L1 for the floats): the sums, then the floats. */
 static void forward_task(void *ctx, int64_t begin, int64_t end)
 {
     const Forward *f = ctx;
     const AcQLinear *q = f->q;
-    int64_t j0 = begin * QLINEAR_COLUMNS, j1 = end * QLINEAR_COLUMNS, i0, i, j;
+    int64_t j0 = begin * QLINEAR_COLUMNS, j1 = end * QLINEAR_COLUMNS, i0;
     QDotJob job;
     if (j1 > q->out) j1 = q->out;
     job.n = j1 - j0;
@@ -284,15 +308,7 @@ static void forward_task(void *ctx, int64_t begin, int64_t end)
         job.out = f->sums + i0 * q->out + j0;
         if (job.panels && f->kern->dot_panels) f->kern->dot_panels(&job);
         else f->kern->dot(&job);
-        for (i = i0; f->y && i < i1; i++) {
-            const int32_t *restrict sums = f->sums + i * q->out;
-            float *restrict y = f->y + i * q->out;
-            float sx = f->sx[i];
-            if (q->bias)
-                for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]) + q->bias[j];
-            else
-                for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]);
-        }
+        if (f->y) dequantize(q, f->sums, f->sx, i0, i1, j0, j1, f->y);
     }
 }
 
@@ -359,9 +375,13 @@ int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
 {
     Forward f;
     OneFeature one;
+    QPanels panels;
+    const QGemmKernels *kern;
+    int use_panels;
     int64_t ld_x = (int64_t)round_up64((size_t)q->in);
     size_t qx_bytes = round_up64((size_t)(m * ld_x)), sx_bytes = round_up64((size_t)m * sizeof(float));
-    size_t bytes = qx_bytes + sx_bytes + (size_t)(m * q->out) * sizeof(int32_t);
+    size_t sums_bytes = round_up64((size_t)(m * q->out) * sizeof(int32_t));
+    size_t bytes = qx_bytes + sx_bytes + sums_bytes;
     char *scratch;
     float *sx;
     if (m == 0 || q->out == 0) return AC_OK;
@@ -372,12 +392,19 @@ int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
         parallel_for(m, (QLINEAR_PARALLEL_WORK + q->out - 1) / q->out, one_feature_task, &one);
         return AC_OK;
     }
+    kern = qgemm_kernels();
+    use_panels = kern->dot_panels && m >= QLINEAR_PANEL_MIN_ROWS && q->in < QLINEAR_PANEL_BELOW_IN;
+    if (use_panels) bytes += qgemm_panels_bytes(q->out, q->in);
+    else kern = qlinear_kernels(q);
     scratch = scratch_alloc(bytes);
     if (!scratch) return ac_last_error_code();
     sx = (float *)(void *)(scratch + qx_bytes);
+    /* A short k: packing w costs less than the lane sums it saves (the same sums). */
+    if (use_panels)
+        qgemm_pack_panels(q->weight, q->out, q->in, scratch + qx_bytes + sx_bytes + sums_bytes, &panels);
     f.q = q;
-    f.kern = qlinear_kernels(q);
-    f.panels = NULL;
+    f.kern = kern;
+    f.panels = use_panels ? &panels : NULL;
     f.qx = (const uint8_t *)scratch;
     f.ld_x = ld_x;
     f.m = m;
