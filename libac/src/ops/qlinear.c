@@ -37,9 +37,9 @@
 
 static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The quantizing loop is compiled for AVX-512, AVX2 and plain x86-64 and the
-   CPU picks at load time; its steps are exact or correctly rounded, so each
-   gives the same bits. */
+/* The quantizing and dequantizing loops are compiled for AVX-512, AVX2 and
+   plain x86-64 and the CPU picks at load time; their steps are exact or
+   correctly rounded (no contraction), so each gives the same bits. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #define QUANTIZE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
