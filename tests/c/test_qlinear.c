@@ -74,7 +74,7 @@ static void forward_reference(AcQLinear *q, const AcTensor *x, float *y)
 static void test_every_set_matches_the_reference(void)
 {
     static const int64_t outs[] = {1, 7, 37, 130};
-    static const int64_t ins[] = {1, 13, 64, 100, 257};
+    static const int64_t ins[] = {1, 13, 33, 64, 100, 257};
     static const int64_t batches[] = {1, 3, 4, 5, 64};
     size_t a, b, c;
     int set;
@@ -109,6 +109,86 @@ static void test_every_set_matches_the_reference(void)
             ac_tensor_free(bias);
             ac_tensor_free(w);
         }
+}
+
+/* A small generator for the integer tests: the same values on every run. */
+static uint32_t next_random(uint32_t *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return *state >> 8;
+}
+
+/* The panel kernels (qgemm.h) against plain integer sums, on every set that has
+   them: odd m, n and k, w over all of int8, and jobs that start at a later
+   panel, as the threads' slices do. */
+static void test_panel_kernels(void)
+{
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 64};
+    static const int64_t ns[] = {1, 15, 16, 17, 33, 64, 65, 130};
+    static const int64_t ks[] = {1, 3, 4, 5, 31, 32, 33, 100};
+    uint32_t state = 15;
+    size_t a, b, c;
+    int set;
+    for (a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (c = 0; c < sizeof ks / sizeof ks[0]; c++) {
+                const int64_t m = ms[a], n = ns[b], k = ks[c], ld = (k + 63) / 64 * 64;
+                int8_t *w = malloc((size_t)(n * k));
+                int32_t *xi = malloc((size_t)(m * k) * sizeof(int32_t));
+                int32_t *ref = malloc((size_t)(m * n) * sizeof(int32_t));
+                int32_t *out = malloc((size_t)(m * n) * sizeof(int32_t));
+                uint8_t *x = calloc((size_t)(m * ld), 1);
+                char *raw = malloc(qgemm_panels_bytes(n, k) + 63);
+                void *mem = raw + (64 - (uintptr_t)raw % 64) % 64;   /* as scratch is: 64-byte aligned */
+                QPanels panels;
+                int64_t i, j, p;
+                for (p = 0; p < n * k; p++) w[p] = (int8_t)(int)(next_random(&state) % 256 - 128);
+                for (p = 0; p < m * k; p++) xi[p] = (int32_t)(next_random(&state) % 255) - 127;
+                for (i = 0; i < m; i++)
+                    for (j = 0; j < n; j++) {
+                        int32_t sum = 0;
+                        for (p = 0; p < k; p++) sum += xi[i * k + p] * w[j * k + p];
+                        ref[i * n + j] = sum;
+                    }
+                qgemm_pack_panels(w, n, k, mem, &panels);
+                for (set = 0; set < N_SETS; set++) {
+                    const QGemmKernels *kern;
+                    int64_t j0;
+                    if (!qgemm_use_kernels(SETS[set]) || !(kern = qgemm_kernels())->dot_panels) continue;
+                    for (i = 0; i < m; i++)
+                        for (p = 0; p < k; p++)
+                            x[i * ld + p] = (uint8_t)(xi[i * k + p] + (kern->x_plus_128 ? 128 : 0));
+                    memset(out, 0x55, (size_t)(m * n) * sizeof(int32_t));
+                    /* two jobs: the first panel, then the rest */
+                    for (j0 = 0; j0 < n; j0 += QGEMM_PANEL_COLS) {
+                        QDotJob job;
+                        job.m = m;
+                        job.n = j0 == 0 && n > QGEMM_PANEL_COLS ? QGEMM_PANEL_COLS : n - j0;
+                        job.k = k;
+                        job.x = x;
+                        job.ld_x = ld;
+                        job.w = w + j0 * k;
+                        job.out = out + j0;
+                        job.ld_out = n;
+                        job.panels = panels.w + j0 * panels.depth;
+                        job.sums = panels.sums + j0;
+                        job.depth = panels.depth;
+                        kern->dot_panels(&job);
+                        if (j0 > 0) break;
+                    }
+                    CHECK(memcmp(out, ref, (size_t)(m * n) * sizeof(int32_t)) == 0);
+                    if (memcmp(out, ref, (size_t)(m * n) * sizeof(int32_t)) != 0)
+                        fprintf(stderr, "panels of set %s differ at (%lld, %lld, %lld)\n", SETS[set],
+                                (long long)m, (long long)n, (long long)k);
+                }
+                qgemm_use_kernels(NULL);
+                free(raw);
+                free(x);
+                free(out);
+                free(ref);
+                free(xi);
+                free(w);
+            }
 }
 
 /* Threads split the output columns; each sum has one writer, so the bits stay. */
@@ -394,6 +474,7 @@ int main(void)
 {
     ac_manual_seed(7);
     RUN(test_every_set_matches_the_reference);
+    RUN(test_panel_kernels);
     RUN(test_threads_give_the_same_bits);
     RUN(test_pack_quantizes_rows);
     RUN(test_views_share_the_block);

@@ -8,7 +8,8 @@
  * time over k rounded up: x is zero there, so w's bytes past its row (the next
  * row, or the block's slack after the last) add nothing.
  *
- * Register tiles: 2 rows of x by 4 of w for batches, 1 by 4 for a single row.
+ * Register tiles: 2 rows of x by 4 of w for batches, 1 by 4 for a single row;
+ * from panels (qgemm.h), 4 rows of x by one panel (two vectors of 8 columns).
  * Every function carries its own target attribute; qgemm.c checks the CPU.
  */
 #include "qgemm.h"
@@ -16,6 +17,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
+#include <string.h>
 
 #define AVX2_TARGET __attribute__((target("avx2")))
 #define TILE_INLINE AVX2_TARGET static inline __attribute__((always_inline))
@@ -138,6 +140,68 @@ AVX2_TARGET static void tile_1x4(const QDotJob *job, int64_t i0, int64_t j0)
 AVX2_TARGET static void tile_2x1(const QDotJob *job, int64_t i, int64_t j) { tile(job, i, j, 2, 1); }
 AVX2_TARGET static void tile_1x1(const QDotJob *job, int64_t i, int64_t j) { tile(job, i, j, 1, 1); }
 
+/* ---- from panels (qgemm.h): each lane one output column ---------------------- */
+
+/* Rows [i0, i0 + mr) (mr <= 4, a constant) by panel g: two vectors of eight
+   columns, each 4 bytes of depth one broadcast of x per row and dot32's steps
+   per vector; the columns past n are not stored. */
+TILE_INLINE void panel_tile(const QDotJob *job, int64_t i0, int64_t g, const int mr)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t depth = job->depth, ld = job->ld_x, j = g * QGEMM_PANEL_COLS;
+    const int8_t *w = job->panels + g * depth * QGEMM_PANEL_COLS;
+    const uint8_t *x = job->x + i0 * ld;
+    __m256i lo[4], hi[4];
+    int64_t p;
+    int r;
+    #pragma GCC unroll 4
+    for (r = 0; r < mr; r++) lo[r] = hi[r] = _mm256_setzero_si256();
+    for (p = 0; p < depth; p += 4) {
+        const __m256i w_lo = load32(w + p * QGEMM_PANEL_COLS), w_hi = load32(w + p * QGEMM_PANEL_COLS + 32);
+        const __m256i abs_lo = _mm256_abs_epi8(w_lo), abs_hi = _mm256_abs_epi8(w_hi);
+        #pragma GCC unroll 4
+        for (r = 0; r < mr; r++) {
+            int32_t four;
+            __m256i xb;
+            memcpy(&four, x + r * ld + p, 4);
+            xb = _mm256_set1_epi32(four);
+            lo[r] = dot32(lo[r], xb, w_lo, abs_lo, ones);
+            hi[r] = dot32(hi[r], xb, w_hi, abs_hi, ones);
+        }
+    }
+    if (job->n - j >= QGEMM_PANEL_COLS) {
+        #pragma GCC unroll 4
+        for (r = 0; r < mr; r++) {
+            int32_t *out = job->out + (i0 + r) * job->ld_out + j;
+            _mm256_storeu_si256((__m256i *)(void *)out, lo[r]);
+            _mm256_storeu_si256((__m256i *)(void *)(out + 8), hi[r]);
+        }
+    } else {
+        int32_t sums[QGEMM_PANEL_COLS];
+        #pragma GCC unroll 4
+        for (r = 0; r < mr; r++) {
+            _mm256_storeu_si256((__m256i *)(void *)sums, lo[r]);
+            _mm256_storeu_si256((__m256i *)(void *)(sums + 8), hi[r]);
+            memcpy(job->out + (i0 + r) * job->ld_out + j, sums, (size_t)(job->n - j) * sizeof(int32_t));
+        }
+    }
+}
+
+AVX2_TARGET static void dot_panels_avx2(const QDotJob *job)
+{
+    const int64_t panels = (job->n + QGEMM_PANEL_COLS - 1) / QGEMM_PANEL_COLS;
+    int64_t g, i;
+    for (g = 0; g < panels; g++) {
+        for (i = 0; i + 4 <= job->m; i += 4) panel_tile(job, i, g, 4);
+        switch (job->m - i) {
+        case 3: panel_tile(job, i, g, 3); break;
+        case 2: panel_tile(job, i, g, 2); break;
+        case 1: panel_tile(job, i, g, 1); break;
+        default: break;
+        }
+    }
+}
+
 static void dot_avx2(const QDotJob *job)
 {
     int64_t i = 0, j;
@@ -151,6 +215,6 @@ static void dot_avx2(const QDotJob *job)
     }
 }
 
-const QGemmKernels qgemm_avx2_kernels = {"avx2", 0, dot_avx2};
+const QGemmKernels qgemm_avx2_kernels = {"avx2", 0, dot_avx2, dot_panels_avx2};
 
 #endif

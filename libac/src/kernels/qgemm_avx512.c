@@ -9,7 +9,9 @@
  * mask (AVX-512BW), so nothing past k is touched.
  *
  * Register tiles: 4 rows of x by 4 of w for batches, 1 by 4 for a single row,
- * walking all of x for each group of four rows of w (which stays in L1).
+ * walking all of x for each group of four rows of w (which stays in L1). From
+ * panels (qgemm.h): 4 rows of x by 4 panels of 16 columns, a broadcast of 4
+ * bytes of x against each panel's 64 bytes, sums in the columns' lanes.
  * Every function carries its own target attribute; qgemm.c checks the CPU.
  */
 #include "qgemm.h"
@@ -17,6 +19,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
+#include <string.h>
 
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define TILE_INLINE VNNI_TARGET static inline __attribute__((always_inline))
@@ -175,6 +178,75 @@ VNNI_TARGET static void tile_1x4(const QDotJob *job, int64_t i0, int64_t j0)
 VNNI_TARGET static void tile_4x1(const QDotJob *job, int64_t i, int64_t j) { tile(job, i, j, 4, 1); }
 VNNI_TARGET static void tile_1x1(const QDotJob *job, int64_t i, int64_t j) { tile(job, i, j, 1, 1); }
 
+/* ---- from panels (qgemm.h): each lane one output column ---------------------- */
+
+/* Rows [i0, i0 + mr) by panels [g0, g0 + nr) (mr, nr <= 4, constants): for each
+   4 bytes of depth, one broadcast of each row's x and one vpdpbusd per panel
+   and row; the columns past n are not stored. */
+TILE_INLINE void panel_tile(const QDotJob *job, int64_t i0, int64_t g0, const int mr, const int nr)
+{
+    const int64_t depth = job->depth, ld = job->ld_x, stride = depth * QGEMM_PANEL_COLS;
+    const int8_t *w = job->panels + g0 * stride;
+    const uint8_t *x = job->x + i0 * ld;
+    __m512i acc[4][4], wv[4];
+    int64_t p;
+    int r, c;
+    #pragma GCC unroll 4
+    for (r = 0; r < mr; r++)
+        #pragma GCC unroll 4
+        for (c = 0; c < nr; c++) acc[r][c] = _mm512_setzero_si512();
+    for (p = 0; p < depth; p += 4) {
+        #pragma GCC unroll 4
+        for (c = 0; c < nr; c++)
+            wv[c] = _mm512_loadu_si512((const void *)(w + c * stride + p * QGEMM_PANEL_COLS));
+        #pragma GCC unroll 4
+        for (r = 0; r < mr; r++) {
+            int32_t four;
+            __m512i xb;
+            memcpy(&four, x + r * ld + p, 4);
+            xb = _mm512_set1_epi32(four);
+            #pragma GCC unroll 4
+            for (c = 0; c < nr; c++) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], xb, wv[c]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (c = 0; c < nr; c++) {
+        const int64_t j = (g0 + c) * QGEMM_PANEL_COLS, left = job->n - j;
+        const __mmask16 mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        const __m512i offset = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(job->sums + j)), 7);
+        #pragma GCC unroll 4
+        for (r = 0; r < mr; r++)
+            _mm512_mask_storeu_epi32(job->out + (i0 + r) * job->ld_out + j, mask,
+                                     _mm512_sub_epi32(acc[r][c], offset));
+    }
+}
+
+/* Panels [g0, g0 + nr) for all rows, four at a time. */
+TILE_INLINE void panel_columns(const QDotJob *job, int64_t g0, const int nr)
+{
+    int64_t i;
+    for (i = 0; i + 4 <= job->m; i += 4) panel_tile(job, i, g0, 4, nr);
+    switch (job->m - i) {
+    case 3: panel_tile(job, i, g0, 3, nr); break;
+    case 2: panel_tile(job, i, g0, 2, nr); break;
+    case 1: panel_tile(job, i, g0, 1, nr); break;
+    default: break;
+    }
+}
+
+VNNI_TARGET static void dot_panels_avx512_vnni(const QDotJob *job)
+{
+    const int64_t panels = (job->n + QGEMM_PANEL_COLS - 1) / QGEMM_PANEL_COLS;
+    int64_t g;
+    for (g = 0; g + 4 <= panels; g += 4) panel_columns(job, g, 4);
+    switch (panels - g) {
+    case 3: panel_columns(job, g, 3); break;
+    case 2: panel_columns(job, g, 2); break;
+    case 1: panel_columns(job, g, 1); break;
+    default: break;
+    }
+}
+
 static void dot_avx512_vnni(const QDotJob *job)
 {
     int64_t i, j;
@@ -189,6 +261,6 @@ static void dot_avx512_vnni(const QDotJob *job)
     }
 }
 
-const QGemmKernels qgemm_avx512_vnni_kernels = {"avx512-vnni", 1, dot_avx512_vnni};
+const QGemmKernels qgemm_avx512_vnni_kernels = {"avx512-vnni", 1, dot_avx512_vnni, dot_panels_avx512_vnni};
 
 #endif

@@ -34,4 +34,4 @@ static void dot_generic(const QDotJob *job)
     }
 }
 
-const QGemmKernels qgemm_generic_kernels = {"generic", 0, dot_generic};
+const QGemmKernels qgemm_generic_kernels = {"generic", 0, dot_generic, NULL};

@@ -15,9 +15,7 @@
  * Not here: the kernels (kernels/qgemm*.c), the recurrent layers (qrnn.c).
  */
 #include "qlinear.h"
-#include "kernels/qgemm.h"
 
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -25,25 +23,23 @@
 #define QLINEAR_MAX_IN 65536
 /* Output columns per task, and the multiply-adds below which one thread does all. */
 #define QLINEAR_COLUMNS 16
+/* Rows per kernel call within a task. */
+#define QLINEAR_ROWS 64
 #define QLINEAR_PARALLEL_WORK 524288
 /* Below this many in features the portable kernel is the fastest. */
 #define QLINEAR_SIMD_MIN_IN 16
-
-struct AcQLinear {
-    int32_t refs;
-    int32_t has_bias;
-    int64_t in, out;
-    size_t bytes;            /* of the whole block, this header included */
-    int8_t *weight;          /* (out, in), then QGEMM_SLACK zero bytes */
-    float *scale;            /* (out) */
-    float *bias;             /* (out), or NULL */
-};
+/* Batches of at least this many rows with fewer in features than this run from
+   panels packed per call (qgemm.h): under one 64-byte piece of k the row
+   kernels' vectors are partly empty and their lane sums cost as much as the
+   products (measured: 64 rows, 128 outputs). */
+#define QLINEAR_PANEL_MIN_ROWS 8
+#define QLINEAR_PANEL_BELOW_IN 64
 
 static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The quantizing loop is compiled for AVX-512, AVX2 and plain x86-64 and the
-   CPU picks at load time; its steps are exact or correctly rounded, so each
-   gives the same bits. */
+/* The quantizing and dequantizing loops are compiled for AVX-512, AVX2 and
+   plain x86-64 and the CPU picks at load time; their steps are exact or
+   correctly rounded (no contraction), so each gives the same bits. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #define QUANTIZE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -59,26 +55,27 @@ static inline float round_even(float v)
     return (v + magic) - magic;
 }
 
-/* Quantize the k floats of x to dst (int8, or + 128 when plus_128), zero from
-   k to ld; returns the scale max|x| / 127. A row with max|x| < 2^-120 (where
+/* qlinear.h: the scale is max|x| / 127. A row with max|x| < 2^-120 (where
    127 / max|x| could overflow) quantizes to 0 with scale 0; one holding inf or
    NaN to 0 with scale NaN. */
-QUANTIZE_KERNEL static float quantize_row(const float *restrict x, int64_t k, int64_t ld, int plus_128,
-                          uint8_t *restrict dst)
+static inline float quantize_row(const float *restrict x, int64_t k, int64_t ld, int plus_128,
+                                 uint8_t *restrict dst)
 {
     const int offset = plus_128 ? 128 : 0;
-    float amax = 0.0f, inv;
-    int finite = 1;
+    uint32_t top = 0;   /* the largest |x| as bits: for floats >= 0 (and NaN above inf) the integer order */
+    float amax, inv;
     int64_t p;
     for (p = 0; p < k; p++) {
-        float a = fabsf(x[p]);
-        amax = a > amax ? a : amax;
-        finite &= a <= FLT_MAX;
+        uint32_t bits;
+        memcpy(&bits, x + p, sizeof bits);
+        bits &= 0x7fffffffu;
+        top = bits > top ? bits : top;
     }
-    if (!finite || amax < 0x1p-120f) {
+    memcpy(&amax, &top, sizeof amax);
+    if (top >= 0x7f800000u || amax < 0x1p-120f) {
         for (p = 0; p < k; p++) dst[p] = (uint8_t)offset;
         for (; p < ld; p++) dst[p] = 0;
-        return finite ? 0.0f : NAN;
+        return top < 0x7f800000u ? 0.0f : NAN;
     }
     inv = 127.0f / amax;
     for (p = 0; p < k; p++) {
@@ -88,6 +85,14 @@ QUANTIZE_KERNEL static float quantize_row(const float *restrict x, int64_t k, in
     }
     for (; p < ld; p++) dst[p] = 0;
     return amax / 127.0f;
+}
+
+/* One call for all rows: the CPU's clone is picked once, not per row. */
+QUANTIZE_KERNEL void qlinear_quantize_rows(const float *x, int64_t m, int64_t k, int64_t ld, int plus_128,
+                                           uint8_t *dst, float *scales)
+{
+    int64_t i;
+    for (i = 0; i < m; i++) scales[i] = quantize_row(x + i * k, k, ld, plus_128, dst + i * ld);
 }
 
 /* ---- the block ------------------------------------------------------------ */
@@ -155,15 +160,12 @@ AcQLinear *ac_qlinear_pack(const AcTensor *weight, const AcTensor *bias)
 {
     const char *op = "qlinear_pack";
     AcQLinear *q;
-    int64_t j;
     if (check_matrix(op, weight, AC_FLOAT32, "weight") ||
         (bias && check_vector(op, bias, weight->shape[0], "bias")))
         return NULL;
     q = qlinear_alloc(op, weight->shape[0], weight->shape[1], bias != NULL);
     if (!q) return NULL;
-    for (j = 0; j < q->out; j++)
-        q->scale[j] = quantize_row(weight->data + j * q->in, q->in, q->in, 0,
-                                   (uint8_t *)q->weight + j * q->in);
+    qlinear_quantize_rows(weight->data, q->out, q->in, q->in, 0, (uint8_t *)q->weight, q->scale);
     if (bias) memcpy(q->bias, bias->data, (size_t)q->out * sizeof(float));
     return q;
 }
@@ -246,71 +248,171 @@ const char *ac_qlinear_kernels(void) { return qgemm_kernels()->name; }
 
 /* ---- forward -------------------------------------------------------------- */
 
+const QGemmKernels *qlinear_kernels(const AcQLinear *q)
+{
+    /* A few features fill a fraction of a vector, and summing it across costs more
+       than the plain loop's few products (the same sums, so the same results). */
+    return q->in < QLINEAR_SIMD_MIN_IN ? &qgemm_generic_kernels : qgemm_kernels();
+}
+
 typedef struct {
     const AcQLinear *q;
     const QGemmKernels *kern;
+    const QPanels *panels;   /* or NULL */
     const uint8_t *qx;       /* m quantized rows, ld_x bytes apart */
     int64_t ld_x, m;
     const float *sx;         /* their scales */
     int32_t *sums;           /* (m, out) */
-    float *y;                /* (m, out) */
+    float *y;                /* (m, out), or NULL for the sums alone */
 } Forward;
 
-/* Output columns [begin, end) * QLINEAR_COLUMNS: the sums, then the floats. */
+/* y = the sums as floats (sum * (sx * scale) + bias), rows [i0, i1), columns
+   [j0, j1); compiled for each set like the quantizing loop (no contraction). */
+QUANTIZE_KERNEL static void dequantize(const AcQLinear *q, const int32_t *sums, const float *sx, int64_t i0,
+                                       int64_t i1, int64_t j0, int64_t j1, float *y)
+{
+    const float *restrict scale = q->scale, *restrict bias = q->bias;
+    int64_t i, j;
+    for (i = i0; i < i1; i++) {
+        const int32_t *restrict s = sums + i * q->out;
+        float *restrict yi = y + i * q->out;
+        const float si = sx[i];
+        if (bias)
+            for (j = j0; j < j1; j++) yi[j] = (float)s[j] * (si * scale[j]) + bias[j];
+        else
+            for (j = j0; j < j1; j++) yi[j] = (float)s[j] * (si * scale[j]);
+    }
+}
+
+/* Output columns [begin, end) * QLINEAR_COLUMNS, QLINEAR_ROWS rows at a time
+   (their sums stay in L1 for the floats): the sums, then the floats. */
 static void forward_task(void *ctx, int64_t begin, int64_t end)
 {
     const Forward *f = ctx;
     const AcQLinear *q = f->q;
-    int64_t j0 = begin * QLINEAR_COLUMNS, j1 = end * QLINEAR_COLUMNS, i, j;
+    int64_t j0 = begin * QLINEAR_COLUMNS, j1 = end * QLINEAR_COLUMNS, i0;
     QDotJob job;
     if (j1 > q->out) j1 = q->out;
-    job.m = f->m;
     job.n = j1 - j0;
     job.k = q->in;
-    job.x = f->qx;
     job.ld_x = f->ld_x;
     job.w = q->weight + j0 * q->in;
-    job.out = f->sums + j0;
     job.ld_out = q->out;
-    f->kern->dot(&job);
-    for (i = 0; i < f->m; i++) {
-        const int32_t *restrict sums = f->sums + i * q->out;
-        float *restrict y = f->y + i * q->out;
-        float sx = f->sx[i];
-        if (q->bias)
-            for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]) + q->bias[j];
-        else
-            for (j = j0; j < j1; j++) y[j] = (float)sums[j] * (sx * q->scale[j]);
+    job.panels = f->panels ? f->panels->w + j0 * f->panels->depth : NULL;
+    job.sums = f->panels ? f->panels->sums + j0 : NULL;
+    job.depth = f->panels ? f->panels->depth : 0;
+    for (i0 = 0; i0 < f->m; i0 += QLINEAR_ROWS) {
+        const int64_t i1 = i0 + QLINEAR_ROWS < f->m ? i0 + QLINEAR_ROWS : f->m;
+        job.m = i1 - i0;
+        job.x = f->qx + i0 * f->ld_x;
+        job.out = f->sums + i0 * q->out + j0;
+        if (job.panels && f->kern->dot_panels) f->kern->dot_panels(&job);
+        else f->kern->dot(&job);
+        if (f->y) dequantize(q, f->sums, f->sx, i0, i1, j0, j1, f->y);
     }
+}
+
+static void run_forward(const Forward *f)
+{
+    const AcQLinear *q = f->q;
+    int64_t blocks = (q->out + QLINEAR_COLUMNS - 1) / QLINEAR_COLUMNS;
+    int64_t work = f->m * QLINEAR_COLUMNS * (q->in > 0 ? q->in : 1);
+    parallel_for(blocks, (QLINEAR_PARALLEL_WORK + work - 1) / work, forward_task, (void *)f);
+}
+
+void qlinear_sums(const AcQLinear *q, const QGemmKernels *kern, const QPanels *panels,
+                  const uint8_t *qx, int64_t ld_x, int64_t m, int32_t *sums)
+{
+    Forward f;
+    if (m == 0 || q->out == 0) return;
+    f.q = q;
+    f.kern = kern;
+    f.panels = panels;
+    f.qx = qx;
+    f.ld_x = ld_x;
+    f.m = m;
+    f.sx = NULL;
+    f.sums = sums;
+    f.y = NULL;
+    run_forward(&f);
+}
+
+typedef struct {
+    const AcQLinear *q;
+    const float *x;
+    float *y;
+} OneFeature;
+
+/* One in feature (a univariate series): each row quantizes to one byte, and
+   one pass per row makes its outputs, with the general path's arithmetic (the
+   product is its exact sum). Rows [begin, end). */
+QUANTIZE_KERNEL static void one_feature_rows(const AcQLinear *q, const float *x, int64_t begin,
+                                             int64_t end, float *y)
+{
+    const int8_t *restrict w = q->weight;
+    const float *restrict scale = q->scale, *restrict bias = q->bias;
+    const int64_t n = q->out;
+    int64_t i, j;
+    for (i = begin; i < end; i++) {
+        uint8_t byte;
+        const float sx = quantize_row(x + i, 1, 1, 0, &byte);
+        const int32_t xi = (int8_t)byte;
+        float *restrict yi = y + i * n;
+        if (bias)
+            for (j = 0; j < n; j++) yi[j] = (float)(xi * (int32_t)w[j]) * (sx * scale[j]) + bias[j];
+        else
+            for (j = 0; j < n; j++) yi[j] = (float)(xi * (int32_t)w[j]) * (sx * scale[j]);
+    }
+}
+
+static void one_feature_task(void *ctx, int64_t begin, int64_t end)
+{
+    const OneFeature *f = ctx;
+    one_feature_rows(f->q, f->x, begin, end, f->y);
 }
 
 int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
 {
     Forward f;
-    int64_t ld_x = (int64_t)round_up64((size_t)q->in), i, blocks, work, grain;
+    OneFeature one;
+    QPanels panels;
+    const QGemmKernels *kern;
+    int use_panels;
+    int64_t ld_x = (int64_t)round_up64((size_t)q->in);
     size_t qx_bytes = round_up64((size_t)(m * ld_x)), sx_bytes = round_up64((size_t)m * sizeof(float));
-    size_t bytes = qx_bytes + sx_bytes + (size_t)(m * q->out) * sizeof(int32_t);
+    size_t sums_bytes = round_up64((size_t)(m * q->out) * sizeof(int32_t));
+    size_t bytes = qx_bytes + sx_bytes + sums_bytes;
     char *scratch;
+    float *sx;
     if (m == 0 || q->out == 0) return AC_OK;
+    if (q->in == 1) {
+        one.q = q;
+        one.x = x;
+        one.y = y;
+        parallel_for(m, (QLINEAR_PARALLEL_WORK + q->out - 1) / q->out, one_feature_task, &one);
+        return AC_OK;
+    }
+    kern = qgemm_kernels();
+    use_panels = kern->dot_panels && m >= QLINEAR_PANEL_MIN_ROWS && q->in < QLINEAR_PANEL_BELOW_IN;
+    if (use_panels) bytes += qgemm_panels_bytes(q->out, q->in);
+    else kern = qlinear_kernels(q);
     scratch = scratch_alloc(bytes);
     if (!scratch) return ac_last_error_code();
+    sx = (float *)(void *)(scratch + qx_bytes);
+    /* A short k: packing w costs less than the lane sums it saves (the same sums). */
+    if (use_panels)
+        qgemm_pack_panels(q->weight, q->out, q->in, scratch + qx_bytes + sx_bytes + sums_bytes, &panels);
     f.q = q;
-    /* A few features fill a fraction of a vector, and summing it across costs more
-       than the plain loop's few products (the same sums, so the same results). */
-    f.kern = q->in < QLINEAR_SIMD_MIN_IN ? &qgemm_generic_kernels : qgemm_kernels();
+    f.kern = kern;
+    f.panels = use_panels ? &panels : NULL;
     f.qx = (const uint8_t *)scratch;
     f.ld_x = ld_x;
     f.m = m;
-    f.sx = (const float *)(void *)(scratch + qx_bytes);
+    f.sx = sx;
     f.sums = (int32_t *)(void *)(scratch + qx_bytes + sx_bytes);
     f.y = y;
-    for (i = 0; i < m; i++)
-        ((float *)(void *)(scratch + qx_bytes))[i] =
-            quantize_row(x + i * q->in, q->in, ld_x, f.kern->x_plus_128, (uint8_t *)scratch + i * ld_x);
-    blocks = (q->out + QLINEAR_COLUMNS - 1) / QLINEAR_COLUMNS;
-    work = m * QLINEAR_COLUMNS * (q->in > 0 ? q->in : 1);
-    grain = (QLINEAR_PARALLEL_WORK + work - 1) / work;
-    parallel_for(blocks, grain, forward_task, &f);
+    qlinear_quantize_rows(x, m, q->in, ld_x, f.kern->x_plus_128, (uint8_t *)scratch, sx);
+    run_forward(&f);
     scratch_free(scratch, bytes);
     return AC_OK;
 }
