@@ -19,6 +19,7 @@ ranks do not wait forever in a collective.
 import enum
 import importlib.util
 import sys
+import time
 from typing import Any, List, Optional
 
 from aicraft._ffi import ffi
@@ -100,6 +101,9 @@ def _abort_job(exc_type: Any, exc: Any, traceback: Any) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if group is not None:
+        # The launcher forwards a rank's output through a pipe and stops reading it
+        # once the abort tears the job down: give it a moment to pass the traceback on.
+        time.sleep(0.25)
         group.MPI.COMM_WORLD.Abort(1)
 
 
