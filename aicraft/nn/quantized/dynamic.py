@@ -116,6 +116,11 @@ class _QuantizedRNN:
     """What the quantized LSTM and GRU add to their float classes: packed blocks for each
     layer and direction in place of parameters, and the int8 C layer."""
 
+    def __init__(self, *args, dtype=dtypes.qint8, **kwargs):
+        if dtype is not dtypes.qint8:
+            raise ValueError("quantized %s: dtype must be aicraft.qint8, not %r" % (self._mode, dtype))
+        self._pack_from(self._float_class(*args, **kwargs))
+
     def _pack_from(self, mod):
         Module.__init__(self)
         for key, value in mod.__dict__.items():     # sizes and flags, not the registries
@@ -184,19 +189,9 @@ class LSTM(_QuantizedRNN, rnn.LSTM):
 
     _float_class = rnn.LSTM
 
-    def __init__(self, *args, dtype=dtypes.qint8, **kwargs):
-        if dtype is not dtypes.qint8:
-            raise ValueError("quantized LSTM: dtype must be aicraft.qint8, not %r" % (dtype,))
-        self._pack_from(rnn.LSTM(*args, **kwargs))
-
 
 class GRU(_QuantizedRNN, rnn.GRU):
     """A GRU with int8 weights: torch.ao.nn.quantized.dynamic.GRU. Same arguments,
     shapes and outputs as nn.GRU."""
 
     _float_class = rnn.GRU
-
-    def __init__(self, *args, dtype=dtypes.qint8, **kwargs):
-        if dtype is not dtypes.qint8:
-            raise ValueError("quantized GRU: dtype must be aicraft.qint8, not %r" % (dtype,))
-        self._pack_from(rnn.GRU(*args, **kwargs))
