@@ -490,6 +490,17 @@ def _elementwise_grad(em, nest, node, k, gy):
 
 # ---- cross-entropy over class indices -------------------------------------------
 
+def _row_access(f, r, classes):
+    """(at, load) for element c of row r of a (rows, classes) array: at(c) is its flat
+    index, load(array, c, body) appends its affine.load to body and returns the value."""
+    def at(c):
+        return "%s * %d + %s" % (r, classes, c)
+
+    def load(array, c, body):
+        return f.op("affine.load %s[%s] : memref<%dxf32>" % (array.ref, at(c), array.flat), body)
+    return at, load
+
+
 def _cross_entropy(em, node):
     """Per row: loss = (1 - e)(max - x_t + log_sum) + e(log_sum - mean(x - max)), as
     libac's cross_entropy; keeps the softmax rows for the backward pass."""
@@ -509,15 +520,15 @@ def _cross_entropy(em, node):
     def row(r, names):
         total, bad = names
         lines = []
-        at = lambda c: "%s * %d + %s" % (r, classes, c)   # noqa: E731
+        at, load = _row_access(f, r, classes)
 
         def max_step(c, acc, body):
-            v = op("affine.load %s[%s] : memref<%dxf32>" % (x.ref, at(c), x.flat), body)
+            v = load(x, c, body)
             return op("arith.maximumf %s, %s : f32" % (acc, v), body)
         mx = _class_loop(f, lines, classes, f.const(float("-inf")), max_step)
 
         def exp_step(c, acc, body):
-            v = op("affine.load %s[%s] : memref<%dxf32>" % (x.ref, at(c), x.flat), body)
+            v = load(x, c, body)
             ex = op("math.exp %s : f32" % fast("subf", v, mx, body), body)
             body.append("affine.store %s, %s[%s] : memref<%dxf32>" % (ex, probs.ref, at(c), probs.flat))
             return op("arith.addf %s, %s fastmath<reassoc, contract> : f32" % (acc, ex), body)
@@ -535,7 +546,7 @@ def _cross_entropy(em, node):
         loss = fast("addf", fast("subf", mx, xt, lines), log_sum, lines)
         if e > 0:
             def shifted_step(c, acc, body):
-                v = op("affine.load %s[%s] : memref<%dxf32>" % (x.ref, at(c), x.flat), body)
+                v = load(x, c, body)
                 return op("arith.addf %s, %s fastmath<reassoc, contract> : f32" % (acc, fast("subf", v, mx, body)),
                           body)
             shifted = _class_loop(f, lines, classes, f.const(0.0), shifted_step)
@@ -625,9 +636,7 @@ def _softmax(em, node):
 
     def row(r, names):
         lines = []
-        at = lambda c: "%s * %d + %s" % (r, classes, c)   # noqa: E731
-        load = lambda array, c, body: f.op("affine.load %s[%s] : memref<%dxf32>" % (   # noqa: E731
-            array.ref, at(c), array.flat), body)
+        at, load = _row_access(f, r, classes)
 
         def max_step(c, acc, body):
             return f.op("arith.maximumf %s, %s : f32" % (acc, load(x, c, body)), body)
@@ -667,9 +676,7 @@ def _softmax_backward(em, node, need):
 
     def row(r, names):
         lines = []
-        at = lambda c: "%s * %d + %s" % (r, classes, c)   # noqa: E731
-        load = lambda array, c, body: f.op("affine.load %s[%s] : memref<%dxf32>" % (   # noqa: E731
-            array.ref, at(c), array.flat), body)
+        at, load = _row_access(f, r, classes)
 
         def dot_step(c, acc, body):
             term = load(gy, c, body) if is_log else f.op("arith.mulf %s, %s : f32" % (load(gy, c, body),
