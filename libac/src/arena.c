@@ -4,7 +4,7 @@
  *
  * Each thread has its own chain of blocks and its own stack of scopes. A scope
  * remembers the arena position when it opened; restoring it moves the position
- * back and hands the blocks above it to a small per-thread cache, so a training
+ * back and hands the blocks above it to a per-thread cache (ARENA_CACHE_BYTES), so a training
  * step in a scope costs no malloc once the blocks exist.
  *
  * A scope also keeps a list of root tensors that its graph nodes and views
