@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from typing import List, Optional
 
 
@@ -60,33 +61,36 @@ def command(args: argparse.Namespace, mpiexec: str) -> List[str]:
     return cmd + args.args
 
 
-def remove_leftover_segments() -> List[str]:
+def remove_leftover_segments(wait: float = 0.0) -> List[str]:
     """Remove MPICH's files in /dev/shm that this user owns and no process maps (what
-    an aborted job leaves); returns their paths."""
+    an aborted job leaves); returns their paths. wait: seconds to keep looking while a
+    process still maps one (an aborted job's ranks can outlive mpiexec by a moment)."""
     folder = "/dev/shm"
-    try:
-        paths = [os.path.join(folder, name) for name in os.listdir(folder) if name.startswith("mpich_shm_")]
-        paths = [path for path in paths if os.stat(path).st_uid == os.getuid()]
-    except OSError:
-        return []
-    if not paths:
-        return []
-    mapped = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    deadline = time.monotonic() + wait
+    removed: List[str] = []
+    while True:
         try:
-            with open("/proc/%s/maps" % pid) as f:
-                mapped.update(line.split()[-1] for line in f if "/dev/shm/mpich_shm_" in line)
-        except OSError:     # gone, or not ours (then it cannot map our 0600 files)
-            continue
-    removed = []
-    for path in paths:
-        if path not in mapped:
+            paths = [os.path.join(folder, name) for name in os.listdir(folder) if name.startswith("mpich_shm_")]
+            paths = [path for path in paths if os.stat(path).st_uid == os.getuid()]
+        except OSError:
+            return removed
+        mapped = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")) if paths else ():
             try:
-                os.unlink(path)
-                removed.append(path)
-            except OSError:
-                pass
-    return removed
+                with open("/proc/%s/maps" % pid) as f:
+                    mapped.update(line.split()[-1] for line in f if "/dev/shm/mpich_shm_" in line)
+            except OSError:     # gone, or not ours (then it cannot map our 0600 files)
+                continue
+        for path in paths:
+            if path not in mapped:
+                try:
+                    os.unlink(path)
+                    removed.append(path)
+                except OSError:
+                    pass
+        if not mapped.intersection(paths) or time.monotonic() >= deadline:
+            return removed
+        time.sleep(0.05)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -100,7 +104,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         signal.signal(signum, lambda signum, frame: job.send_signal(signum))
     code = job.wait()
     if code != 0:
-        remove_leftover_segments()
+        remove_leftover_segments(wait=2.0)
     sys.exit(code if code >= 0 else 128 - code)
 
 
