@@ -31,10 +31,10 @@ INC     := -Ilibac/include -Ilibac/src
 LDLIBS  := -lm -lpthread
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
 
-SRC       := $(sort $(wildcard libac/src/*.c libac/src/*/*.c))
+SRC       := $(sort $(wildcard libac/src/*.c libac/src/*/*.c libac/src/*/*/*.c))
 OBJ       := $(SRC:libac/src/%.c=build/obj/%.o)
 ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o)
-HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h)
+HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h libac/src/*/*/*.h)
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 FUZZERS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 CDEMOS    := $(filter-out demos/c/mnist_mlp_mpi.c,$(sort $(wildcard demos/c/*.c)))
