@@ -11,4 +11,37 @@
 int cpu_copy(void *dst, const void *src, size_t bytes);
 int cpu_fill(AcTensor *t, double value);
 
+/* cpu/elementwise.c */
+int cpu_add(const AcMap *m);
+int cpu_sub(const AcMap *m);
+int cpu_mul(const AcMap *m);
+int cpu_div(const AcMap *m);
+int cpu_pow(const AcMap *m);
+int cpu_div_backward_b(const AcMap *m);
+int cpu_pow_backward_base(const AcMap *m);
+int cpu_pow_backward_exp(const AcMap *m);
+int cpu_add_scalar(const AcMap *m);
+int cpu_mul_scalar(const AcMap *m);
+int cpu_rsub_scalar(const AcMap *m);
+int cpu_div_scalar(const AcMap *m);
+int cpu_rdiv_scalar(const AcMap *m);
+int cpu_pow_scalar(const AcMap *m);
+int cpu_clamp(const AcMap *m);
+int cpu_neg(const AcMap *m);
+int cpu_exp(const AcMap *m);
+int cpu_log(const AcMap *m);
+int cpu_log1p(const AcMap *m);
+int cpu_sqrt(const AcMap *m);
+int cpu_abs(const AcMap *m);
+int cpu_sin(const AcMap *m);
+int cpu_cos(const AcMap *m);
+int cpu_rdiv_scalar_backward(const AcMap *m);
+int cpu_pow_scalar_backward(const AcMap *m);
+int cpu_clamp_backward(const AcMap *m);
+int cpu_log1p_backward(const AcMap *m);
+int cpu_sqrt_backward(const AcMap *m);
+int cpu_abs_backward(const AcMap *m);
+int cpu_sin_backward(const AcMap *m);
+int cpu_cos_backward(const AcMap *m);
+
 #endif /* AC_CPU_KERNELS_H */
