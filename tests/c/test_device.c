@@ -100,6 +100,12 @@ static AcTensor *call_sqrt(const AcTensor *a, const AcTensor *b) { (void)b; retu
 static AcTensor *call_abs(const AcTensor *a, const AcTensor *b) { (void)b; return ac_abs(a); }
 static AcTensor *call_sin(const AcTensor *a, const AcTensor *b) { (void)b; return ac_sin(a); }
 static AcTensor *call_cos(const AcTensor *a, const AcTensor *b) { (void)b; return ac_cos(a); }
+static AcTensor *call_relu(const AcTensor *a, const AcTensor *b) { (void)b; return ac_relu(a); }
+static AcTensor *call_sigmoid(const AcTensor *a, const AcTensor *b) { (void)b; return ac_sigmoid(a); }
+static AcTensor *call_tanh(const AcTensor *a, const AcTensor *b) { (void)b; return ac_tanh(a); }
+static AcTensor *call_gelu(const AcTensor *a, const AcTensor *b) { (void)b; return ac_gelu(a); }
+static AcTensor *call_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_softmax(a, 0); }
+static AcTensor *call_log_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_log_softmax(a, 1); }
 
 static const DeviceCase device_cases[] = {
     {"add", call_add, 1}, {"sub", call_sub, 1}, {"mul", call_mul, 1}, {"div", call_div, 1},
@@ -108,7 +114,9 @@ static const DeviceCase device_cases[] = {
     {"rdiv_scalar", call_rdiv_scalar, 0}, {"pow_scalar", call_pow_scalar, 0},
     {"clamp", call_clamp, 0}, {"neg", call_neg, 0}, {"exp", call_exp, 0}, {"log", call_log, 0},
     {"log1p", call_log1p, 0}, {"sqrt", call_sqrt, 0}, {"abs", call_abs, 0}, {"sin", call_sin, 0},
-    {"cos", call_cos, 0},
+    {"cos", call_cos, 0}, {"relu", call_relu, 0}, {"sigmoid", call_sigmoid, 0},
+    {"tanh", call_tanh, 0}, {"gelu", call_gelu, 0}, {"softmax", call_softmax, 0},
+    {"log_softmax", call_log_softmax, 0},
 };
 
 /* 1.0 everywhere still: the op did not write into its input. */

@@ -70,6 +70,24 @@ typedef struct AcKernels {
     AcMapFn abs_backward;              /* g * sign(a)           in: g, a */
     AcMapFn sin_backward;              /* g * cos(a)            in: g, a */
     AcMapFn cos_backward;              /* -g * sin(a)           in: g, a */
+
+    /* activation.c: n > 0 elements; backward's y is the output (relu, sigmoid,
+       tanh) or the input (gelu); softmax runs over rows of n steps, each step
+       inner apart (the tensor seen as (rows, n, inner)) */
+    int (*relu)(const float *x, float *out, int64_t n);
+    int (*sigmoid)(const float *x, float *out, int64_t n);
+    int (*tanh)(const float *x, float *out, int64_t n);
+    int (*gelu)(const float *x, float *out, int64_t n);
+    int (*relu_backward)(const float *g, const float *y, float *out, int64_t n);
+    int (*sigmoid_backward)(const float *g, const float *y, float *out, int64_t n);
+    int (*tanh_backward)(const float *g, const float *y, float *out, int64_t n);
+    int (*gelu_backward)(const float *g, const float *x, float *out, int64_t n);
+    int (*softmax)(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+    int (*log_softmax)(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+    int (*softmax_backward)(const float *y, const float *g, float *out, int64_t rows, int64_t n,
+                            int64_t inner);
+    int (*log_softmax_backward)(const float *y, const float *g, float *out, int64_t rows,
+                                int64_t n, int64_t inner);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

@@ -44,4 +44,20 @@ int cpu_abs_backward(const AcMap *m);
 int cpu_sin_backward(const AcMap *m);
 int cpu_cos_backward(const AcMap *m);
 
+/* cpu/activation.c */
+int cpu_relu(const float *x, float *out, int64_t n);
+int cpu_sigmoid(const float *x, float *out, int64_t n);
+int cpu_tanh(const float *x, float *out, int64_t n);
+int cpu_gelu(const float *x, float *out, int64_t n);
+int cpu_relu_backward(const float *g, const float *y, float *out, int64_t n);
+int cpu_sigmoid_backward(const float *g, const float *y, float *out, int64_t n);
+int cpu_tanh_backward(const float *g, const float *y, float *out, int64_t n);
+int cpu_gelu_backward(const float *g, const float *x, float *out, int64_t n);
+int cpu_softmax(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+int cpu_log_softmax(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+int cpu_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n,
+                         int64_t inner);
+int cpu_log_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n,
+                             int64_t inner);
+
 #endif /* AC_CPU_KERNELS_H */

@@ -40,6 +40,20 @@ const AcKernels ac_cpu_kernels = {
     .abs_backward = cpu_abs_backward,
     .sin_backward = cpu_sin_backward,
     .cos_backward = cpu_cos_backward,
+
+    /* activation.c */
+    .relu = cpu_relu,
+    .sigmoid = cpu_sigmoid,
+    .tanh = cpu_tanh,
+    .gelu = cpu_gelu,
+    .relu_backward = cpu_relu_backward,
+    .sigmoid_backward = cpu_sigmoid_backward,
+    .tanh_backward = cpu_tanh_backward,
+    .gelu_backward = cpu_gelu_backward,
+    .softmax = cpu_softmax,
+    .log_softmax = cpu_log_softmax,
+    .softmax_backward = cpu_softmax_backward,
+    .log_softmax_backward = cpu_log_softmax_backward,
 };
 
 static const AcKernels no_kernels;
