@@ -106,6 +106,8 @@ static AcTensor *call_tanh(const AcTensor *a, const AcTensor *b) { (void)b; retu
 static AcTensor *call_gelu(const AcTensor *a, const AcTensor *b) { (void)b; return ac_gelu(a); }
 static AcTensor *call_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_softmax(a, 0); }
 static AcTensor *call_log_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_log_softmax(a, 1); }
+static AcTensor *call_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_dropout(a, 0.5f, 1); }
+static AcTensor *call_feature_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_feature_dropout(a, 0.5f, 1); }
 
 static const DeviceCase device_cases[] = {
     {"add", call_add, 1}, {"sub", call_sub, 1}, {"mul", call_mul, 1}, {"div", call_div, 1},
@@ -116,7 +118,8 @@ static const DeviceCase device_cases[] = {
     {"log1p", call_log1p, 0}, {"sqrt", call_sqrt, 0}, {"abs", call_abs, 0}, {"sin", call_sin, 0},
     {"cos", call_cos, 0}, {"relu", call_relu, 0}, {"sigmoid", call_sigmoid, 0},
     {"tanh", call_tanh, 0}, {"gelu", call_gelu, 0}, {"softmax", call_softmax, 0},
-    {"log_softmax", call_log_softmax, 0},
+    {"log_softmax", call_log_softmax, 0}, {"dropout", call_dropout, 0},
+    {"feature_dropout", call_feature_dropout, 0},
 };
 
 /* 1.0 everywhere still: the op did not write into its input. */

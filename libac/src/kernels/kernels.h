@@ -88,6 +88,14 @@ typedef struct AcKernels {
                             int64_t inner);
     int (*log_softmax_backward)(const float *y, const float *g, float *out, int64_t rows,
                                 int64_t n, int64_t inner);
+
+    /* dropout.c: x as blocks of block elements, each kept (times scale) when a
+       draw from the calling thread's generator is >= p, else zeroed; keep (host
+       memory, the node's context; NULL without a graph) gets 1 or 0 per block */
+    int (*dropout)(const float *x, float *out, uint8_t *keep, int64_t blocks, int64_t block,
+                   float p, float scale);
+    int (*dropout_backward)(const float *g, float *gin, const uint8_t *keep, int64_t blocks,
+                            int64_t block, float scale);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

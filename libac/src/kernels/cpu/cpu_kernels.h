@@ -60,4 +60,10 @@ int cpu_softmax_backward(const float *y, const float *g, float *out, int64_t row
 int cpu_log_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n,
                              int64_t inner);
 
+/* cpu/dropout.c */
+int cpu_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64_t block, float p,
+                float scale);
+int cpu_dropout_backward(const float *g, float *gin, const uint8_t *keep, int64_t blocks,
+                         int64_t block, float scale);
+
 #endif /* AC_CPU_KERNELS_H */

@@ -54,6 +54,10 @@ const AcKernels ac_cpu_kernels = {
     .log_softmax = cpu_log_softmax,
     .softmax_backward = cpu_softmax_backward,
     .log_softmax_backward = cpu_log_softmax_backward,
+
+    /* dropout.c */
+    .dropout = cpu_dropout,
+    .dropout_backward = cpu_dropout_backward,
 };
 
 static const AcKernels no_kernels;
