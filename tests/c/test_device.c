@@ -108,6 +108,23 @@ static AcTensor *call_softmax(const AcTensor *a, const AcTensor *b) { (void)b; r
 static AcTensor *call_log_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_log_softmax(a, 1); }
 static AcTensor *call_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_dropout(a, 0.5f, 1); }
 static AcTensor *call_feature_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_feature_dropout(a, 0.5f, 1); }
+static AcTensor *call_compare(const AcTensor *a, const AcTensor *b) { return ac_compare(a, b, AC_LT); }
+static AcTensor *call_compare_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_compare_scalar(a, 0.5, AC_GE); }
+static AcTensor *call_logical(const AcTensor *a, const AcTensor *b) { return ac_logical(a, b, AC_XOR); }
+static AcTensor *call_logical_not(const AcTensor *a, const AcTensor *b) { (void)b; return ac_logical_not(a); }
+
+/* where(cond, a, b) with a bool cond on a's device. */
+static AcTensor *call_where(const AcTensor *a, const AcTensor *b)
+{
+    int64_t shape[2] = {2, 3};
+    AcTensor *ones = ac_full(shape, 2, 1.0f), *cond = ac_compare_scalar(ones, 0.5, AC_GT), *out;
+    cond->device = a->device;
+    out = ac_where(cond, a, b);
+    cond->device = AC_CPU;
+    ac_tensor_free(cond);
+    ac_tensor_free(ones);
+    return out;
+}
 
 static const DeviceCase device_cases[] = {
     {"add", call_add, 1}, {"sub", call_sub, 1}, {"mul", call_mul, 1}, {"div", call_div, 1},
@@ -119,7 +136,9 @@ static const DeviceCase device_cases[] = {
     {"cos", call_cos, 0}, {"relu", call_relu, 0}, {"sigmoid", call_sigmoid, 0},
     {"tanh", call_tanh, 0}, {"gelu", call_gelu, 0}, {"softmax", call_softmax, 0},
     {"log_softmax", call_log_softmax, 0}, {"dropout", call_dropout, 0},
-    {"feature_dropout", call_feature_dropout, 0},
+    {"feature_dropout", call_feature_dropout, 0}, {"lt", call_compare, 1},
+    {"ge", call_compare_scalar, 0}, {"logical_xor", call_logical, 1},
+    {"logical_not", call_logical_not, 0}, {"where", call_where, 1},
 };
 
 /* 1.0 everywhere still: the op did not write into its input. */

@@ -47,6 +47,14 @@ typedef struct AcMap {
 
 typedef int (*AcMapFn)(const AcMap *m);
 
+/* ---- compare.c: up to three operands broadcast to the output's shape, and
+   their strides in it (0 along broadcast dims); not merged */
+typedef struct AcBroadcast {
+    int64_t shape[AC_MAX_DIMS];
+    int ndim;
+    int64_t strides[3][AC_MAX_DIMS];
+} AcBroadcast;
+
 typedef struct AcKernels {
     /* tensor.c */
     int (*copy)(void *dst, const void *src, size_t bytes);    /* within the device; may overlap */
@@ -96,6 +104,20 @@ typedef struct AcKernels {
                    float p, float scale);
     int (*dropout_backward)(const float *g, float *gin, const uint8_t *keep, int64_t blocks,
                             int64_t block, float scale);
+
+    /* compare.c: out (bool) = a <op> b (AC_EQ..AC_GE), or a <op> s when b is
+       NULL; logical: AC_AND..AC_XOR; operands of any dtype, compared as
+       numbers; plan's strides: a, b. where: out = cond ? a : b, plan's
+       strides a, b, cond; its backward: g = gout where cond == picked_when,
+       else 0, plan's strides gout, cond */
+    int (*compare)(AcTensor *out, const AcTensor *a, const AcTensor *b, double s, int op,
+                   const AcBroadcast *plan);
+    int (*logical)(AcTensor *out, const AcTensor *a, const AcTensor *b, int op,
+                   const AcBroadcast *plan);
+    int (*where)(AcTensor *out, const AcTensor *cond, const AcTensor *a, const AcTensor *b,
+                 const AcBroadcast *plan);
+    int (*where_backward)(AcTensor *g, const AcTensor *gout, const AcTensor *cond, int picked_when,
+                          const AcBroadcast *plan);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

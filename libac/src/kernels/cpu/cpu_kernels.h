@@ -66,4 +66,14 @@ int cpu_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64
 int cpu_dropout_backward(const float *g, float *gin, const uint8_t *keep, int64_t blocks,
                          int64_t block, float scale);
 
+/* cpu/compare.c */
+int cpu_compare(AcTensor *out, const AcTensor *a, const AcTensor *b, double s, int op,
+                const AcBroadcast *plan);
+int cpu_logical(AcTensor *out, const AcTensor *a, const AcTensor *b, int op,
+                const AcBroadcast *plan);
+int cpu_where(AcTensor *out, const AcTensor *cond, const AcTensor *a, const AcTensor *b,
+              const AcBroadcast *plan);
+int cpu_where_backward(AcTensor *g, const AcTensor *gout, const AcTensor *cond, int picked_when,
+                       const AcBroadcast *plan);
+
 #endif /* AC_CPU_KERNELS_H */

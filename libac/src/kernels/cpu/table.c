@@ -58,6 +58,12 @@ const AcKernels ac_cpu_kernels = {
     /* dropout.c */
     .dropout = cpu_dropout,
     .dropout_backward = cpu_dropout_backward,
+
+    /* compare.c */
+    .compare = cpu_compare,
+    .logical = cpu_logical,
+    .where = cpu_where,
+    .where_backward = cpu_where_backward,
 };
 
 static const AcKernels no_kernels;
