@@ -125,6 +125,24 @@ static AcTensor *call_where(const AcTensor *a, const AcTensor *b)
     ac_tensor_free(ones);
     return out;
 }
+static AcTensor *call_mse_loss(const AcTensor *a, const AcTensor *b) { return ac_mse_loss(a, b, AC_REDUCTION_MEAN); }
+static AcTensor *call_l1_loss(const AcTensor *a, const AcTensor *b) { return ac_l1_loss(a, b, AC_REDUCTION_SUM); }
+static AcTensor *call_smooth_l1_loss(const AcTensor *a, const AcTensor *b) { return ac_smooth_l1_loss(a, b, AC_REDUCTION_NONE, 1.0f); }
+static AcTensor *call_bce(const AcTensor *a, const AcTensor *b) { return ac_binary_cross_entropy(a, b, AC_REDUCTION_MEAN); }
+static AcTensor *call_bce_with_logits(const AcTensor *a, const AcTensor *b) { return ac_bce_with_logits(a, b, AC_REDUCTION_MEAN); }
+
+/* cross_entropy of logits a (2, 3) with int64 targets (2,) on b's device. */
+static AcTensor *call_cross_entropy(const AcTensor *a, const AcTensor *b)
+{
+    int64_t shape[1] = {2};
+    AcTensor *target = ac_tensor_new_typed(shape, 1, AC_INT64), *out;
+    ac_tensor_fill_(target, 1.0);
+    target->device = b->device;
+    out = ac_cross_entropy(a, target, AC_REDUCTION_MEAN, 0.0f);
+    target->device = AC_CPU;
+    ac_tensor_free(target);
+    return out;
+}
 
 static const DeviceCase device_cases[] = {
     {"add", call_add, 1}, {"sub", call_sub, 1}, {"mul", call_mul, 1}, {"div", call_div, 1},
@@ -139,6 +157,9 @@ static const DeviceCase device_cases[] = {
     {"feature_dropout", call_feature_dropout, 0}, {"lt", call_compare, 1},
     {"ge", call_compare_scalar, 0}, {"logical_xor", call_logical, 1},
     {"logical_not", call_logical_not, 0}, {"where", call_where, 1},
+    {"mse_loss", call_mse_loss, 1}, {"l1_loss", call_l1_loss, 1},
+    {"smooth_l1_loss", call_smooth_l1_loss, 1}, {"binary_cross_entropy", call_bce, 1},
+    {"bce_with_logits", call_bce_with_logits, 1}, {"cross_entropy", call_cross_entropy, 1},
 };
 
 /* 1.0 everywhere still: the op did not write into its input. */

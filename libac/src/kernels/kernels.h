@@ -55,6 +55,12 @@ typedef struct AcBroadcast {
     int64_t strides[3][AC_MAX_DIMS];
 } AcBroadcast;
 
+/* ---- loss.c: an elementwise loss and its backward (beta: smooth_l1_loss's) */
+typedef int (*AcLossFn)(const AcTensor *input, const AcTensor *target, AcTensor *out,
+                        int reduction, float beta);
+typedef int (*AcLossGradFn)(const AcTensor *input, const AcTensor *target, const AcTensor *gout,
+                            AcTensor *gx, AcTensor *gt, int reduction, float beta);
+
 typedef struct AcKernels {
     /* tensor.c */
     int (*copy)(void *dst, const void *src, size_t bytes);    /* within the device; may overlap */
@@ -118,6 +124,22 @@ typedef struct AcKernels {
                  const AcBroadcast *plan);
     int (*where_backward)(AcTensor *g, const AcTensor *gout, const AcTensor *cond, int picked_when,
                           const AcBroadcast *plan);
+
+    /* loss.c: out gets the terms (AC_REDUCTION_NONE) or their mean or sum (one
+       value). Backward: gx and gt (either may be NULL: no gradient wanted)
+       from gout, one value per element or one for all. binary_cross_entropy
+       checks every input is in [0, 1], and cross_entropy that every target
+       is a class index, before writing: AC_ERR_ARG or AC_ERR_INDEX naming the
+       first that is not. cross_entropy: logits (N, C) or (C,), target (N,) or
+       a scalar of int64 or float32 class ids; ids (int64, N) and probs (the
+       softmax, N x C) are where it saves them for backward, or NULL. */
+    AcLossFn mse_loss, l1_loss, smooth_l1_loss, binary_cross_entropy, bce_with_logits;
+    AcLossGradFn mse_loss_backward, l1_loss_backward, smooth_l1_loss_backward;
+    AcLossGradFn binary_cross_entropy_backward, bce_with_logits_backward;
+    int (*cross_entropy)(const AcTensor *logits, const AcTensor *target, AcTensor *out,
+                         int reduction, float smoothing, int64_t *ids, float *probs);
+    int (*cross_entropy_backward)(const int64_t *ids, const float *probs, const AcTensor *gout,
+                                  AcTensor *gin, int reduction, float smoothing);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;
