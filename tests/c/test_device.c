@@ -143,6 +143,15 @@ static AcTensor *call_cross_entropy(const AcTensor *a, const AcTensor *b)
     ac_tensor_free(target);
     return out;
 }
+static AcTensor *call_sum(const AcTensor *a, const AcTensor *b) { (void)b; return ac_sum(a, NULL, 0, 0); }
+static AcTensor *call_mean(const AcTensor *a, const AcTensor *b) { int d = 1; (void)b; return ac_mean(a, &d, 1, 1); }
+static AcTensor *call_max(const AcTensor *a, const AcTensor *b) { int d = 0; (void)b; return ac_max(a, &d, 1, 0); }
+static AcTensor *call_min(const AcTensor *a, const AcTensor *b) { (void)b; return ac_min(a, NULL, 0, 0); }
+static AcTensor *call_var(const AcTensor *a, const AcTensor *b) { (void)b; return ac_var(a, NULL, 0, 1, 0); }
+static AcTensor *call_std(const AcTensor *a, const AcTensor *b) { int d = 1; (void)b; return ac_std(a, &d, 1, 0, 0); }
+static AcTensor *call_max_dim(const AcTensor *a, const AcTensor *b) { AcTensor *i; (void)b; return ac_max_dim(a, 1, 0, &i); }
+static AcTensor *call_min_dim(const AcTensor *a, const AcTensor *b) { (void)b; return ac_min_dim(a, 0, 1, NULL); }
+static AcTensor *call_argmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_argmax(a, 1, 0); }
 
 static const DeviceCase device_cases[] = {
     {"add", call_add, 1}, {"sub", call_sub, 1}, {"mul", call_mul, 1}, {"div", call_div, 1},
@@ -160,6 +169,9 @@ static const DeviceCase device_cases[] = {
     {"mse_loss", call_mse_loss, 1}, {"l1_loss", call_l1_loss, 1},
     {"smooth_l1_loss", call_smooth_l1_loss, 1}, {"binary_cross_entropy", call_bce, 1},
     {"bce_with_logits", call_bce_with_logits, 1}, {"cross_entropy", call_cross_entropy, 1},
+    {"sum", call_sum, 0}, {"mean", call_mean, 0}, {"max", call_max, 0}, {"min", call_min, 0},
+    {"var", call_var, 0}, {"std", call_std, 0}, {"max", call_max_dim, 0},
+    {"min", call_min_dim, 0}, {"argmax", call_argmax, 0},
 };
 
 /* 1.0 everywhere still: the op did not write into its input. */
@@ -194,6 +206,20 @@ static void test_every_op_refuses_a_device_without_kernels(void)
     free_fake(gpu);
 }
 
+/* sum of a bool tensor on cuda:0: the exact integer sum has no kernel there either. */
+static void test_integer_sum_refuses_a_device_without_kernels(void)
+{
+    int64_t shape[2] = {2, 3};
+    AcTensor *ones = ac_full(shape, 2, 1.0f), *mask = ac_compare_scalar(ones, 0.5, AC_GT);
+    mask->device = AC_CUDA;
+    CHECK(!ac_sum(mask, NULL, 0, 0) && ac_last_error_code() == AC_ERR_DEVICE);
+    CHECK(strncmp(ac_last_error(), "sum:", 4) == 0 && strstr(ac_last_error(), "cuda:0"));
+    mask->device = AC_CPU;
+    CHECK(mask->data && ((const uint8_t *)(const void *)mask->data)[0] == 1);
+    ac_tensor_free(mask);
+    ac_tensor_free(ones);
+}
+
 static void test_every_binary_op_refuses_mixed_devices(void)
 {
     int64_t shape[2] = {2, 3};
@@ -218,6 +244,7 @@ int main(void)
     RUN(test_inputs_on_two_devices_are_refused);
     RUN(test_a_device_without_a_backend_has_no_kernels);
     RUN(test_every_op_refuses_a_device_without_kernels);
+    RUN(test_integer_sum_refuses_a_device_without_kernels);
     RUN(test_every_binary_op_refuses_mixed_devices);
     return TEST_REPORT();
 }

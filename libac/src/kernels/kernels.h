@@ -55,6 +55,17 @@ typedef struct AcBroadcast {
     int64_t strides[3][AC_MAX_DIMS];
 } AcBroadcast;
 
+/* ---- reduce.c: the input's dims with size-1 dims dropped and neighbours of
+   one kind (reduced or kept) merged: an alternation of kept and reduced
+   groups, the last contiguous. The output holds the kept groups in order. */
+typedef struct AcReduceGroups {
+    int n;
+    int64_t size[AC_MAX_DIMS];
+    int64_t stride[AC_MAX_DIMS];      /* in the input's elements */
+    int64_t out_stride[AC_MAX_DIMS];  /* in the output's elements; 0 for reduced groups */
+    int reduced[AC_MAX_DIMS];
+} AcReduceGroups;
+
 /* ---- loss.c: an elementwise loss and its backward (beta: smooth_l1_loss's) */
 typedef int (*AcLossFn)(const AcTensor *input, const AcTensor *target, AcTensor *out,
                         int reduction, float beta);
@@ -140,6 +151,42 @@ typedef struct AcKernels {
                          int reduction, float smoothing, int64_t *ids, float *probs);
     int (*cross_entropy_backward)(const int64_t *ids, const float *probs, const AcTensor *gout,
                                   AcTensor *gin, int reduction, float smoothing);
+
+    /* reduce.c: x over g's reduced groups into out (> 0 elements), summed in
+       double: the same bits for any thread count. mean of nothing is NaN; max
+       and min propagate NaN; var and std divide by N - correction. Backward:
+       gin (the input's shape) from gout; work (and means) are scratch of the
+       output's shape. sum_backward spreads gout * scale (1, or 1/N for the
+       mean); extreme_backward (max and min) splits it among the inputs that
+       tie for the extreme. sum_integer: the exact int64 sum of an int64 or
+       bool a over the dims in mask. max_dim/min_dim: x seen as (outer, n,
+       inner), reduced over n: the first extreme (values and indices may be
+       NULL); their backward zeroes gin and puts gout at that index. */
+    int (*sum)(const float *x, float *out, const AcReduceGroups *g);
+    int (*mean)(const float *x, float *out, const AcReduceGroups *g);
+    int (*max)(const float *x, float *out, const AcReduceGroups *g);
+    int (*min)(const float *x, float *out, const AcReduceGroups *g);
+    int (*var)(const float *x, float *out, const AcReduceGroups *g, int64_t correction);
+    int (*std)(const float *x, float *out, const AcReduceGroups *g, int64_t correction);
+    int (*sum_backward)(const AcTensor *gout, float scale, AcTensor *work, AcTensor *gin,
+                        const AcReduceGroups *g);
+    int (*extreme_backward)(const AcTensor *a, const AcTensor *out, const AcTensor *gout,
+                            AcTensor *work, AcTensor *gin, const AcReduceGroups *g);
+    int (*var_backward)(const AcTensor *a, const AcTensor *out, const AcTensor *gout,
+                        AcTensor *work, AcTensor *means, AcTensor *gin, const AcReduceGroups *g,
+                        int64_t correction);
+    int (*std_backward)(const AcTensor *a, const AcTensor *out, const AcTensor *gout,
+                        AcTensor *work, AcTensor *means, AcTensor *gin, const AcReduceGroups *g,
+                        int64_t correction);
+    int (*sum_integer)(const AcTensor *a, AcTensor *out, unsigned mask);
+    int (*max_dim)(const float *x, float *values, int64_t *indices, int64_t outer, int64_t n,
+                   int64_t inner);
+    int (*min_dim)(const float *x, float *values, int64_t *indices, int64_t outer, int64_t n,
+                   int64_t inner);
+    int (*max_dim_backward)(const float *x, const float *gout, float *gin, int64_t outer,
+                            int64_t n, int64_t inner);
+    int (*min_dim_backward)(const float *x, const float *gout, float *gin, int64_t outer,
+                            int64_t n, int64_t inner);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

@@ -104,4 +104,29 @@ int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *
 int cpu_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout,
                                AcTensor *gin, int reduction, float smoothing);
 
+/* cpu/reduce.c */
+int cpu_sum(const float *x, float *out, const AcReduceGroups *g);
+int cpu_mean(const float *x, float *out, const AcReduceGroups *g);
+int cpu_max(const float *x, float *out, const AcReduceGroups *g);
+int cpu_min(const float *x, float *out, const AcReduceGroups *g);
+int cpu_var(const float *x, float *out, const AcReduceGroups *g, int64_t correction);
+int cpu_std(const float *x, float *out, const AcReduceGroups *g, int64_t correction);
+int cpu_sum_backward(const AcTensor *gout, float scale, AcTensor *work, AcTensor *gin,
+                     const AcReduceGroups *g);
+int cpu_extreme_backward(const AcTensor *a, const AcTensor *out, const AcTensor *gout,
+                         AcTensor *work, AcTensor *gin, const AcReduceGroups *g);
+int cpu_var_backward(const AcTensor *a, const AcTensor *out, const AcTensor *gout, AcTensor *work,
+                     AcTensor *means, AcTensor *gin, const AcReduceGroups *g, int64_t correction);
+int cpu_std_backward(const AcTensor *a, const AcTensor *out, const AcTensor *gout, AcTensor *work,
+                     AcTensor *means, AcTensor *gin, const AcReduceGroups *g, int64_t correction);
+int cpu_sum_integer(const AcTensor *a, AcTensor *out, unsigned mask);
+int cpu_max_dim(const float *x, float *values, int64_t *indices, int64_t outer, int64_t n,
+                int64_t inner);
+int cpu_min_dim(const float *x, float *values, int64_t *indices, int64_t outer, int64_t n,
+                int64_t inner);
+int cpu_max_dim_backward(const float *x, const float *gout, float *gin, int64_t outer, int64_t n,
+                         int64_t inner);
+int cpu_min_dim_backward(const float *x, const float *gout, float *gin, int64_t outer, int64_t n,
+                         int64_t inner);
+
 #endif /* AC_CPU_KERNELS_H */

@@ -78,6 +78,23 @@ const AcKernels ac_cpu_kernels = {
     .bce_with_logits_backward = cpu_bce_with_logits_backward,
     .cross_entropy = cpu_cross_entropy,
     .cross_entropy_backward = cpu_cross_entropy_backward,
+
+    /* reduce.c */
+    .sum = cpu_sum,
+    .mean = cpu_mean,
+    .max = cpu_max,
+    .min = cpu_min,
+    .var = cpu_var,
+    .std = cpu_std,
+    .sum_backward = cpu_sum_backward,
+    .extreme_backward = cpu_extreme_backward,
+    .var_backward = cpu_var_backward,
+    .std_backward = cpu_std_backward,
+    .sum_integer = cpu_sum_integer,
+    .max_dim = cpu_max_dim,
+    .min_dim = cpu_min_dim,
+    .max_dim_backward = cpu_max_dim_backward,
+    .min_dim_backward = cpu_min_dim_backward,
 };
 
 static const AcKernels no_kernels;
