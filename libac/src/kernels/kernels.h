@@ -17,8 +17,10 @@
  *
  * Entries take raw pointers and sizes (or the tensors, whose data lives on the
  * device). The op has checked the arguments before the call, so a CPU entry
- * cannot fail; a device's entry returns its launch's error (AC_ERR_DEVICE with
- * the runtime's message), else AC_OK.
+ * cannot fail, save the two that check input data (binary_cross_entropy's
+ * probabilities, cross_entropy's class indices: the data is the device's to
+ * read); a device's entry returns its launch's error (AC_ERR_DEVICE with the
+ * runtime's message), else AC_OK.
  */
 #ifndef AC_KERNELS_H
 #define AC_KERNELS_H

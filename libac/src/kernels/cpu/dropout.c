@@ -13,6 +13,14 @@ int cpu_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64
                 float scale)
 {
     int64_t b, i;
+    if (block == 1) {   /* one element a draw: without a loop per block, no memset call per zero */
+        for (b = 0; b < blocks; b++) {
+            const int kept = rng_uniform() >= p;
+            out[b] = kept ? x[b] * scale : 0.0f;
+            if (keep) keep[b] = (uint8_t)kept;
+        }
+        return AC_OK;
+    }
     for (b = 0; b < blocks; b++) {
         const int kept = rng_uniform() >= p;
         const float *xb = x + b * block;
