@@ -7,6 +7,11 @@ const AcKernels ac_cpu_kernels = {
     /* tensor.c */
     .copy = cpu_copy,
     .fill = cpu_fill,
+    /* matmul.c, linear.c */
+    .matmul = cpu_matmul,
+    .matmul_grad = cpu_matmul_grad,
+    .linear = cpu_linear,
+    .linear_backward = cpu_linear_backward,
 };
 
 static const AcKernels no_kernels;
@@ -24,4 +29,9 @@ int kernel_missing(const char *op, const AcTensor *t)
 {
     char name[32];
     return error_set(AC_ERR_DEVICE, "%s: no kernel for %s", op, device_name(t->device, t->device_index, name, sizeof name));
+}
+
+int cpu_only(const char *op, const AcTensor *t)
+{
+    return !t || t->device == AC_CPU ? AC_OK : kernel_missing(op, t);
 }
