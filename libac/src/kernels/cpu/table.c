@@ -12,6 +12,9 @@ const AcKernels ac_cpu_kernels = {
     .matmul_grad = cpu_matmul_grad,
     .linear = cpu_linear,
     .linear_backward = cpu_linear_backward,
+    /* conv.c */
+    .conv2d = cpu_conv2d,
+    .conv2d_backward = cpu_conv2d_backward,
 };
 
 static const AcKernels no_kernels;
