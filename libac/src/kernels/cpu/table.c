@@ -15,6 +15,11 @@ const AcKernels ac_cpu_kernels = {
     /* conv.c */
     .conv2d = cpu_conv2d,
     .conv2d_backward = cpu_conv2d_backward,
+    /* pool.c */
+    .max_pool2d = cpu_max_pool2d,
+    .max_pool2d_backward = cpu_max_pool2d_backward,
+    .avg_pool2d = cpu_avg_pool2d,
+    .avg_pool2d_backward = cpu_avg_pool2d_backward,
 };
 
 static const AcKernels no_kernels;
