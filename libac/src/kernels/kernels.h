@@ -160,5 +160,9 @@ int kernel_missing(const char *op, const AcTensor *t);
 /* For an op with no table entries, which reads t's data on the host: AC_OK for
    a CPU tensor (or NULL, which the op's own checks name), else kernel_missing. */
 int cpu_only(const char *op, const AcTensor *t);
+/* For a tensor an op reads or writes beside its inputs (running statistics,
+   optimizer state): AC_OK when b is NULL or on a's device, else the error of
+   inputs on two devices. */
+int same_device(const char *op, const AcTensor *a, const AcTensor *b);
 
 #endif /* AC_KERNELS_H */

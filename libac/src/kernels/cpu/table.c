@@ -20,6 +20,11 @@ const AcKernels ac_cpu_kernels = {
     .max_pool2d_backward = cpu_max_pool2d_backward,
     .avg_pool2d = cpu_avg_pool2d,
     .avg_pool2d_backward = cpu_avg_pool2d_backward,
+    /* norm.c */
+    .batch_norm = cpu_batch_norm,
+    .batch_norm_backward = cpu_batch_norm_backward,
+    .layer_norm = cpu_layer_norm,
+    .layer_norm_backward = cpu_layer_norm_backward,
 };
 
 static const AcKernels no_kernels;
@@ -42,4 +47,14 @@ int kernel_missing(const char *op, const AcTensor *t)
 int cpu_only(const char *op, const AcTensor *t)
 {
     return !t || t->device == AC_CPU ? AC_OK : kernel_missing(op, t);
+}
+
+int same_device(const char *op, const AcTensor *a, const AcTensor *b)
+{
+    char one[32], two[32];
+    if (!b || (a->device == b->device && a->device_index == b->device_index)) return AC_OK;
+    return error_set(AC_ERR_DEVICE, "%s: expected all tensors to be on the same device, but found "
+                     "at least two devices, %s and %s", op,
+                     device_name(a->device, a->device_index, one, sizeof one),
+                     device_name(b->device, b->device_index, two, sizeof two));
 }
