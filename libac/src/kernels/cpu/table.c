@@ -25,6 +25,10 @@ const AcKernels ac_cpu_kernels = {
     .batch_norm_backward = cpu_batch_norm_backward,
     .layer_norm = cpu_layer_norm,
     .layer_norm_backward = cpu_layer_norm_backward,
+    /* embedding.c */
+    .embedding_bad_id = cpu_embedding_bad_id,
+    .embedding = cpu_embedding,
+    .embedding_backward = cpu_embedding_backward,
 };
 
 static const AcKernels no_kernels;
