@@ -157,9 +157,11 @@ extern const AcKernels ac_cuda_kernels;
 const AcKernels *kernels_for(const AcTensor *t);
 /* AC_ERR_DEVICE: "op: no kernel for cuda:0"; returns the error code. */
 int kernel_missing(const char *op, const AcTensor *t);
-/* For an op with no table entries, which reads t's data on the host: AC_OK for
-   a CPU tensor (or NULL, which the op's own checks name), else kernel_missing. */
-int cpu_only(const char *op, const AcTensor *t);
+/* For an op with no table entries, which reads its tensors' data on the host:
+   AC_OK when each of the n tensors is on the CPU (or NULL), else
+   kernel_missing for the first that is not. Called once per op, before it
+   touches data:  if (cpu_only(op, (const AcTensor *[]){x, h0}, 2)) ... */
+int cpu_only(const char *op, const AcTensor *const *tensors, int n);
 /* For a tensor an op reads or writes beside its inputs (running statistics,
    optimizer state): AC_OK when b is NULL or on a's device, else the error of
    inputs on two devices. */
