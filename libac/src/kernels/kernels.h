@@ -17,15 +17,15 @@
  *
  * Entries take raw pointers and sizes (or the tensors, whose data lives on the
  * device). The op has checked the arguments before the call, so a CPU entry
- * cannot fail; a device's entry returns its launch's error (AC_ERR_DEVICE with
- * the runtime's message), else AC_OK.
+ * cannot fail (but for scratch memory: conv2d's); a device's entry returns its
+ * launch's error (AC_ERR_DEVICE with the runtime's message), else AC_OK.
  */
 #ifndef AC_KERNELS_H
 #define AC_KERNELS_H
 
 #include "internal.h"
 
-/* ---- the layouts ops hand to the kernels of matmul.c, conv.c, pool.c, norm.c ---- */
+/* ---- what matmul.c, conv.c, pool.c, norm.c and optim/ hand to their kernels ---- */
 
 /* matmul: a batch of (n x k) @ (k x m) products. Output batch t multiplies a's
    matrix matmul_batch_matrix(s, s->a_stride, t) by b's, strides counted in
