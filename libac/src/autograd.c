@@ -11,9 +11,9 @@
  *
  * Unless asked to retain it, the walk frees the graph as it goes, as PyTorch
  * does: once a node has run, it drops its inputs (tensor.c's node_free_graph),
- * so activations nothing else holds are freed then (root) or given back to
- * their scope when backward returns (scoped). A freed node keeps its output's
- * values; backward through it again is an error.
+ * so activations nothing else holds are freed then (root) or, once their own
+ * node has run, given back to their scope (scoped). A freed node keeps its
+ * output's values; backward through it again is an error.
  *
  * Not here: the ops' own backward functions (ops/), tensor memory (tensor.c).
  */
@@ -228,9 +228,11 @@ static int backward_node(AcGradNode *node)
 
 /* Run the nodes, users before their inputs. When free_graph, each root output
    was retained by the caller so that no node is freed before it has run: drop
-   that reference after freeing the node's graph. After an error, the nodes
-   not run yet keep their graph. */
-static int backward_nodes(const NodeList *order, int free_graph, AcTensor **dead)
+   that reference after freeing the node's graph. A scoped activation nothing
+   else holds goes back once its own node has run, into backward's scope until
+   that ends, so its memory holds the gradients that follow. After an error,
+   the nodes not run yet keep their graph. */
+static int backward_nodes(const NodeList *order, int free_graph)
 {
     const int profiled = profiler_active;
     int64_t k;
@@ -238,12 +240,13 @@ static int backward_nodes(const NodeList *order, int free_graph, AcTensor **dead
     for (k = order->n - 1; k >= 0; k--) {
         AcGradNode *node = order->nodes[k];
         AcTensor *output = node->output;
+        int at_root = output->scope_depth == 0;   /* a scoped output may be given back below */
         if (rc == AC_OK && node->pending_grad)
             rc = profiled ? profile_backward(node, backward_node) : backward_node(node);
         node->pending_grad = NULL;
         if (!free_graph) continue;
-        if (rc == AC_OK) node_free_graph(node, dead);
-        if (output->scope_depth == 0) ac_tensor_free(output);
+        if (rc == AC_OK) node_free_graph_walked(node);
+        if (at_root) ac_tensor_free(output);
     }
     return rc;
 }
@@ -257,7 +260,6 @@ static const char graph_freed[] =
 static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
 {
     NodeList order = {NULL, 0, 0};
-    AcTensor *dead = NULL;
     AcCheckpoint cp = ac_mem_checkpoint();
     int previous, rc = AC_OK;
     int64_t k;
@@ -278,12 +280,11 @@ static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
                 for (k = 0; k < order.n; k++)
                     if (order.nodes[k]->output->scope_depth == 0) ac_tensor_retain(order.nodes[k]->output);
             out->node->pending_grad = (AcTensor *)grad;
-            rc = backward_nodes(&order, !retain_graph, &dead);
+            rc = backward_nodes(&order, !retain_graph);
         }
     }
     ac_set_grad_enabled(previous);
     ac_mem_restore(cp);
-    dead_tensors_release(dead);   /* now that their scope is the innermost again */
     return rc;
 }
 

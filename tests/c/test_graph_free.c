@@ -135,6 +135,38 @@ static void test_scoped_backward_gives_freed_activations_back(void)
     CHECK(stats().live_nodes == start.live_nodes);
 }
 
+/* A deep chain whose activations only its graph holds, as in a Python forward:
+   each goes back once its own node has run, and the gradients made after it
+   take its place, so backward adds less than the chain's activations to the
+   peak (before, it added all the gradients on top of them). Run first: the
+   peak is process-wide. */
+static void test_scoped_backward_reuses_activations_as_it_walks(void)
+{
+    const int64_t n = 1 << 16;   /* 256 KB a tensor */
+    const int layers = 32;
+    AcTensor *w = leaf(n, 0.5f), *h, *loss;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    int64_t start = stats().bytes_in_use, forward, backward;
+    int i;
+    h = leaf(n, 1.0f);
+    for (i = 0; i < layers; i++) {
+        AcTensor *product = ac_mul(h, w), *next = ac_tanh(product);
+        ac_tensor_free(product);
+        ac_tensor_free(h);
+        h = next;
+    }
+    loss = ac_sum(h, NULL, 0, 0);
+    ac_tensor_free(h);
+    forward = stats().bytes_in_use - start;
+    CHECK(forward >= 2 * layers * n * 4);
+    CHECK(ac_backward(loss) == AC_OK);
+    backward = stats().peak_bytes - start - forward;
+    CHECK(backward < forward);
+    CHECK(w->grad && w->grad->data[0] != 0.0f);
+    ac_mem_restore(cp);
+    ac_tensor_free(w);
+}
+
 /* What a view, a retain or another graph still uses stays, with its values. */
 static void test_freeing_keeps_what_others_hold(void)
 {
@@ -215,6 +247,7 @@ static void test_backward_ex_checks_its_arguments(void)
 
 int main(void)
 {
+    RUN(test_scoped_backward_reuses_activations_as_it_walks);
     RUN(test_root_backward_frees_what_only_the_graph_held);
     RUN(test_second_backward_fails_with_pytorch_message);
     RUN(test_retain_graph_allows_another_backward);
