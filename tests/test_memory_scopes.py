@@ -522,14 +522,13 @@ print(json.dumps({"forward": forward, "peak": peak, "grads": grads}))
 
 def test_backward_in_a_scope_reuses_the_activations_it_is_done_with():
     """An MLP of 16 layers at batch 1024 (1 MB an activation, which only the graph
-    holds): backward gives each activation back once its node has run, and the
-    gradients it makes next take its place, so it adds well under half the
-    forward's bytes to the peak besides the parameters' grads (it added all its
-    gradients on top of every activation before). A fresh process: peak_bytes is
-    process-wide."""
+    holds): backward gives each activation back once its node has run and each
+    gradient once it is spent, so besides the parameters' grads it adds a few
+    activations' worth to the peak (it added all its gradients on top of every
+    activation before: 22 MB on 18). A fresh process: peak_bytes is process-wide."""
     result = json.loads(run_fresh(BACKWARD_PEAK))
     assert result["forward"] > 16 << 20
-    assert result["peak"] - result["forward"] - result["grads"] < result["forward"] // 2
+    assert result["peak"] - result["forward"] - result["grads"] < 4 << 20
 
 
 # ---- memory limit ------------------------------------------------------------------
