@@ -244,7 +244,8 @@ static void spent_grads_release(const AcGradNode *node, AcTensor *const *spent, 
 
 static int backward_node(AcGradNode *node)
 {
-    AcTensor *gin[AC_MAX_INPUTS] = {NULL}, *spent[1 + 3 * AC_MAX_INPUTS];   /* g; each input's, its copy, a replaced sum */
+    AcTensor *gin[AC_MAX_INPUTS] = {NULL};
+    AcTensor *spent[1 + 3 * AC_MAX_INPUTS];   /* g; per input its gradient, a copy, a replaced sum */
     int i, n_spent = 0, rc = node->backward(node, node->pending_grad, gin);
     if (rc) return rc;
     spent[n_spent++] = node->pending_grad;
