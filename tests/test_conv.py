@@ -188,12 +188,14 @@ def test_padding_same_and_valid():
 
 
 # (x shape, w shape, conv2d keywords): the im2col path a band or an image at a
-# time, images side by side in blocks (few pixels each), and Winograd.
+# time, images side by side in blocks (few pixels each), Winograd, and Winograd
+# on images of few pixels with many channels, whose transforms the threads split.
 THREAD_CASES = [
     ((2, 8, 40, 40), (16, 8, 3, 3), dict(padding=1)),
     ((17, 8, 12, 12), (16, 8, 3, 3), dict(padding=1)),
     ((40, 6, 9, 7), (12, 3, 3, 3), dict(stride=2, padding=1, groups=2)),
     ((33, 24, 6, 30), (40, 24, 3, 3), dict(padding=1)),
+    ((8, 136, 4, 4), (140, 136, 3, 3), dict(padding=1)),
 ]
 
 

@@ -450,6 +450,15 @@ def test_views_copies_and_graphs_keep_a_dead_wrappers_tensor():
         assert len(fillers) == 3
 
 
+def run_fresh(script):
+    """Run script in a fresh Python process that imports this aicraft; its stdout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(ac.__file__)),
+                                         env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, check=True).stdout
+
+
 FORWARD_PEAK = """
 import json
 import aicraft as ac
@@ -481,18 +490,45 @@ def test_a_no_grad_forward_in_a_scope_holds_two_layer_outputs_at_a_time():
     layer has read it, so the peak is the largest pair of consecutive outputs
     (plus headers and op scratch), not the sum of all of them. peak_bytes is
     process-wide, so a fresh process measures it."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(ac.__file__)),
-                                         env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", FORWARD_PEAK], env=env, capture_output=True,
-                         text=True, check=True)
-    result = json.loads(out.stdout)
+    result = json.loads(run_fresh(FORWARD_PEAK))
     sizes = result["sizes"]
     bound = max(a + b for a, b in zip(sizes, sizes[1:])) + (256 << 10)
     assert sum(sizes) > bound + (1 << 20)        # keeping every output would break the bound
     assert result["peak"] - result["start"] <= bound
     assert result["same"]                        # the same outputs as at root
     assert result["end"] == result["start"]
+
+
+BACKWARD_PEAK = """
+import json
+import aicraft as ac
+from aicraft import nn
+ac.manual_seed(0)
+layers = []
+for _ in range(8):
+    layers += [nn.Linear(256, 256), nn.Tanh()]
+model = nn.Sequential(*layers)
+x = ac.randn(1024, 256)
+start = ac.memory_stats()["bytes_in_use"]
+with ac.checkpoint():
+    loss = model(x).pow(2).mean()
+    forward = ac.memory_stats()["bytes_in_use"] - start
+    loss.backward()
+    peak = ac.memory_stats()["peak_bytes"] - start
+grads = sum(p.grad.numel() * 4 for p in model.parameters())
+print(json.dumps({"forward": forward, "peak": peak, "grads": grads}))
+"""
+
+
+def test_backward_in_a_scope_reuses_the_activations_it_is_done_with():
+    """An MLP of 16 layers at batch 1024 (1 MB an activation, which only the graph
+    holds): backward gives each activation back once its node has run and each
+    gradient once it is spent, so besides the parameters' grads it adds a few
+    activations' worth to the peak (it added all its gradients on top of every
+    activation before: 22 MB on 18). A fresh process: peak_bytes is process-wide."""
+    result = json.loads(run_fresh(BACKWARD_PEAK))
+    assert result["forward"] > 16 << 20
+    assert result["peak"] - result["forward"] - result["grads"] < 4 << 20
 
 
 # ---- memory limit ------------------------------------------------------------------

@@ -16,7 +16,10 @@
  * when it is the newest allocation, else kept in the scope's free list, which
  * later allocations of the scope take from first (best fit). An inference
  * chain under no_grad then holds about two layers' outputs at a time instead
- * of all of them.
+ * of all of them. One freed while an inner scope of the same thread is open
+ * (an activation that dies during backward, whose walk runs in a scope of its
+ * own) is lent to the innermost scope's free list; when that scope ends, the
+ * chunk passes to the next scope out, and so back to its own.
  *
  * A root allocation freed on a thread that has opened a scope is kept in that
  * thread's small root cache, and a later root allocation of exactly its size
@@ -72,13 +75,23 @@ typedef struct FreeChunk {
     struct FreeChunk *next;    /* the nearest free chunk below it in memory */
 } FreeChunk;
 
+/* A released chunk of an outer scope, in the free list of an inner one until
+   that one ends. */
+typedef struct {
+    char *p;
+    size_t bytes;
+    int owner;                 /* the depth of the scope it was allocated in */
+    int depth;                 /* the depth of the scope whose free list holds it */
+} LentChunk;
+
 typedef struct {
     ArenaBlock *block;         /* arena position when the scope opened */
     size_t used;
     uint32_t serial;
     HoldEntry *holds;
     FreeChunk *free;           /* released chunks, highest address first, none adjacent */
-    int64_t bytes, tensors, nodes;   /* this thread's scoped counts when it opened */
+    int64_t bytes, tensors, nodes;   /* this thread's scoped counts when it opened,
+                                        less what outer scopes gave back since */
 } Scope;
 
 typedef struct {
@@ -91,6 +104,8 @@ typedef struct {
     size_t root_cache_bytes;
     Scope *scopes;
     int depth, capacity;
+    LentChunk *lent;           /* by depth, innermost last */
+    int n_lent, lent_capacity;
     int64_t bytes, tensors, nodes;   /* scoped allocations made by this thread so far */
     int64_t allocated;               /* bytes ever allocated by this thread, root and scoped */
 } ThreadArena;
@@ -286,7 +301,10 @@ static void scope_drop_holds(Scope *s)
     s->holds = NULL;
 }
 
-/* End the scopes above new_depth: drop holds, uncount, move the arena back. */
+static void lent_return(ThreadArena *ta);
+
+/* End the scopes above new_depth: drop holds, uncount, move the arena back,
+   pass lent chunks on. */
 static void arena_pop_to(ThreadArena *ta, int new_depth)
 {
     while (ta->depth > new_depth) {
@@ -315,6 +333,7 @@ static void arena_pop_to(ThreadArena *ta, int new_depth)
             MARK_UNUSED((char *)ta->top + BLOCK_HEADER_BYTES + s->used, ta->top->size - s->used);
         }
         ta->depth--;
+        lent_return(ta);
     }
 }
 
@@ -336,6 +355,7 @@ static void thread_arena_destroy(void *p)
     while (ta->root_cache_count > 0)
         free(((void **)root_cache_remove(ta, ta->root_cache_count - 1))[-1]);
     free(ta->scopes);
+    free(ta->lent);
     free(ta);
     tls_arena = NULL;
 }
@@ -456,26 +476,90 @@ static void free_trim_top(Scope *s, ArenaBlock *top)
     }
 }
 
-int arena_release(void *p, size_t bytes, uint32_t serial)
+/* Record [p, p + bytes) of the scope at depth owner as lent to the innermost
+   scope; fails only when the record cannot grow. */
+static int lent_push(ThreadArena *ta, char *p, size_t bytes, int owner)
+{
+    LentChunk *c;
+    if (ta->n_lent == ta->lent_capacity) {
+        int capacity = ta->lent_capacity ? ta->lent_capacity * 2 : 64;
+        LentChunk *grown = realloc(ta->lent, (size_t)capacity * sizeof *grown);
+        if (!grown) return AC_ERR_MEMORY;
+        count_heap_allocation();
+        ta->lent = grown;
+        ta->lent_capacity = capacity;
+    }
+    c = &ta->lent[ta->n_lent++];
+    c->p = p;
+    c->bytes = bytes;
+    c->owner = owner;
+    c->depth = ta->depth;
+    return AC_OK;
+}
+
+/* The scope at depth ta->depth + 1 has ended: the chunks lent to it go to the
+   free list of the now innermost scope, whose own they may be. Whatever the
+   ended scope made of them died with it. */
+static void lent_return(ThreadArena *ta)
+{
+    int first = ta->n_lent, i, kept;
+    Scope *s;
+    while (first > 0 && ta->lent[first - 1].depth == ta->depth + 1) first--;
+    if (first == ta->n_lent) return;
+    s = &ta->scopes[ta->depth - 1];
+    for (i = kept = first; i < ta->n_lent; i++) {
+        LentChunk c = ta->lent[i];
+        free_insert(s, c.p, c.bytes);
+        c.depth = ta->depth;
+        if (c.owner != ta->depth) ta->lent[kept++] = c;
+    }
+    ta->n_lent = kept;
+    if (ta->top) free_trim_top(s, ta->top);
+}
+
+/* The depth of the calling thread's scope with this serial, or 0. */
+static int scope_depth_of(const ThreadArena *ta, uint32_t serial)
+{
+    int d;
+    for (d = ta->depth; d > 0; d--)
+        if (ta->scopes[d - 1].serial == serial) return d;
+    return 0;
+}
+
+int arena_release(void *p, size_t bytes, uint32_t serial, int tensors, int nodes)
 {
     ThreadArena *ta = tls_arena;
     Scope *s;
     ArenaBlock *top;
-    int on_top;
+    int owner, on_top, d;
     if (!ta || ta->depth == 0 || !ta->top) return 0;
+    owner = scope_depth_of(ta, serial);
+    if (owner == 0) return 0;
     s = &ta->scopes[ta->depth - 1];
-    if (s->serial != serial) return 0;
     top = ta->top;
-    on_top = (char *)p + bytes == (char *)top + BLOCK_HEADER_BYTES + top->used;
+    /* only the innermost scope's own allocations can be on top */
+    on_top = owner == ta->depth && (char *)p + bytes == (char *)top + BLOCK_HEADER_BYTES + top->used;
     if (!on_top && bytes < FREE_MIN_BYTES) return 0;
-    ta->bytes -= (int64_t)bytes;
-    add_bytes(-(int64_t)bytes);
+    if (owner < ta->depth && lent_push(ta, p, bytes, owner)) return 0;
     if (on_top) {
         top->used -= bytes;
         MARK_UNUSED(p, bytes);
         free_trim_top(s, top);
     } else {
         free_insert(s, p, bytes);
+    }
+    ta->bytes -= (int64_t)bytes;
+    ta->tensors -= tensors;
+    ta->nodes -= nodes;
+    add_bytes(-(int64_t)bytes);
+    __atomic_add_fetch(&g_live_tensors, -tensors, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_live_nodes, -nodes, __ATOMIC_RELAXED);
+    /* The scopes opened since it was allocated counted it when they opened;
+       they must not count it again when they end. */
+    for (d = owner; d < ta->depth; d++) {
+        ta->scopes[d].bytes -= (int64_t)bytes;
+        ta->scopes[d].tensors -= tensors;
+        ta->scopes[d].nodes -= nodes;
     }
     return 1;
 }
@@ -527,7 +611,7 @@ void scratch_free(void *p, size_t bytes)
     if (current_depth() == 0)
         root_free(p, bytes);
     else   /* arena_alloc rounded the size up */
-        arena_release(p, (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1), current_serial());
+        arena_release(p, (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1), current_serial(), 0, 0);
 }
 
 /* ---- scopes -------------------------------------------------------------- */

@@ -11,9 +11,9 @@
  *
  * Unless asked to retain it, the walk frees the graph as it goes, as PyTorch
  * does: once a node has run, it drops its inputs (tensor.c's node_free_graph),
- * so activations nothing else holds are freed then (root) or given back to
- * their scope when backward returns (scoped). A freed node keeps its output's
- * values; backward through it again is an error.
+ * so activations nothing else holds are freed then (root) or, once their own
+ * node has run, given back to their scope (scoped). A freed node keeps its
+ * output's values; backward through it again is an error.
  *
  * Not here: the ops' own backward functions (ops/), tensor memory (tensor.c).
  */
@@ -225,40 +225,89 @@ static int leaf_accumulate(AcTensor *leaf, const AcTensor *g)
     return AC_OK;
 }
 
-static int accumulate(AcTensor *t, AcTensor *g)
+/* Add g to t's pending gradient (or its leaf grad). A pending gradient that a
+   sum replaces is put in *replaced. */
+static int accumulate(AcTensor *t, AcTensor *g, AcTensor **replaced)
 {
     AcGradNode *node = t->node;
+    AcTensor *sum;
     if (!node) return leaf_accumulate(t, g);
     if (!node->pending_grad) {
         node->pending_grad = g;
-    } else {
-        node->pending_grad = ac_add(node->pending_grad, g);
-        if (!node->pending_grad) return AC_ERR_MEMORY;
+        return AC_OK;
     }
+    sum = ac_add(node->pending_grad, g);
+    if (!sum) return AC_ERR_MEMORY;
+    *replaced = node->pending_grad;
+    node->pending_grad = sum;
     return AC_OK;
+}
+
+/* Does the pending slot of one of node's first n inputs hold g? */
+static int held_by_earlier_input(const AcGradNode *node, int n, const AcTensor *g)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        if (node->inputs[i]->node && node->inputs[i]->node->pending_grad == g) return 1;
+    return 0;
+}
+
+/* The gradients node's backward read or made (spent, repeats allowed): those
+   backward made in its own scope that no pending slot holds any more go back
+   at once, so the walk holds the gradients of its frontier, not all it made.
+   Only the slots of node's inputs can have taken one, and a slot holds a
+   tensor no other slot does. */
+static void spent_grads_release(const AcGradNode *node, AcTensor *const *spent, int n_spent)
+{
+    const int depth = current_depth();
+    int i, j;
+    for (i = 0; i < n_spent; i++) {
+        for (j = 0; j < i && spent[j] != spent[i]; j++) {
+        }
+        if (j == i && spent[i]->scope_depth == depth &&   /* not seen, backward's own */
+            !held_by_earlier_input(node, node->n_inputs, spent[i]))
+            ac_tensor_free(spent[i]);
+    }
 }
 
 static int backward_node(AcGradNode *node)
 {
     AcTensor *gin[AC_MAX_INPUTS] = {NULL};
-    int i, rc = node->backward(node, node->pending_grad, gin);
+    AcTensor *spent[1 + 3 * AC_MAX_INPUTS];   /* g; per input its gradient, a copy, a replaced sum */
+    int i, n_spent = 0, rc = node->backward(node, node->pending_grad, gin);
     if (rc) return rc;
+    spent[n_spent++] = node->pending_grad;
+    node->pending_grad = NULL;
     for (i = 0; i < node->n_inputs; i++) {
-        if (!input_needs_grad(node, i) || !gin[i]) continue;
+        AcTensor *replaced = NULL;
+        if (!gin[i]) continue;
+        spent[n_spent++] = gin[i];
+        if (!input_needs_grad(node, i)) continue;
         if (!same_shape(gin[i], node->inputs[i]))
             return error_set(AC_ERR_STATE, "backward: %s gave a gradient of shape %s for input %d of shape %s",
                              node->op, tensor_shape_str(gin[i]), i, tensor_shape_str(node->inputs[i]));
-        rc = accumulate(node->inputs[i], gin[i]);
+        /* the same tensor for two inputs (add): the second slot gets its own copy */
+        if (node->inputs[i]->node && !node->inputs[i]->node->pending_grad &&
+            held_by_earlier_input(node, i, gin[i])) {
+            gin[i] = ac_tensor_clone(gin[i]);
+            if (!gin[i]) return AC_ERR_MEMORY;
+            spent[n_spent++] = gin[i];
+        }
+        rc = accumulate(node->inputs[i], gin[i], &replaced);
+        if (replaced) spent[n_spent++] = replaced;
         if (rc) return rc;
     }
+    spent_grads_release(node, spent, n_spent);
     return AC_OK;
 }
 
 /* Run the nodes, users before their inputs. When free_graph, each root output
    was retained by the caller so that no node is freed before it has run: drop
-   that reference after freeing the node's graph. After an error, the nodes
-   not run yet keep their graph. */
-static int backward_nodes(const NodeList *order, int free_graph, AcTensor **dead)
+   that reference after freeing the node's graph. A scoped activation nothing
+   else holds goes back once its own node has run, into backward's scope until
+   that ends, so its memory holds the gradients that follow. After an error,
+   the nodes not run yet keep their graph. */
+static int backward_nodes(const NodeList *order, int free_graph)
 {
     const int profiled = profiler_active;
     int64_t k;
@@ -266,12 +315,13 @@ static int backward_nodes(const NodeList *order, int free_graph, AcTensor **dead
     for (k = order->n - 1; k >= 0; k--) {
         AcGradNode *node = order->nodes[k];
         AcTensor *output = node->output;
+        int at_root = output->scope_depth == 0;   /* a scoped output may be given back below */
         if (rc == AC_OK && node->pending_grad)
             rc = profiled ? profile_backward(node, backward_node) : backward_node(node);
         node->pending_grad = NULL;
         if (!free_graph) continue;
-        if (rc == AC_OK) node_free_graph(node, dead);
-        if (output->scope_depth == 0) ac_tensor_free(output);
+        if (rc == AC_OK) node_free_graph_walked(node);
+        if (at_root) ac_tensor_free(output);
     }
     return rc;
 }
@@ -285,7 +335,6 @@ static const char graph_freed[] =
 static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
 {
     NodeList order = {NULL, 0, 0};
-    AcTensor *dead = NULL;
     AcCheckpoint cp = ac_mem_checkpoint();
     int previous, rc = AC_OK;
     int64_t k;
@@ -306,12 +355,11 @@ static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
                 for (k = 0; k < order.n; k++)
                     if (order.nodes[k]->output->scope_depth == 0) ac_tensor_retain(order.nodes[k]->output);
             out->node->pending_grad = (AcTensor *)grad;
-            rc = backward_nodes(&order, !retain_graph, &dead);
+            rc = backward_nodes(&order, !retain_graph);
         }
     }
     ac_set_grad_enabled(previous);
     ac_mem_restore(cp);
-    dead_tensors_release(dead);   /* now that their scope is the innermost again */
     return rc;
 }
 

@@ -66,10 +66,12 @@ void root_free_set_aside(void *p, size_t bytes);
 void *scratch_alloc(size_t bytes);
 void scratch_free(void *p, size_t bytes);
 /* Give back [p, p + bytes), an arena_alloc of the scope with this serial, before
-   the scope ends. Only the calling thread's innermost scope takes it back, and
-   only when it is the newest allocation or at least a page; returns 1 if it
-   did (the bytes are then reused by the scope's later allocations). */
-int arena_release(void *p, size_t bytes, uint32_t serial);
+   the scope ends, and uncount the tensors and nodes it held. Only a scope of
+   the calling thread takes it back, and only when it is the newest allocation
+   or at least a page; returns 1 if it did. The bytes are then reused by the
+   innermost scope's later allocations (lent to it until it ends, when the
+   scope is an outer one). */
+int arena_release(void *p, size_t bytes, uint32_t serial, int tensors, int nodes);
 /* Keep t alive until the current scope ends: a root t gets one reference and a
    hold; a scoped one is marked referenced, so freeing it early does nothing. */
 int scope_hold(AcTensor *t);
@@ -95,11 +97,12 @@ int node_hold(AcTensor *t);
 /* Free node's graph once backward has run it: drop its holds on its inputs (a
    root node's references, a scoped node's uses) and mark it freed (backward
    NULL). Scoped inputs this leaves unreferenced and already freed by their
-   owner are chained on *dead, for dead_tensors_release. */
+   owner are chained on *dead, to be given back. */
 void node_free_graph(AcGradNode *node, AcTensor **dead);
-/* Give back the chained scoped tensors (and, in turn, the inputs their graphs
-   alone held) to their scope, when it is the calling thread's innermost. */
-void dead_tensors_release(AcTensor *dead);
+/* Backward's walk has run node: free its graph, and give back to their scope
+   its scoped output and the scoped inputs whose nodes have run, when nothing
+   refers to them any more and their owner freed them. */
+void node_free_graph_walked(AcGradNode *node);
 /* Check ndim and shape; on error name op. Writes the element count to *size. */
 int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size);
 /* A new uninitialised float32 tensor in the current home (scope or root), no graph. */

@@ -307,20 +307,29 @@ void node_free_graph(AcGradNode *node, AcTensor **dead)
     node->backward = NULL;
 }
 
-void dead_tensors_release(AcTensor *dead)
+/* Give back the chained tensors. In backward's walk, one whose node has not
+   run yet is left to the walk, which gives it back after running the node
+   (the node lives in its box); elsewhere nothing can reach its graph any more,
+   so that goes too. A box stays to its scope's end when the scope is not the
+   calling thread's or the box is small and not on top. */
+static void dead_tensors_release(AcTensor *dead, int walking)
 {
     while (dead) {
         AcTensor *t = dead;
         TensorBox *box = (TensorBox *)t;
-        int had_node = t->node != NULL;
         dead = box->next_dead;
-        if (t->node) node_free_graph(t->node, &dead);   /* nothing can reach it any more */
-        /* The box goes back when its scope is the calling thread's innermost;
-           else it stays until the scope ends. */
-        if (!arena_release(box, box->alloc_bytes, box->scope_serial)) continue;
-        counters_tensor(-1, 1);
-        if (had_node) counters_node(-1, 1);
+        if (t->node && t->node->backward && walking) continue;
+        if (t->node) node_free_graph(t->node, &dead);
+        arena_release(box, box->alloc_bytes, box->scope_serial, 1, t->node != NULL);
     }
+}
+
+void node_free_graph_walked(AcGradNode *node)
+{
+    AcTensor *dead = NULL, *out = node->output;
+    node_free_graph(node, &dead);
+    if (out->scope_depth != 0) chain_if_dead(out, &dead);
+    dead_tensors_release(dead, 1);
 }
 
 static void scoped_free(AcTensor *t)
@@ -328,7 +337,7 @@ static void scoped_free(AcTensor *t)
     AcTensor *dead = NULL;
     ((TensorBox *)t)->dropped = 1;
     chain_if_dead(t, &dead);
-    dead_tensors_release(dead);
+    dead_tensors_release(dead, 0);
 }
 
 /* Drop one reference; report whether it was the last. */

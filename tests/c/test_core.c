@@ -417,7 +417,7 @@ static void test_scoped_tensors_something_refers_to_are_not_reused(void)
     float one = 1.0f;
     AcMemStats before = stats();
     AcTensor *w = ac_tensor_from_data(&one, NULL, 0), *a, *view, *product, *kept;
-    AcCheckpoint outer, inner;
+    AcCheckpoint outer;
     int64_t in_use;
     ac_tensor_set_requires_grad(w, 1);
     outer = ac_mem_checkpoint();
@@ -434,16 +434,74 @@ static void test_scoped_tensors_something_refers_to_are_not_reused(void)
     CHECK(view->data[n - 1] == 5.0f && kept->data[n - 1] == 6.0f);
     CHECK(ac_backward(ac_sum(product, NULL, 0, 0)) == AC_OK);
     CHECK(w->grad && w->grad->data[0] == 5.0f * (float)n);
-    a = ac_full(&n, 1, 7.0f);
-    inner = ac_mem_checkpoint();
-    in_use = stats().bytes_in_use;
-    ac_tensor_free(a);                    /* not the innermost scope: stays */
-    CHECK(stats().bytes_in_use == in_use);
-    ac_mem_restore(inner);
-    ac_tensor_free(a);                    /* now it goes */
-    CHECK(stats().bytes_in_use < in_use);
     ac_mem_restore(outer);
     ac_tensor_free(w);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+/* A tensor of an outer scope freed while an inner one is open: the inner scope
+   reuses its memory until it ends, then the outer one does. */
+static void test_a_tensor_freed_in_an_inner_scope_is_lent_to_it(void)
+{
+    int64_t n = 1 << 16, half = 1 << 15;
+    AcMemStats before = stats();
+    AcCheckpoint outer = ac_mem_checkpoint(), inner;
+    AcTensor *a, *b, *c, *d;
+    float *a_data;
+    int64_t in_use, live, freed;
+    fill_block();
+    a = ac_full(&n, 1, 7.0f);
+    b = ac_full(&n, 1, 8.0f);                /* above a: a is not on top */
+    a_data = a->data;
+    inner = ac_mem_checkpoint();
+    in_use = stats().bytes_in_use;
+    live = stats().live_tensors;
+    ac_tensor_free(a);
+    freed = in_use - stats().bytes_in_use;
+    CHECK(freed >= n * 4 && stats().live_tensors == live - 1);
+    c = ac_full(&half, 1, 1.0f);             /* the inner scope takes a's place */
+    CHECK(c && c->data >= a_data && c->data < a_data + n);
+    ac_mem_checkpoint();                     /* a third scope: the rest is not its own */
+    d = ac_full(&half, 1, 2.0f);
+    CHECK(d && (d->data + half <= a_data || d->data >= a_data + n));
+    ac_mem_restore(inner);                   /* ends both: a's place goes back to outer */
+    CHECK(stats().bytes_in_use == in_use - freed);
+    CHECK(stats().live_tensors == live - 1);
+    c = ac_full(&n, 1, 3.0f);                /* the outer scope now reuses it */
+    CHECK(c && c->data == a_data && b->data[n - 1] == 8.0f);
+    ac_mem_restore(outer);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    CHECK(stats().live_tensors == before.live_tensors);
+}
+
+/* Lent through two ended scopes back to its own. */
+static void test_a_lent_chunk_goes_back_through_every_scope_in_between(void)
+{
+    int64_t n = 1 << 16;
+    AcMemStats before = stats();
+    AcCheckpoint outer = ac_mem_checkpoint(), middle, inner;
+    AcTensor *a, *b, *c;
+    float *a_data;
+    int64_t in_use;
+    fill_block();
+    a = ac_full(&n, 1, 7.0f);
+    ac_full(&n, 1, 8.0f);
+    a_data = a->data;
+    middle = ac_mem_checkpoint();
+    ac_full(&n, 1, 9.0f);
+    inner = ac_mem_checkpoint();
+    in_use = stats().bytes_in_use;
+    ac_tensor_free(a);                       /* lent to inner */
+    CHECK(stats().bytes_in_use < in_use);
+    ac_mem_restore(inner);                   /* to middle */
+    CHECK(stats().bytes_in_use < in_use);
+    b = ac_full(&n, 1, 1.0f);
+    CHECK(b && b->data == a_data);
+    ac_mem_restore(middle);                  /* to outer, its own */
+    c = ac_full(&n, 1, 2.0f);
+    CHECK(c && c->data == a_data && c->data[n - 1] == 2.0f);
+    ac_mem_restore(outer);
     CHECK(stats().bytes_in_use == before.bytes_in_use);
     CHECK(stats().live_tensors == before.live_tensors);
 }
@@ -808,6 +866,8 @@ int main(void)
     RUN(test_a_freed_scoped_tensor_is_reused_by_its_scope);
     RUN(test_freeing_the_newest_tensors_moves_the_top_back);
     RUN(test_scoped_tensors_something_refers_to_are_not_reused);
+    RUN(test_a_tensor_freed_in_an_inner_scope_is_lent_to_it);
+    RUN(test_a_lent_chunk_goes_back_through_every_scope_in_between);
     RUN(test_another_thread_cannot_free_a_scoped_tensor);
     RUN(test_a_dropped_grad_is_reused_by_the_next_backward);
     RUN(test_a_spare_grad_is_freed_with_its_parameter);

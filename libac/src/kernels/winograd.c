@@ -8,6 +8,11 @@
  * tiles. The transforms use only 1, -1 and 1/2, so the results stay within a
  * few float roundings of the direct sums.
  *
+ * The transforms split their planes (filters for the kernels' transforms)
+ * among the pool's threads; each output element has one writer and the same
+ * sums, so the bits do not depend on the thread count. Called from a task
+ * that already shares images among threads (ops/conv.c), they run in it.
+ *
  * Not here: choosing when to use it and sharing images among threads
  * (ops/conv.c), the GEMM (gemm.c).
  */
@@ -22,6 +27,19 @@
  * compiler vectorizes: first down the rows of a tile, then across.
  */
 #define CHUNK 32
+/* Elements a transform task reads or writes, at least. */
+#define TRANSFORM_GRAIN 16384
+
+/* What the transforms of one call work on; each task takes a range of planes
+   (an image's channel or filter) or, for the kernels, of filters. */
+typedef struct {
+    const float *in, *bias;
+    float *out;
+    int64_t images, channels, filters, h, w;
+    int adjoint;
+} TransformJob;
+
+static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (elements + 1) + 1; }
 
 /* Those loops are compiled for AVX-512, AVX2 and plain x86-64, the CPU picking
    at load time; adds and halvings without contraction give the same bits on each.
@@ -39,14 +57,15 @@ int64_t winograd_tiles(int64_t h, int64_t w)
     return ((h + 1) / 2) * ((w + 1) / 2);
 }
 
-TRANSFORM_KERNEL void winograd_filters(const float *w, int64_t filters, int64_t channels,
-                                       int adjoint, float *u)
+/* u's points of filters [f0, f1). */
+TRANSFORM_KERNEL static void filters_range(const float *w, int64_t filters, int64_t channels,
+                                           int adjoint, float *u, int64_t f0, int64_t f1)
 {
     const int64_t plane = filters * channels;
     float g[9][CHUNK], gg[4][3][CHUNK];
     int64_t f, c0, c, count;
     int a, b;
-    for (f = 0; f < filters; f++) {
+    for (f = f0; f < f1; f++) {
         for (c0 = 0; c0 < channels; c0 += count) {
             count = channels - c0 < CHUNK ? channels - c0 : CHUNK;
             for (c = 0; c < count; c++)   /* the kernels of CHUNK channels, tap by tap */
@@ -72,6 +91,23 @@ TRANSFORM_KERNEL void winograd_filters(const float *w, int64_t filters, int64_t 
             }
         }
     }
+}
+
+static void filters_task(void *ctx, int64_t begin, int64_t end)
+{
+    const TransformJob *j = ctx;
+    filters_range(j->in, j->filters, j->channels, j->adjoint, j->out, begin, end);
+}
+
+void winograd_filters(const float *w, int64_t filters, int64_t channels, int adjoint, float *u)
+{
+    TransformJob job = {0};
+    job.in = w;
+    job.out = u;
+    job.filters = filters;
+    job.channels = channels;
+    job.adjoint = adjoint;
+    parallel_for(filters, plane_grain(WINOGRAD_POINTS * channels), filters_task, &job);
 }
 
 
@@ -114,19 +150,35 @@ TRANSFORM_KERNEL static void input_tiles(const float *plane, int64_t h, int64_t 
     }
 }
 
+/* v[point][c][tile] = B^T d B for the tiles of planes [begin, end) of x
+   (plane n * channels + c: image n's channel c). */
+static void input_task(void *ctx, int64_t begin, int64_t end)
+{
+    const TransformJob *j = ctx;
+    const int64_t h = j->h, w = j->w, th = (h + 1) / 2, tw = (w + 1) / 2;
+    const int64_t tiles = j->images * th * tw;
+    int64_t p, ty, t0;
+    for (p = begin; p < end; p++) {
+        const int64_t n = p / j->channels, c = p % j->channels;
+        for (ty = 0; ty < th; ty++)
+            for (t0 = 0; t0 < tw; t0 += CHUNK)
+                input_tiles(j->in + p * h * w, h, w, ty, t0, tw - t0 < CHUNK ? tw - t0 : CHUNK,
+                            j->out + c * tiles + (n * th + ty) * tw + t0, j->channels * tiles);
+    }
+}
+
 /* v[point][c][tile] = B^T d B for every tile of every image's channel c. */
 static void transform_input(const float *x, int64_t images, int64_t channels, int64_t h,
                             int64_t w, float *v)
 {
-    const int64_t th = (h + 1) / 2, tw = (w + 1) / 2, tiles = images * th * tw;
-    int64_t n, c, ty, t0;
-    for (n = 0; n < images; n++)
-        for (c = 0; c < channels; c++)
-            for (ty = 0; ty < th; ty++)
-                for (t0 = 0; t0 < tw; t0 += CHUNK)
-                    input_tiles(x + (n * channels + c) * h * w, h, w, ty, t0,
-                                tw - t0 < CHUNK ? tw - t0 : CHUNK,
-                                v + c * tiles + (n * th + ty) * tw + t0, channels * tiles);
+    TransformJob job = {0};
+    job.in = x;
+    job.out = v;
+    job.images = images;
+    job.channels = channels;
+    job.h = h;
+    job.w = w;
+    parallel_for(images * channels, plane_grain(WINOGRAD_POINTS * h * w), input_task, &job);
 }
 
 /*
@@ -159,19 +211,36 @@ TRANSFORM_KERNEL static void output_tiles(const float *m, int64_t stride, int64_
     }
 }
 
+/* Planes [begin, end) of out (n * filters + f) from m. */
+static void output_task(void *ctx, int64_t begin, int64_t end)
+{
+    const TransformJob *j = ctx;
+    const int64_t h = j->h, w = j->w, th = (h + 1) / 2, tw = (w + 1) / 2;
+    const int64_t tiles = j->images * th * tw;
+    int64_t p, ty, t0;
+    for (p = begin; p < end; p++) {
+        const int64_t n = p / j->filters, f = p % j->filters;
+        for (ty = 0; ty < th; ty++)
+            for (t0 = 0; t0 < tw; t0 += CHUNK)
+                output_tiles(j->in + f * tiles + (n * th + ty) * tw + t0, j->filters * tiles, h, w,
+                             ty, t0, tw - t0 < CHUNK ? tw - t0 : CHUNK,
+                             j->bias ? j->bias[f] : 0.0f, j->out + p * h * w);
+    }
+}
+
 /* out's 2x2 tiles = A^T m A (+ bias), clipped to the plane. */
 static void transform_output(const float *m, int64_t images, int64_t filters, int64_t h,
                              int64_t w, const float *bias, float *out)
 {
-    const int64_t th = (h + 1) / 2, tw = (w + 1) / 2, tiles = images * th * tw;
-    int64_t n, f, ty, t0;
-    for (n = 0; n < images; n++)
-        for (f = 0; f < filters; f++)
-            for (ty = 0; ty < th; ty++)
-                for (t0 = 0; t0 < tw; t0 += CHUNK)
-                    output_tiles(m + f * tiles + (n * th + ty) * tw + t0, filters * tiles, h, w,
-                                 ty, t0, tw - t0 < CHUNK ? tw - t0 : CHUNK,
-                                 bias ? bias[f] : 0.0f, out + (n * filters + f) * h * w);
+    TransformJob job = {0};
+    job.in = m;
+    job.bias = bias;
+    job.out = out;
+    job.images = images;
+    job.filters = filters;
+    job.h = h;
+    job.w = w;
+    parallel_for(images * filters, plane_grain(WINOGRAD_POINTS * h * w), output_task, &job);
 }
 
 void winograd_conv(const float *x, int64_t images, int64_t channels, int64_t h, int64_t w,
@@ -220,35 +289,53 @@ TRANSFORM_KERNEL static void grad_tiles(const float *plane, int64_t h, int64_t w
     }
 }
 
+/* m[point][f][tile] = A dy A^T for the tiles of planes [begin, end) of dy
+   (n * filters + f). */
+static void grad_task(void *ctx, int64_t begin, int64_t end)
+{
+    const TransformJob *j = ctx;
+    const int64_t h = j->h, w = j->w, th = (h + 1) / 2, tw = (w + 1) / 2;
+    const int64_t tiles = j->images * th * tw;
+    int64_t p, ty, t0;
+    for (p = begin; p < end; p++) {
+        const int64_t n = p / j->filters, f = p % j->filters;
+        for (ty = 0; ty < th; ty++)
+            for (t0 = 0; t0 < tw; t0 += CHUNK)
+                grad_tiles(j->in + p * h * w, h, w, ty, t0, tw - t0 < CHUNK ? tw - t0 : CHUNK,
+                           j->out + f * tiles + (n * th + ty) * tw + t0, j->filters * tiles);
+    }
+}
+
 void winograd_weight_grad(const float *x, const float *dy, int64_t images, int64_t channels,
                           int64_t filters, int64_t h, int64_t w, float *v, float *m, float *du,
                           int accumulate)
 {
-    const int64_t th = (h + 1) / 2, tw = (w + 1) / 2, tiles = images * th * tw;
-    int64_t n, f, ty, t0;
+    const int64_t tiles = images * winograd_tiles(h, w);
+    TransformJob job = {0};
     int point;
     transform_input(x, images, channels, h, w, v);
-    for (n = 0; n < images; n++)
-        for (f = 0; f < filters; f++)
-            for (ty = 0; ty < th; ty++)
-                for (t0 = 0; t0 < tw; t0 += CHUNK)
-                    grad_tiles(dy + (n * filters + f) * h * w, h, w, ty, t0,
-                               tw - t0 < CHUNK ? tw - t0 : CHUNK,
-                               m + f * tiles + (n * th + ty) * tw + t0, filters * tiles);
+    job.in = dy;
+    job.out = m;
+    job.images = images;
+    job.filters = filters;
+    job.h = h;
+    job.w = w;
+    parallel_for(images * filters, plane_grain(WINOGRAD_POINTS * h * w), grad_task, &job);
     for (point = 0; point < WINOGRAD_POINTS; point++)
         gemm(0, 1, filters, channels, tiles, 1.0f, m + point * filters * tiles, tiles,
              v + point * channels * tiles, tiles, accumulate ? 1.0f : 0.0f,
              du + point * filters * channels, channels);
 }
 
-TRANSFORM_KERNEL void winograd_filters_grad(const float *du, int64_t filters, int64_t channels,
-                                            float *dw)
+/* dw's kernels of filters [f0, f1). */
+TRANSFORM_KERNEL static void filters_grad_range(const float *du, int64_t filters, int64_t channels,
+                                                float *dw, int64_t f0, int64_t f1)
 {
     const int64_t plane = filters * channels;
     float z[4][3][CHUNK], g[3][3][CHUNK];
     int64_t f, c0, c, count;
     int i, a, b;
-    for (f = 0; f < filters; f++) {
+    for (f = f0; f < f1; f++) {
         for (c0 = 0; c0 < channels; c0 += count) {
             count = channels - c0 < CHUNK ? channels - c0 : CHUNK;
             for (i = 0; i < 4; i++) {   /* Z = X G, X row i the points (i, 0..3) */
@@ -274,4 +361,20 @@ TRANSFORM_KERNEL void winograd_filters_grad(const float *du, int64_t filters, in
                         dw[(f * channels + c0 + c) * 9 + a * 3 + b] = g[a][b][c];
         }
     }
+}
+
+static void filters_grad_task(void *ctx, int64_t begin, int64_t end)
+{
+    const TransformJob *j = ctx;
+    filters_grad_range(j->in, j->filters, j->channels, j->out, begin, end);
+}
+
+void winograd_filters_grad(const float *du, int64_t filters, int64_t channels, float *dw)
+{
+    TransformJob job = {0};
+    job.in = du;
+    job.out = dw;
+    job.filters = filters;
+    job.channels = channels;
+    parallel_for(filters, plane_grain(WINOGRAD_POINTS * channels), filters_grad_task, &job);
 }
