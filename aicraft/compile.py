@@ -33,8 +33,10 @@ _trace_local = _trace._local   # its .trace: the recording on this thread (_trac
 def compile(fn, example_inputs=None, backend="replay"):
     """Return a callable with fn's signature that runs fn's recorded graph from C.
 
-    fn takes tensors (numbers and strings are allowed too, each value its own
-    signature) and returns a tensor, a tuple, list or dict of tensors, or None.
+    fn takes tensors, and tuples and lists of them (numbers and strings are
+    allowed too, each value its own signature), and returns a tensor, tuples,
+    lists or dicts of tensors nested in any way (an LSTM's output, (h_n, c_n)),
+    or None.
     It may be an nn.Module, and may be a whole training step (zero_grad,
     forward, loss, backward, optimizer step): compiling never runs fn by itself,
     so the first call for each input signature (the shapes and dtypes of its
@@ -49,8 +51,8 @@ def compile(fn, example_inputs=None, backend="replay"):
     optimizer's learning rate and step count, the random generator (dropout).
     Parameters and optimizer state are updated in place; outputs are new
     tensors in the caller's current scope. A call to an op the graph cannot
-    replay (indexing, rand, an in-place write) makes that signature run eagerly,
-    with a warning naming the op. Outputs carry no autograd graph: put the
+    replay (indexing by a tensor, rand, an in-place write) makes that signature
+    run eagerly, with a warning naming the op. Outputs carry no autograd graph: put the
     backward pass inside fn.
 
     backend="replay" runs the recorded kernels (the same bits as eager calls);
@@ -113,39 +115,39 @@ class CompiledFunction:
                                 "function" % sorted(kwargs))
         if _trace.recording() is not None:   # inside another compiled function's recording
             return self._fn(*args)
-        key = self._signature(args)
+        key, leaves = self._signature(args)
         replay = self._graphs.get(key)
         if replay is not None:
             if replay is _UNCOMPILED:
                 return self._fn(*args)
             if replay.n_inputs == len(args):
                 self._last = replay
-            return replay(args)
+            return replay(leaves)
         if len(self._graphs) >= _MAX_SIGNATURES:
             if not self._warned_full:
                 self._warned_full = True
                 warnings.warn("compile: %s has been called with %d input signatures; new ones run "
                               "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=3)
             return self._fn(*args)
-        return self._record(key, args)
+        return self._record(key, args, leaves)
 
     def _signature(self, args):
+        """(key, leaves): the signature of args, and their tensors and constants in
+        order, those in tuples and lists (an LSTM's (h0, c0)) included."""
         key = [lib.ac_is_grad_enabled()]
         if self._module is not None:
             key.append(self._module.training)
+        leaves = []
         for i, a in enumerate(args):
-            if isinstance(a, Tensor):
-                p = _live(a)
-                key.append((p.dtype, tuple(p.shape[0:p.ndim])))
-            elif isinstance(a, _CONSTANTS):
+            if isinstance(a, _CONSTANTS):
                 key.append((type(a), a))
+                leaves.append(a)
             else:
-                raise TypeError("compile: argument %d is %s; a compiled function takes tensors (and "
-                                "numbers or strings, as constants)" % (i, type(a).__name__))
-        return tuple(key)
+                _describe(i, a, a, key, leaves)
+        return tuple(key), leaves
 
-    def _record(self, key, args):
-        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    def _record(self, key, args, leaves):
+        positions = [i for i, a in enumerate(leaves) if isinstance(a, Tensor)]
         graph = lib.ac_graph_begin()
         if graph == ffi.NULL:
             raise_error()
@@ -154,8 +156,8 @@ class CompiledFunction:
         _trace.start(trace)
         try:
             for i in positions:
-                if lib.ac_graph_input(graph, _live(args[i])) < 0:
-                    raise_error(args[i])
+                if lib.ac_graph_input(graph, _live(leaves[i])) < 0:
+                    raise_error(leaves[i])
             result = self._fn(*args)
         except BaseException:
             _trace.stop()
@@ -189,6 +191,23 @@ class CompiledFunction:
             self._graphs[key] = _UNCOMPILED
             warnings.warn("compile: %s; this input signature runs eagerly" % failure, stacklevel=4)
         return result
+
+
+def _describe(i, arg, a, key, leaves):
+    """Add a (argument i, or an item nested in it) to the signature key and its
+    tensors to leaves."""
+    if isinstance(a, Tensor):
+        p = _live(a)
+        key.append((p.dtype, tuple(p.shape[0:p.ndim])))
+        leaves.append(a)
+    elif isinstance(a, (tuple, list)):
+        key.append((type(a), len(a)))
+        for item in a:
+            _describe(i, arg, item, key, leaves)
+    else:
+        raise TypeError("compile: argument %d is %s%s; a compiled function takes tensors, tuples and lists "
+                        "of tensors (and numbers or strings, as constants)"
+                        % (i, type(arg).__name__, "" if a is arg else " holding " + type(a).__name__))
 
 
 class _Replay:
@@ -279,26 +298,50 @@ def _by_getter(scalars):
 
 
 def _flatten(result):
-    """(tensors, layout) for fn's result; (None, None) when it is not tensors."""
+    """(tensors, layout) for fn's result, tuples, lists and dicts of tensors nested in
+    any way (an LSTM's output, (h_n, c_n)); (None, None) when it is not tensors."""
     if result is None:
         return [], None
-    if isinstance(result, Tensor):
-        return [result], Tensor
-    if isinstance(result, (tuple, list)) and all(isinstance(t, Tensor) for t in result):
-        return list(result), type(result)
-    if isinstance(result, dict) and all(isinstance(t, Tensor) for t in result.values()):
-        return list(result.values()), tuple(result)
-    return None, None
+    flat = []
+    layout = _layout(result, flat)
+    return (flat, layout) if layout is not None else (None, None)
+
+
+def _layout(value, flat):
+    """value's layout (Tensor, or (container type, keys or None, child layouts)),
+    its tensors appended to flat; None when a leaf is not a tensor."""
+    if isinstance(value, Tensor):
+        flat.append(value)
+        return Tensor
+    if isinstance(value, dict):
+        keys, values = tuple(value), list(value.values())
+    elif isinstance(value, (tuple, list)):
+        keys, values = None, value
+    else:
+        return None
+    children = []
+    for v in values:
+        child = _layout(v, flat)
+        if child is None:
+            return None
+        children.append(child)
+    return type(value), keys, tuple(children)
 
 
 def _unflatten(tensors, layout):
     if layout is None:
         return None
+    return _rebuild(iter(tensors), layout)
+
+
+def _rebuild(tensors, layout):
     if layout is Tensor:
-        return tensors[0]
-    if isinstance(layout, tuple):
-        return dict(zip(layout, tensors))
-    return layout(tensors)
+        return next(tensors)
+    kind, keys, children = layout
+    values = [_rebuild(tensors, child) for child in children]
+    if keys is not None:
+        return dict(zip(keys, values))
+    return kind(*values) if hasattr(kind, "_fields") else kind(values)   # a namedtuple takes fields
 
 
 # ---- ac.export and ac.load_program: one recorded call saved with its weights as
@@ -312,8 +355,9 @@ def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor
     program file at path, which C programs run with libac alone
     (ac_program_load, ac_program_run) and ac.load_program runs from Python.
 
-    fn takes tensors and returns a tensor or a tuple or list of tensors; it may
-    be an nn.Module, which is recorded in eval mode (its mode is restored
+    fn takes tensors and returns a tensor or tuples or lists of tensors (the
+    program returns them flattened, in order: an LSTM's (h_n, c_n) become two
+    outputs); it may be an nn.Module, which is recorded in eval mode (its mode is restored
     after), as torch.onnx.export does. The call runs under ac.no_grad(): a
     program is a forward pass for inference, so a backward pass or an optimizer
     step in fn is refused, and so is an op a graph cannot record. As
@@ -363,10 +407,10 @@ def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor
 
 
 def _program_outputs(result):
-    if isinstance(result, Tensor):
-        return [result]
-    if isinstance(result, (tuple, list)) and result and all(isinstance(t, Tensor) for t in result):
-        return list(result)
+    """fn's result's tensors, nested tuples and lists flattened in order."""
+    flat, _ = _flatten(result)
+    if flat and not isinstance(result, dict):
+        return flat
     raise TypeError("export: fn returns %s; a program returns a tensor or a tuple of tensors"
                     % type(result).__name__)
 
