@@ -7,27 +7,26 @@ Python per op; with backend="mlir", parts of it or all of it as native code
 (aicraft/_mlir.py). Not here: the graph itself, which C programs use directly.
 """
 import functools
-import importlib
 import inspect
-import operator
 import os
 import warnings
 from typing import Any, Callable, Sequence, Tuple, Union
 
 from aicraft import _mlir, _trace
 from aicraft._ffi import ffi, lib
+from aicraft._scope import open_scopes as _open_scopes
 from aicraft.errors import last_error, raise_error
-from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.tensor import Tensor, _live, _wrap, _wrap_scoped
 from aicraft.autograd import no_grad
-
-_tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
 __all__ = ["compile", "export", "load_program"]
 
 _MAX_SIGNATURES = 8
 _CONSTANTS = (bool, int, float, str, type(None))
 _UNCOMPILED = object()   # a signature whose trace failed: it runs eagerly
-_trace_local = _trace._local   # its .trace: the recording on this thread (_trace.recording())
+_UNFIT = object()        # _Replay.run's answer when the call is not its graph's
+_graph_call = lib.ac_graph_call
+_set_scalar = lib.ac_graph_set_scalar
 
 
 def compile(fn, example_inputs=None, backend="replay"):
@@ -91,19 +90,21 @@ class CompiledFunction:
         functools.update_wrapper(self, fn.forward if self._module is not None else fn)
 
     def __call__(self, *args, **kwargs):
-        # The fast path: the last signature again, with tensors only (shapes are
-        # checked by _Replay.takes); grad mode, the Module's mode and recording here.
+        # The fast path: the last signature again, with tensors only. C checks the
+        # shapes, dtypes, grad mode and that no graph records (ac_graph_call);
+        # Python the Module's mode. Anything else goes the slow path.
         replay = self._last
-        if (replay is not None and not kwargs
-                and lib.ac_is_grad_enabled() == replay.grad_enabled
-                and (self._module is None or self._module.training == replay.training)
-                and getattr(_trace_local, "trace", None) is None):
+        if (replay is not None and not kwargs and len(args) == replay.n_inputs
+                and (self._module is None or self._module.training == replay.training)):
+            inputs = replay.inputs
             try:
-                ptrs = [a._ptr for a in args]
-            except AttributeError:   # not all tensors: the slow path says which
-                ptrs = None
-            if ptrs is not None and replay.takes(ptrs, args):
-                return replay.run(args)
+                for k, a in enumerate(args):
+                    inputs[k] = a._ptr
+            except (AttributeError, TypeError):   # not all tensors: the slow path says which
+                return self._call(args, kwargs)
+            result = replay.run(args, False)
+            if result is not _UNFIT:
+                return result
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
@@ -122,7 +123,10 @@ class CompiledFunction:
                 return self._fn(*args)
             if replay.n_inputs == len(args):
                 self._last = replay
-            return replay(leaves)
+            inputs = replay.inputs
+            for k, i in enumerate(replay.positions):
+                inputs[k] = _live(leaves[i])
+            return replay.run(leaves, True)
         if len(self._graphs) >= _MAX_SIGNATURES:
             if not self._warned_full:
                 self._warned_full = True
@@ -175,7 +179,7 @@ class CompiledFunction:
         if failure is None:
             training = self._module.training if self._module is not None else None
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
-                                                 key[0], training)
+                                                 bool(key[0]), training)
             if self.backend == "mlir":
                 try:
                     replay.native = _mlir.lower(graph)
@@ -213,8 +217,8 @@ def _describe(i, arg, a, key, leaves):
 class _Replay:
     """One recorded graph and how to call it."""
 
-    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "taken", "outputs",
-                 "n_outputs", "scalars", "grad_enabled", "training", "native")
+    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "outputs", "n_outputs", "items",
+                 "counters", "grad_enabled", "training", "native")
 
     def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
         self.graph = graph
@@ -222,61 +226,43 @@ class _Replay:
         self.layout = layout
         self.inputs = ffi.new("AcTensor *[]", max(len(positions), 1))
         self.n_inputs = len(positions)
-        self.taken = ()   # the AcTensor* objects self.inputs holds, once C accepted them
         self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
         self.n_outputs = n_outputs
-        self.scalars = _by_getter(scalars)
+        self.items, self.counters = _per_call(graph, scalars)
         self.grad_enabled = grad_enabled
         self.training = training
         self.native = None   # the mlir backend's loaded code for the graph's native segments
 
-    def __call__(self, args):
-        inputs = self.inputs
-        self.taken = ()
-        for k, i in enumerate(self.positions):
-            inputs[k] = _live(args[i])
-        return self.run(args)
-
-    def takes(self, ptrs, args):
-        """Whether replay takes these inputs (args' AcTensor*, one per argument);
-        on yes they are in self.inputs. The very objects C accepted last time
-        pass unasked: a live tensor's shape never changes, and a dead one's
-        pointer object is another (NULL)."""
-        taken = self.taken
-        if len(ptrs) == len(taken) and all(map(operator.is_, ptrs, taken)):
-            return True
-        n = len(ptrs)
-        if n != self.n_inputs:
-            return False
-        self.taken = ()
-        try:
-            self.inputs[0:n] = ptrs
-        except TypeError:   # an object with a _ptr that is not a tensor's
-            return False
-        accepted = lib.ac_graph_accepts(self.graph, self.inputs, n)
-        if accepted < 0:
-            raise_error(*args)
-        if accepted:
-            self.taken = ptrs
-        return accepted == 1
-
-    def run(self, args):
-        """Replay on self.inputs, set from args; the outputs as fn returns them."""
+    def run(self, args, checked):
+        """Replay on self.inputs, set from args' tensors; the outputs as fn returns
+        them, or _UNFIT when the inputs or grad mode are not the graph's (unless the
+        caller checked them: then that is an error)."""
         graph = self.graph
-        for scalar in self.scalars:
-            value = scalar[0]()
-            if value != scalar[1]:
-                scalar[1] = value
-                for node, attr in scalar[2]:
-                    if lib.ac_graph_set_scalar(graph, node, attr, value) < 0:
+        for item in self.items:   # [mapping, key, value the graph holds, ((node, attr), ...)]
+            value = item[0][item[1]]
+            if value != item[2]:
+                item[2] = value
+                for node, attr in item[3]:
+                    if _set_scalar(graph, node, attr, value) < 0:
                         raise_error()
+        for mapping, key, node, attr in self.counters:
+            if _set_scalar(graph, node, attr, mapping[key] + 1) < 0:
+                raise_error()
         outputs = self.outputs
-        if lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs) < 0:
+        if checked:
+            rc = lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs) or 1   # 0: ran
+        else:
+            rc = _graph_call(graph, self.inputs, self.n_inputs, outputs, self.n_outputs)
+        if rc != 1:
+            if rc == 0:
+                return _UNFIT
             raise_error(*args)
+        for mapping, key, _, _ in self.counters:
+            mapping[key] += 1
         if self.layout is Tensor:   # one tensor: wrapped inline, as tensor.py's hot ops do
             p = outputs[0]
-            if _tensor_module._open_scopes:
-                return _wrap(p)
+            if _open_scopes:
+                return _wrap_scoped(p)
             t = Tensor()
             t._ptr = p
             t._scope = None
@@ -284,17 +270,24 @@ class _Replay:
         return _unflatten([_wrap(outputs[k]) for k in range(self.n_outputs)], self.layout)
 
 
-def _by_getter(scalars):
-    """Trace.scalars as [getter, value, ((node, attr), ...)], one per getter, so that
-    a call reads each getter once (an optimizer binds one lr getter a group). value
-    is the one the graph holds; None (set on the first call) where they differ."""
-    bound = {}
-    for node, attr, getter, value in scalars:
-        entry = bound.setdefault(getter, [getter, value, []])
-        if entry[1] != value:
-            entry[1] = None
-        entry[2].append((node, attr))
-    return [[getter, value, tuple(targets)] for getter, value, targets in bound.values()]
+def _per_call(graph, scalars):
+    """Trace.scalars as (items, counters) for _Replay.run: an item per mapping and
+    key (an optimizer's lr is read once a call, whatever the number of parameters
+    it steps), [mapping, key, value, ((node, attr), ...)], value the one the graph
+    holds (None where the recorded ones differ, so the first call sets them); a
+    counter per scalar, (mapping, key, node, attr). LATER scalars are set here."""
+    items, counters = {}, []
+    for node, attr, how, mapping, key, value in scalars:
+        if how == _trace.ITEM:
+            item = items.setdefault((id(mapping), key), [mapping, key, value, []])
+            if item[2] != value:
+                item[2] = None
+            item[3].append((node, attr))
+        elif how == _trace.COUNTER:
+            counters.append((mapping, key, node, attr))
+        elif lib.ac_graph_set_scalar(graph, node, attr, value) < 0:
+            raise_error()
+    return [[m, k, v, tuple(targets)] for m, k, v, targets in items.values()], tuple(counters)
 
 
 def _flatten(result):

@@ -12,6 +12,7 @@ import pytest
 import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn, optim
+from aicraft._ffi import lib
 
 rng = np.random.default_rng(12)
 
@@ -242,8 +243,8 @@ def test_second_input_shape_retraces():
 
 
 def test_adam_steps_alternating_batch_shapes_match_eager():
-    # A shape change on the last signature's fast path must not read a per-call
-    # scalar (Adam's step count) before the graph that runs is known.
+    # A shape change on the last signature's fast path must not advance a per-call
+    # counter (Adam's step count) unless that graph ran.
     batches = [(tensor(n, 20), ac.tensor(rng.integers(0, 5, n))) for n in (16, 8, 16, 16, 8, 8, 16)]
     results = []
     for compiled in (False, True):
@@ -259,6 +260,20 @@ def test_adam_steps_alternating_batch_shapes_match_eager():
     assert results[0][0] == results[1][0]
     assert_same_bits(results[0][1], results[1][1])
     assert results[1][2] == [len(batches)] * 4
+
+
+def test_a_compiled_call_inside_another_recording_is_recorded_there():
+    inner = ac.compile(lambda x: x.exp() * 2.0)
+    x = tensor(3)
+    inner(x)
+    inner(x)   # inner's fast path is warm
+    outer = ac.compile(lambda x: inner(x) + 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outer(x)   # records inner's ops into outer's graph
+        got = outer(x)
+    np.testing.assert_array_equal(got.numpy(), (x.exp() * 2.0 + 1.0).numpy())
+    assert lib.ac_graph_num_nodes(outer._last.graph) == 3
 
 
 def test_two_param_groups_read_their_own_learning_rates_per_call():

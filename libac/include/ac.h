@@ -565,6 +565,18 @@ int ac_graph_add_native(struct AcGraph *g, int first, int n_nodes, AcNativeFn fn
    the mean). Every param must have a grad already; nothing is allocated. */
 int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const AcTensor *flat);
 
+/* ---- Compiled calls -------------------------------------------------------- */
+/* ac_graph_replay for a caller that keeps several graphs of one function (one per
+   input signature, as ac.compile does) and calls the last one used first: 1 after
+   replaying g on inputs, 0 when the call is not g's to run (grad mode is not the
+   recorded one, a graph is recording on this thread, g is not ready, or an input's
+   dtype or shape differs; nothing ran, no error is set), < 0 on an error (a NULL
+   input: in Python, a tensor whose scope ended). One C call does all of a compiled
+   call's checks and its run. */
+struct AcGraph;
+int ac_graph_call(struct AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
+                  int n_outputs);
+
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real
