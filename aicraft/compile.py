@@ -97,9 +97,11 @@ class CompiledFunction:
         if (replay is not None and not kwargs and len(args) == replay.n_inputs
                 and (self._module is None or self._module.training == replay.training)):
             inputs = replay.inputs
+            k = 0   # a counter, not enumerate: 0.07 us less a call
             try:
-                for k, a in enumerate(args):
+                for a in args:
                     inputs[k] = a._ptr
+                    k += 1
             except (AttributeError, TypeError):   # not all tensors: the slow path says which
                 return self._call(args, kwargs)
             result = replay.run(args, False)
