@@ -51,8 +51,9 @@ def compile(fn, example_inputs=None, backend="replay"):
     Parameters and optimizer state are updated in place; outputs are new
     tensors in the caller's current scope. A call to an op the graph cannot
     replay (indexing by a tensor, rand, an in-place write) makes that signature
-    run eagerly, with a warning naming the op. Outputs carry no autograd graph: put the
-    backward pass inside fn.
+    run eagerly, with a warning naming the op. Outputs carry no autograd graph:
+    put the backward pass inside fn. Call it from one thread at a time (a
+    recorded graph has one set of buffers).
 
     backend="replay" runs the recorded kernels (the same bits as eager calls);
     backend="mlir" also compiles the graph to native code with the MLIR 19
@@ -123,7 +124,7 @@ class CompiledFunction:
         if replay is not None:
             if replay is _UNCOMPILED:
                 return self._fn(*args)
-            if replay.n_inputs == len(args):
+            if _all_tensors(args):
                 self._last = replay
             inputs = replay.inputs
             for k, i in enumerate(replay.positions):
@@ -180,8 +181,7 @@ class CompiledFunction:
             failure = None
         if failure is None:
             training = self._module.training if self._module is not None else None
-            replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
-                                                 bool(key[0]), training)
+            replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars, training)
             if self.backend == "mlir":
                 try:
                     replay.native = _mlir.lower(graph)
@@ -190,13 +190,19 @@ class CompiledFunction:
                     warnings.warn("compile: the mlir backend could not compile this graph, which "
                                   "runs on replay: %s" % (str(e).splitlines() or [type(e).__name__])[0],
                                   stacklevel=4)
-            if replay.n_inputs == len(args):
+            if _all_tensors(args):
                 self._last = replay
         else:
             lib.ac_clear_error()
             self._graphs[key] = _UNCOMPILED
             warnings.warn("compile: %s; this input signature runs eagerly" % failure, stacklevel=4)
         return result
+
+
+def _all_tensors(args):
+    """Whether args are tensors only, as the fast path takes them (no constants, no
+    tuples of tensors)."""
+    return all(isinstance(a, Tensor) for a in args)
 
 
 def _describe(i, arg, a, key, leaves):
@@ -220,9 +226,9 @@ class _Replay:
     """One recorded graph and how to call it."""
 
     __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "outputs", "n_outputs", "items",
-                 "counters", "grad_enabled", "training", "native")
+                 "counters", "training", "native")
 
-    def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
+    def __init__(self, graph, positions, layout, n_outputs, scalars, training):
         self.graph = graph
         self.positions = positions
         self.layout = layout
@@ -231,7 +237,6 @@ class _Replay:
         self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
         self.n_outputs = n_outputs
         self.items, self.counters = _per_call(graph, scalars)
-        self.grad_enabled = grad_enabled
         self.training = training
         self.native = None   # the mlir backend's loaded code for the graph's native segments
 
@@ -252,7 +257,8 @@ class _Replay:
                 raise_error()
         outputs = self.outputs
         if checked:
-            rc = lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs) or 1   # 0: ran
+            rc = lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs)
+            rc = rc or 1   # AC_OK: it ran
         else:
             rc = _graph_call(graph, self.inputs, self.n_inputs, outputs, self.n_outputs)
         if rc != 1:
@@ -352,8 +358,8 @@ def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor
 
     fn takes tensors and returns a tensor or tuples or lists of tensors (the
     program returns them flattened, in order: an LSTM's (h_n, c_n) become two
-    outputs); it may be an nn.Module, which is recorded in eval mode (its mode is restored
-    after), as torch.onnx.export does. The call runs under ac.no_grad(): a
+    outputs); it may be an nn.Module, which is recorded in eval mode (its mode
+    is restored after), as torch.onnx.export does. The call runs under ac.no_grad(): a
     program is a forward pass for inference, so a backward pass or an optimizer
     step in fn is refused, and so is an op a graph cannot record. As
     torch.jit.trace, Python control flow is recorded as the path it took, and

@@ -311,7 +311,8 @@ def main():
         print("compile time of the MLP Adam step, %s: %.1f ms (target <= %.0f ms)"
               % (backend, ms, COMPILE_TARGET_MS[backend]))
     print("load at the end: %.2f" % os.getloadavg()[0])
-    print(json.dumps({"bench": "compile", **host(), "clock": "cpu" if args.cpu_time else "wall", "results": results}))
+    print(json.dumps({"bench": "compile", **host(), "clock": "cpu" if args.cpu_time else "wall",
+                      "results": results}))
 
 
 if __name__ == "__main__":

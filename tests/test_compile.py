@@ -1,9 +1,10 @@
 """ac.compile with the replay backend: compiled calls give the same bits as eager
 calls (MLP, CNN and LSTM training steps, CNN eval, LSTM forward, indexing, cat
-and stack, softmax/cross-entropy, broadcasts, reductions), per-call state (Adam's step, a cosine schedule, dropout's draws)
-is read per call, input signatures retrace and are capped, bad inputs fail
-clearly, ops a graph cannot replay fall back to eager with a warning, and
-1,000 compiled calls leave memory flat."""
+and stack, softmax/cross-entropy, broadcasts, reductions), per-call state
+(Adam's step, a cosine schedule, dropout's draws) is read per call, input
+signatures retrace and are capped, bad inputs fail clearly, ops a graph cannot
+replay fall back to eager with a warning, and 1,000 compiled calls leave
+memory flat."""
 import warnings
 
 import numpy as np
@@ -260,6 +261,19 @@ def test_adam_steps_alternating_batch_shapes_match_eager():
     assert results[0][0] == results[1][0]
     assert_same_bits(results[0][1], results[1][1])
     assert results[1][2] == [len(batches)] * 4
+
+
+def test_a_tuple_argument_never_takes_the_plain_tensors_fast_path():
+    def fn(x, pair):
+        (h,) = pair   # a tensor in pair's place would unpack along its first dim
+        return x + h
+    compiled = ac.compile(fn)
+    x, h = tensor(1, 3), tensor(1, 3)
+    for _ in range(2):
+        np.testing.assert_array_equal(compiled(x, (h,)).numpy(), (x + h).numpy())
+    assert compiled._last is None
+    with pytest.raises(TypeError, match="argument 1 is tuple holding float"):
+        compiled(x, (1.0,))
 
 
 def test_a_compiled_call_inside_another_recording_is_recorded_there():
