@@ -50,7 +50,8 @@ class _Node:
 
     def __init__(self, graph, index):
         n_in, n_out, n_attr = ffi.new("int *"), ffi.new("int *"), ffi.new("int *")
-        bufs, attrs = ffi.new("int[8]"), ffi.new("double[12]")
+        bufs = ffi.new("int[]", lib.AC_GRAPH_MAX_TENSORS)
+        attrs = ffi.new("double[]", lib.AC_GRAPH_MAX_ATTRS)
         if lib.ac_graph_node_info(graph, index, n_in, n_out, bufs, n_attr, attrs) < 0:
             raise_error()
         self.index = index

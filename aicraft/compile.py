@@ -7,34 +7,35 @@ Python per op; with backend="mlir", parts of it or all of it as native code
 (aicraft/_mlir.py). Not here: the graph itself, which C programs use directly.
 """
 import functools
-import importlib
 import inspect
-import operator
 import os
 import warnings
 from typing import Any, Callable, Sequence, Tuple, Union
 
 from aicraft import _mlir, _trace
 from aicraft._ffi import ffi, lib
+from aicraft._scope import open_scopes as _open_scopes
 from aicraft.errors import last_error, raise_error
-from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.tensor import Tensor, _live, _wrap, _wrap_scoped
 from aicraft.autograd import no_grad
-
-_tensor_module = importlib.import_module("aicraft.tensor")   # its _open_scopes, read per call
 
 __all__ = ["compile", "export", "load_program"]
 
 _MAX_SIGNATURES = 8
 _CONSTANTS = (bool, int, float, str, type(None))
 _UNCOMPILED = object()   # a signature whose trace failed: it runs eagerly
-_trace_local = _trace._local   # its .trace: the recording on this thread (_trace.recording())
+_UNFIT = object()        # _Replay.run's answer when the call is not its graph's
+_graph_call = lib.ac_graph_call
+_set_scalar = lib.ac_graph_set_scalar
 
 
 def compile(fn, example_inputs=None, backend="replay"):
     """Return a callable with fn's signature that runs fn's recorded graph from C.
 
-    fn takes tensors (numbers and strings are allowed too, each value its own
-    signature) and returns a tensor, a tuple, list or dict of tensors, or None.
+    fn takes tensors, and tuples and lists of them (numbers and strings are
+    allowed too, each value its own signature), and returns a tensor, tuples,
+    lists or dicts of tensors nested in any way (an LSTM's output, (h_n, c_n)),
+    or None.
     It may be an nn.Module, and may be a whole training step (zero_grad,
     forward, loss, backward, optimizer step): compiling never runs fn by itself,
     so the first call for each input signature (the shapes and dtypes of its
@@ -49,9 +50,10 @@ def compile(fn, example_inputs=None, backend="replay"):
     optimizer's learning rate and step count, the random generator (dropout).
     Parameters and optimizer state are updated in place; outputs are new
     tensors in the caller's current scope. A call to an op the graph cannot
-    replay (indexing, rand, an in-place write) makes that signature run eagerly,
-    with a warning naming the op. Outputs carry no autograd graph: put the
-    backward pass inside fn.
+    replay (indexing by a tensor, rand, an in-place write) makes that signature
+    run eagerly, with a warning naming the op. Outputs carry no autograd graph:
+    put the backward pass inside fn. Call it from one thread at a time (a
+    recorded graph has one set of buffers).
 
     backend="replay" runs the recorded kernels (the same bits as eager calls);
     backend="mlir" also compiles the graph to native code with the MLIR 19
@@ -89,19 +91,23 @@ class CompiledFunction:
         functools.update_wrapper(self, fn.forward if self._module is not None else fn)
 
     def __call__(self, *args, **kwargs):
-        # The fast path: the last signature again, with tensors only (shapes are
-        # checked by _Replay.takes); grad mode, the Module's mode and recording here.
+        # The fast path: the last signature again, with tensors only. C checks the
+        # shapes, dtypes, grad mode and that no graph records (ac_graph_call);
+        # Python the Module's mode. Anything else goes the slow path.
         replay = self._last
-        if (replay is not None and not kwargs
-                and lib.ac_is_grad_enabled() == replay.grad_enabled
-                and (self._module is None or self._module.training == replay.training)
-                and getattr(_trace_local, "trace", None) is None):
+        if (replay is not None and not kwargs and len(args) == replay.n_inputs
+                and (self._module is None or self._module.training == replay.training)):
+            inputs = replay.inputs
+            k = 0   # a counter, not enumerate: 0.07 us less a call
             try:
-                ptrs = [a._ptr for a in args]
-            except AttributeError:   # not all tensors: the slow path says which
-                ptrs = None
-            if ptrs is not None and replay.takes(ptrs, args):
-                return replay.run(args)
+                for a in args:
+                    inputs[k] = a._ptr
+                    k += 1
+            except (AttributeError, TypeError):   # not all tensors: the slow path says which
+                return self._call(args, kwargs)
+            result = replay.run(args, False)
+            if result is not _UNFIT:
+                return result
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
@@ -113,39 +119,42 @@ class CompiledFunction:
                                 "function" % sorted(kwargs))
         if _trace.recording() is not None:   # inside another compiled function's recording
             return self._fn(*args)
-        key = self._signature(args)
+        key, leaves = self._signature(args)
         replay = self._graphs.get(key)
         if replay is not None:
             if replay is _UNCOMPILED:
                 return self._fn(*args)
-            if replay.n_inputs == len(args):
+            if _all_tensors(args):
                 self._last = replay
-            return replay(args)
+            inputs = replay.inputs
+            for k, i in enumerate(replay.positions):
+                inputs[k] = _live(leaves[i])
+            return replay.run(leaves, True)
         if len(self._graphs) >= _MAX_SIGNATURES:
             if not self._warned_full:
                 self._warned_full = True
                 warnings.warn("compile: %s has been called with %d input signatures; new ones run "
                               "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=3)
             return self._fn(*args)
-        return self._record(key, args)
+        return self._record(key, args, leaves)
 
     def _signature(self, args):
+        """(key, leaves): the signature of args, and their tensors and constants in
+        order, those in tuples and lists (an LSTM's (h0, c0)) included."""
         key = [lib.ac_is_grad_enabled()]
         if self._module is not None:
             key.append(self._module.training)
+        leaves = []
         for i, a in enumerate(args):
-            if isinstance(a, Tensor):
-                p = _live(a)
-                key.append((p.dtype, tuple(p.shape[0:p.ndim])))
-            elif isinstance(a, _CONSTANTS):
+            if isinstance(a, _CONSTANTS):
                 key.append((type(a), a))
+                leaves.append(a)
             else:
-                raise TypeError("compile: argument %d is %s; a compiled function takes tensors (and "
-                                "numbers or strings, as constants)" % (i, type(a).__name__))
-        return tuple(key)
+                _describe(i, a, a, key, leaves)
+        return tuple(key), leaves
 
-    def _record(self, key, args):
-        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    def _record(self, key, args, leaves):
+        positions = [i for i, a in enumerate(leaves) if isinstance(a, Tensor)]
         graph = lib.ac_graph_begin()
         if graph == ffi.NULL:
             raise_error()
@@ -154,8 +163,8 @@ class CompiledFunction:
         _trace.start(trace)
         try:
             for i in positions:
-                if lib.ac_graph_input(graph, _live(args[i])) < 0:
-                    raise_error(args[i])
+                if lib.ac_graph_input(graph, _live(leaves[i])) < 0:
+                    raise_error(leaves[i])
             result = self._fn(*args)
         except BaseException:
             _trace.stop()
@@ -172,8 +181,7 @@ class CompiledFunction:
             failure = None
         if failure is None:
             training = self._module.training if self._module is not None else None
-            replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars,
-                                                 key[0], training)
+            replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars, training)
             if self.backend == "mlir":
                 try:
                     replay.native = _mlir.lower(graph)
@@ -182,7 +190,7 @@ class CompiledFunction:
                     warnings.warn("compile: the mlir backend could not compile this graph, which "
                                   "runs on replay: %s" % (str(e).splitlines() or [type(e).__name__])[0],
                                   stacklevel=4)
-            if replay.n_inputs == len(args):
+            if _all_tensors(args):
                 self._last = replay
         else:
             lib.ac_clear_error()
@@ -191,73 +199,78 @@ class CompiledFunction:
         return result
 
 
+def _all_tensors(args):
+    """Whether args are tensors only, as the fast path takes them (no constants, no
+    tuples of tensors)."""
+    return all(isinstance(a, Tensor) for a in args)
+
+
+def _describe(i, arg, a, key, leaves):
+    """Add a (argument i, or an item nested in it) to the signature key and its
+    tensors to leaves."""
+    if isinstance(a, Tensor):
+        p = _live(a)
+        key.append((p.dtype, tuple(p.shape[0:p.ndim])))
+        leaves.append(a)
+    elif isinstance(a, (tuple, list)):
+        key.append((type(a), len(a)))
+        for item in a:
+            _describe(i, arg, item, key, leaves)
+    else:
+        raise TypeError("compile: argument %d is %s%s; a compiled function takes tensors, tuples and lists "
+                        "of tensors (and numbers or strings, as constants)"
+                        % (i, type(arg).__name__, "" if a is arg else " holding " + type(a).__name__))
+
+
 class _Replay:
     """One recorded graph and how to call it."""
 
-    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "taken", "outputs",
-                 "n_outputs", "scalars", "grad_enabled", "training", "native")
+    __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "outputs", "n_outputs", "items",
+                 "counters", "training", "native")
 
-    def __init__(self, graph, positions, layout, n_outputs, scalars, grad_enabled, training):
+    def __init__(self, graph, positions, layout, n_outputs, scalars, training):
         self.graph = graph
         self.positions = positions
         self.layout = layout
         self.inputs = ffi.new("AcTensor *[]", max(len(positions), 1))
         self.n_inputs = len(positions)
-        self.taken = ()   # the AcTensor* objects self.inputs holds, once C accepted them
         self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
         self.n_outputs = n_outputs
-        self.scalars = _by_getter(scalars)
-        self.grad_enabled = grad_enabled
+        self.items, self.counters = _per_call(graph, scalars)
         self.training = training
         self.native = None   # the mlir backend's loaded code for the graph's native segments
 
-    def __call__(self, args):
-        inputs = self.inputs
-        self.taken = ()
-        for k, i in enumerate(self.positions):
-            inputs[k] = _live(args[i])
-        return self.run(args)
-
-    def takes(self, ptrs, args):
-        """Whether replay takes these inputs (args' AcTensor*, one per argument);
-        on yes they are in self.inputs. The very objects C accepted last time
-        pass unasked: a live tensor's shape never changes, and a dead one's
-        pointer object is another (NULL)."""
-        taken = self.taken
-        if len(ptrs) == len(taken) and all(map(operator.is_, ptrs, taken)):
-            return True
-        n = len(ptrs)
-        if n != self.n_inputs:
-            return False
-        self.taken = ()
-        try:
-            self.inputs[0:n] = ptrs
-        except TypeError:   # an object with a _ptr that is not a tensor's
-            return False
-        accepted = lib.ac_graph_accepts(self.graph, self.inputs, n)
-        if accepted < 0:
-            raise_error(*args)
-        if accepted:
-            self.taken = ptrs
-        return accepted == 1
-
-    def run(self, args):
-        """Replay on self.inputs, set from args; the outputs as fn returns them."""
+    def run(self, args, checked):
+        """Replay on self.inputs, set from args' tensors; the outputs as fn returns
+        them, or _UNFIT when the inputs or grad mode are not the graph's (unless the
+        caller checked them: then that is an error)."""
         graph = self.graph
-        for scalar in self.scalars:
-            value = scalar[0]()
-            if value != scalar[1]:
-                scalar[1] = value
-                for node, attr in scalar[2]:
-                    if lib.ac_graph_set_scalar(graph, node, attr, value) < 0:
+        for item in self.items:   # [mapping, key, value the graph holds, ((node, attr), ...)]
+            value = item[0][item[1]]
+            if value != item[2]:
+                item[2] = value
+                for node, attr in item[3]:
+                    if _set_scalar(graph, node, attr, value) < 0:
                         raise_error()
+        for mapping, key, node, attr in self.counters:
+            if _set_scalar(graph, node, attr, mapping[key] + 1) < 0:
+                raise_error()
         outputs = self.outputs
-        if lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs) < 0:
+        if checked:
+            rc = lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs)
+            rc = rc or 1   # AC_OK: it ran
+        else:
+            rc = _graph_call(graph, self.inputs, self.n_inputs, outputs, self.n_outputs)
+        if rc != 1:
+            if rc == 0:
+                return _UNFIT
             raise_error(*args)
+        for mapping, key, _, _ in self.counters:
+            mapping[key] += 1
         if self.layout is Tensor:   # one tensor: wrapped inline, as tensor.py's hot ops do
             p = outputs[0]
-            if _tensor_module._open_scopes:
-                return _wrap(p)
+            if _open_scopes:
+                return _wrap_scoped(p)
             t = Tensor()
             t._ptr = p
             t._scope = None
@@ -265,40 +278,71 @@ class _Replay:
         return _unflatten([_wrap(outputs[k]) for k in range(self.n_outputs)], self.layout)
 
 
-def _by_getter(scalars):
-    """Trace.scalars as [getter, value, ((node, attr), ...)], one per getter, so that
-    a call reads each getter once (an optimizer binds one lr getter a group). value
-    is the one the graph holds; None (set on the first call) where they differ."""
-    bound = {}
-    for node, attr, getter, value in scalars:
-        entry = bound.setdefault(getter, [getter, value, []])
-        if entry[1] != value:
-            entry[1] = None
-        entry[2].append((node, attr))
-    return [[getter, value, tuple(targets)] for getter, value, targets in bound.values()]
+def _per_call(graph, scalars):
+    """Trace.scalars as (items, counters) for _Replay.run: an item per mapping and
+    key (an optimizer's lr is read once a call, whatever the number of parameters
+    it steps), [mapping, key, value, ((node, attr), ...)], value the one the graph
+    holds (None where the recorded ones differ, so the first call sets them); a
+    counter per scalar, (mapping, key, node, attr). LATER scalars are set here."""
+    items, counters = {}, []
+    for node, attr, how, mapping, key, value in scalars:
+        if how == _trace.ITEM:
+            item = items.setdefault((id(mapping), key), [mapping, key, value, []])
+            if item[2] != value:
+                item[2] = None
+            item[3].append((node, attr))
+        elif how == _trace.COUNTER:
+            counters.append((mapping, key, node, attr))
+        elif lib.ac_graph_set_scalar(graph, node, attr, value) < 0:
+            raise_error()
+    return [[m, k, v, tuple(targets)] for m, k, v, targets in items.values()], tuple(counters)
 
 
 def _flatten(result):
-    """(tensors, layout) for fn's result; (None, None) when it is not tensors."""
+    """(tensors, layout) for fn's result, tuples, lists and dicts of tensors nested in
+    any way (an LSTM's output, (h_n, c_n)); (None, None) when it is not tensors."""
     if result is None:
         return [], None
-    if isinstance(result, Tensor):
-        return [result], Tensor
-    if isinstance(result, (tuple, list)) and all(isinstance(t, Tensor) for t in result):
-        return list(result), type(result)
-    if isinstance(result, dict) and all(isinstance(t, Tensor) for t in result.values()):
-        return list(result.values()), tuple(result)
-    return None, None
+    flat = []
+    layout = _layout(result, flat)
+    return (flat, layout) if layout is not None else (None, None)
+
+
+def _layout(value, flat):
+    """value's layout (Tensor, or (container type, keys or None, child layouts)),
+    its tensors appended to flat; None when a leaf is not a tensor."""
+    if isinstance(value, Tensor):
+        flat.append(value)
+        return Tensor
+    if isinstance(value, dict):
+        keys, values = tuple(value), list(value.values())
+    elif isinstance(value, (tuple, list)):
+        keys, values = None, value
+    else:
+        return None
+    children = []
+    for v in values:
+        child = _layout(v, flat)
+        if child is None:
+            return None
+        children.append(child)
+    return type(value), keys, tuple(children)
 
 
 def _unflatten(tensors, layout):
     if layout is None:
         return None
+    return _rebuild(iter(tensors), layout)
+
+
+def _rebuild(tensors, layout):
     if layout is Tensor:
-        return tensors[0]
-    if isinstance(layout, tuple):
-        return dict(zip(layout, tensors))
-    return layout(tensors)
+        return next(tensors)
+    kind, keys, children = layout
+    values = [_rebuild(tensors, child) for child in children]
+    if keys is not None:
+        return dict(zip(keys, values))
+    return kind(*values) if hasattr(kind, "_fields") else kind(values)   # a namedtuple takes fields
 
 
 # ---- ac.export and ac.load_program: one recorded call saved with its weights as
@@ -312,9 +356,10 @@ def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor
     program file at path, which C programs run with libac alone
     (ac_program_load, ac_program_run) and ac.load_program runs from Python.
 
-    fn takes tensors and returns a tensor or a tuple or list of tensors; it may
-    be an nn.Module, which is recorded in eval mode (its mode is restored
-    after), as torch.onnx.export does. The call runs under ac.no_grad(): a
+    fn takes tensors and returns a tensor or tuples or lists of tensors (the
+    program returns them flattened, in order: an LSTM's (h_n, c_n) become two
+    outputs); it may be an nn.Module, which is recorded in eval mode (its mode
+    is restored after), as torch.onnx.export does. The call runs under ac.no_grad(): a
     program is a forward pass for inference, so a backward pass or an optimizer
     step in fn is refused, and so is an op a graph cannot record. As
     torch.jit.trace, Python control flow is recorded as the path it took, and
@@ -363,10 +408,10 @@ def export(fn: Callable[..., Any], example_inputs: Union[Tensor, Sequence[Tensor
 
 
 def _program_outputs(result):
-    if isinstance(result, Tensor):
-        return [result]
-    if isinstance(result, (tuple, list)) and result and all(isinstance(t, Tensor) for t in result):
-        return list(result)
+    """fn's result's tensors, nested tuples and lists flattened in order."""
+    flat, _ = _flatten(result)
+    if flat and not isinstance(result, dict):
+        return flat
     raise TypeError("export: fn returns %s; a program returns a tensor or a tuple of tensors"
                     % type(result).__name__)
 

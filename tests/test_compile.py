@@ -1,9 +1,10 @@
 """ac.compile with the replay backend: compiled calls give the same bits as eager
-calls (MLP and CNN training steps, CNN eval, softmax/cross-entropy, broadcasts,
-reductions), per-call state (Adam's step, a cosine schedule, dropout's draws)
-is read per call, input signatures retrace and are capped, bad inputs fail
-clearly, ops a graph cannot replay fall back to eager with a warning, and
-1,000 compiled calls leave memory flat."""
+calls (MLP, CNN and LSTM training steps, CNN eval, LSTM forward, indexing, cat
+and stack, softmax/cross-entropy, broadcasts, reductions), per-call state
+(Adam's step, a cosine schedule, dropout's draws) is read per call, input
+signatures retrace and are capped, bad inputs fail clearly, ops a graph cannot
+replay fall back to eager with a warning, and 1,000 compiled calls leave
+memory flat."""
 import warnings
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn, optim
+from aicraft._ffi import lib
 
 rng = np.random.default_rng(12)
 
@@ -146,6 +148,90 @@ def test_softmax_cross_entropy_broadcasts_and_reductions_match_eager():
         np.testing.assert_array_equal(got[key].numpy(), expected[key].numpy())
 
 
+def test_indexing_cat_and_stack_match_eager():
+    def fn(x, pair):
+        a, b = pair
+        picked = x[1:, ::2] + x[0, :3] - x[1:, -1:]
+        return ac.cat([picked, a[2][None], b[:, None].squeeze(1)], 0), ac.stack((a, b, a), dim=-1)
+    compiled = ac.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):   # the first call records, the others replay
+            x, pair = tensor(4, 6), (tensor(3, 3), tensor(3, 3))
+            got, expected = compiled(x, pair), fn(x, pair)
+            assert_same_bits([t.numpy() for t in got], [t.numpy() for t in expected])
+    assert len(compiled._graphs) == 1
+
+
+LSTM_CASES = [   # layers, bidirectional, batch_first, with (h0, c0)
+    (1, False, False, False), (1, False, True, True), (2, False, False, True),
+    (2, True, True, False), (2, True, False, True)]
+
+
+def lstm_inputs(lstm, with_states):
+    x = tensor(4, 6, 3)
+    if not with_states:
+        return (x,)
+    batch = 4 if lstm.batch_first else 6
+    states = lstm.num_layers * (2 if lstm.bidirectional else 1)
+    return x, (tensor(states, batch, 5), tensor(states, batch, 5))
+
+
+@pytest.mark.parametrize("layers,bidirectional,batch_first,with_states", LSTM_CASES)
+def test_lstm_forward_matches_eager(layers, bidirectional, batch_first, with_states):
+    ac.manual_seed(3)
+    lstm = nn.LSTM(3, 5, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+    compiled = ac.compile(lstm)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for grad in (False, True, True):   # each grad mode records once, then replays
+            with ac.set_grad_enabled(grad):
+                args = lstm_inputs(lstm, with_states)
+                out, (h_n, c_n) = compiled(*args)
+                expected, (h_e, c_e) = lstm(*args)
+            assert_same_bits([out.numpy(), h_n.numpy(), c_n.numpy()],
+                             [expected.numpy(), h_e.numpy(), c_e.numpy()])
+    assert len(compiled._graphs) == 2
+
+
+def lstm_steps(make_opt, compiled, steps=5):
+    """Losses and parameters after steps of a 2-layer bidirectional LSTM with dropout
+    between its layers, read through a slice of its output and its final states."""
+    ac.manual_seed(4)
+    lstm, head = nn.LSTM(3, 6, num_layers=2, bidirectional=True, batch_first=True, dropout=0.3), nn.Linear(12, 2)
+    params = list(lstm.parameters()) + list(head.parameters())
+    opt = make_opt(params)
+
+    def step(x, states, y):
+        opt.zero_grad()
+        out, (h_n, c_n) = lstm(x, states)
+        loss = F.mse_loss(head(out[:, -1]), y) + (h_n * c_n).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    run = ac.compile(step) if compiled else step
+    data = np.random.default_rng(5)
+    ac.manual_seed(6)
+    losses = []
+    for _ in range(steps):
+        x, h0, c0, y = (ac.tensor(data.standard_normal(shape).astype(np.float32))
+                        for shape in ((4, 7, 3), (4, 4, 6), (4, 4, 6), (4, 2)))
+        with ac.checkpoint():
+            losses.append(run(x, (h0, c0), y).item())
+    return losses, [p.numpy().copy() for p in params]
+
+
+@pytest.mark.parametrize("make_opt", [lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+                                      lambda p: optim.Adam(p, lr=0.01)])
+def test_lstm_training_steps_match_eager(make_opt):
+    eager = lstm_steps(make_opt, compiled=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = lstm_steps(make_opt, compiled=True)
+    assert eager[0] == compiled[0]
+    assert_same_bits(eager[1], compiled[1])
+
+
 def test_second_input_shape_retraces():
     ac.manual_seed(3)
     model = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2))
@@ -158,8 +244,8 @@ def test_second_input_shape_retraces():
 
 
 def test_adam_steps_alternating_batch_shapes_match_eager():
-    # A shape change on the last signature's fast path must not read a per-call
-    # scalar (Adam's step count) before the graph that runs is known.
+    # A shape change on the last signature's fast path must not advance a per-call
+    # counter (Adam's step count) unless that graph ran.
     batches = [(tensor(n, 20), ac.tensor(rng.integers(0, 5, n))) for n in (16, 8, 16, 16, 8, 8, 16)]
     results = []
     for compiled in (False, True):
@@ -175,6 +261,33 @@ def test_adam_steps_alternating_batch_shapes_match_eager():
     assert results[0][0] == results[1][0]
     assert_same_bits(results[0][1], results[1][1])
     assert results[1][2] == [len(batches)] * 4
+
+
+def test_a_tuple_argument_never_takes_the_plain_tensors_fast_path():
+    def fn(x, pair):
+        (h,) = pair   # a tensor in pair's place would unpack along its first dim
+        return x + h
+    compiled = ac.compile(fn)
+    x, h = tensor(1, 3), tensor(1, 3)
+    for _ in range(2):
+        np.testing.assert_array_equal(compiled(x, (h,)).numpy(), (x + h).numpy())
+    assert compiled._last is None
+    with pytest.raises(TypeError, match="argument 1 is tuple holding float"):
+        compiled(x, (1.0,))
+
+
+def test_a_compiled_call_inside_another_recording_is_recorded_there():
+    inner = ac.compile(lambda x: x.exp() * 2.0)
+    x = tensor(3)
+    inner(x)
+    inner(x)   # inner's fast path is warm
+    outer = ac.compile(lambda x: inner(x) + 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outer(x)   # records inner's ops into outer's graph
+        got = outer(x)
+    np.testing.assert_array_equal(got.numpy(), (x.exp() * 2.0 + 1.0).numpy())
+    assert lib.ac_graph_num_nodes(outer._last.graph) == 3
 
 
 def test_two_param_groups_read_their_own_learning_rates_per_call():
@@ -264,7 +377,7 @@ def test_bad_arguments_raise_clear_errors():
 
 def test_an_op_the_graph_cannot_replay_falls_back_to_eager_with_a_warning():
     def fn(x):
-        return x[1:] * ac.rand(2)           # slicing and a random draw
+        return x[1:] * ac.rand(2)           # a random draw
     compiled = ac.compile(fn)
     x = tensor(3)
     with pytest.warns(UserWarning, match="cannot be recorded into a graph; this input signature runs eagerly") as caught:

@@ -5,6 +5,7 @@ scope; 1,000 runs leave memory flat; training steps, unrecordable ops, corrupt,
 truncated and mismatched files and bad arguments fail clearly."""
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -82,6 +83,28 @@ def test_function_with_several_outputs_and_an_int64_input_round_trips(tmp_path):
         expected = fn(x, target)
     for got, want in zip(program(x, target), expected):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_exported_lstm_returns_the_bits_of_the_eager_call(tmp_path):
+    ac.manual_seed(6)
+    lstm = nn.LSTM(3, 5, num_layers=2, bidirectional=True, batch_first=True, dropout=0.5)
+    head = nn.Linear(10, 2)
+
+    def predict(x, h0, c0):   # dropout between the layers is off: export records eval mode
+        lstm.eval()
+        out, (h_n, c_n) = lstm(x, (h0, c0))
+        lstm.train()
+        return head(out[:, -1]), (h_n, c_n)
+    shapes = ((2, 7, 3), (4, 2, 5), (4, 2, 5))
+    ac.export(predict, [tensor(*s) for s in shapes], tmp_path / "lstm.acprog")
+    program = ac.load_program(tmp_path / "lstm.acprog")
+    assert (program.n_inputs, program.n_outputs) == (3, 3)
+    for _ in range(2):
+        inputs = [tensor(*s) for s in shapes]
+        with ac.no_grad():
+            y, (h_n, c_n) = predict(*inputs)
+        for got, expected in zip(program(*inputs), (y, h_n, c_n)):
+            np.testing.assert_array_equal(got.numpy(), expected.numpy())
 
 
 def test_outputs_are_new_tensors_in_the_callers_scope(tmp_path):
@@ -180,6 +203,19 @@ def test_a_recorded_shape_that_does_not_fit_its_op_is_refused(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ac.FormatError, match=r"node 0 \(relu\) gives float32 \(2, 3\) where its buffer "
                                              r"records float32 \(2, 4\)"):
+        ac.load_program(path)
+
+
+def test_a_slice_node_whose_count_misfits_its_arguments_is_refused(tmp_path):
+    path = tmp_path / "pick.acprog"
+    ac.export(lambda x: x[1], tensor(3, 2), path)
+    data = path.read_bytes()
+    x = tensor(3, 2)
+    np.testing.assert_array_equal(ac.load_program(path)(x).numpy(), x.numpy()[1])
+    slices = struct.pack("<5d", 1, 1, 0, 1, 5)   # one slice: start 1, stop 0, step 1, has_start | is_index
+    assert data.count(slices) == 1
+    path.write_bytes(data.replace(slices, struct.pack("<5d", 2, 1, 0, 1, 5)))
+    with pytest.raises(ac.FormatError, match=r"slice.*5 scalar arguments, where the op takes \"s\""):
         ac.load_program(path)
 
 

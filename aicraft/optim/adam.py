@@ -49,7 +49,6 @@ class Adam(Optimizer):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         weight_decay, decoupled = group["weight_decay"], self._decoupled
         trace = _trace.recording()
-        lr_of_group = lambda: group["lr"]   # noqa: E731  one getter a group: a compiled call reads it once
         for p, ptr, entries in self._with_grad(group):
             if not entries:
                 entries["step"] = 0
@@ -61,13 +60,8 @@ class Adam(Optimizer):
                 raise_error(p)
             entries["step"] = step
             if trace is not None:   # a compiled step reads these per call
-                trace.bind_last(0, lambda entries=entries: _next_step(entries), step)
-                trace.bind_last(1, lr_of_group, lr)
-
-
-def _next_step(entries):
-    entries["step"] += 1
-    return entries["step"]
+                trace.bind_counter(0, entries, "step")
+                trace.bind_item(1, group, "lr", lr)
 
 
 class AdamW(Adam):

@@ -46,7 +46,6 @@ class SGD(Optimizer):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         nesterov, weight_decay = group["nesterov"], group["weight_decay"]
         trace = _trace.recording()
-        lr_of_group = lambda: group["lr"]   # noqa: E731  one getter a group: a compiled call reads it once
         for p, ptr, entries in self._with_grad(group):
             if not momentum:
                 rc = _sgd_step(ptr, _NULL, 1, lr, 0.0, dampening, nesterov, weight_decay)
@@ -59,14 +58,11 @@ class SGD(Optimizer):
                     if rc == 0:
                         entries["momentum_buffer"] = buf
                         if trace is not None:   # later calls find the buffer written
-                            trace.bind_last(0, _second_step, 1)
+                            trace.bind_later(0, 2)
                 else:
                     rc = _sgd_step(ptr, buf._ptr, 2, lr, momentum, dampening, nesterov, weight_decay)
             if rc < 0:
                 raise_error(p)
             if trace is not None:   # a compiled step reads the lr per call
-                trace.bind_last(1, lr_of_group, lr)
+                trace.bind_item(1, group, "lr", lr)
 
-
-def _second_step():
-    return 2

@@ -528,8 +528,12 @@ int ac_program_output_info(const AcProgram *p, int i, int *dtype, int64_t *shape
 
 struct AcGraph;
 
+#define AC_GRAPH_MAX_TENSORS 16   /* a node's input and output buffers, at most */
+#define AC_GRAPH_MAX_ATTRS 33     /* a node's scalar arguments, at most (1 + 4 * AC_MAX_DIMS) */
+
+/* buffers[AC_GRAPH_MAX_TENSORS], attrs[AC_GRAPH_MAX_ATTRS]; AC_OK or < 0 */
 int ac_graph_node_info(const struct AcGraph *g, int node, int *n_in, int *n_out, int *buffers,
-                       int *n_attr, double *attrs);  /* buffers[8], attrs[12]; AC_OK or < 0 */
+                       int *n_attr, double *attrs);
 int ac_graph_buffer_shape(const struct AcGraph *g, int buffer, int64_t *shape); /* shape[8]; ndim or < 0 */
 int ac_graph_buffer_dtype(const struct AcGraph *g, int buffer);   /* an AcDtype, or < 0 */
 int ac_graph_num_inputs(const struct AcGraph *g);
@@ -563,19 +567,32 @@ int ac_graph_add_native(struct AcGraph *g, int first, int n_nodes, AcNativeFn fn
    the mean). Every param must have a grad already; nothing is allocated. */
 int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const AcTensor *flat);
 
+/* ---- Compiled calls -------------------------------------------------------- */
+/* ac_graph_replay for a caller that keeps several graphs of one function (one per
+   input signature, as ac.compile does) and calls the last one used first: 1 after
+   replaying g on inputs, 0 when the call is not g's to run (grad mode is not the
+   recorded one, a graph is recording on this thread, g is not ready, or an input's
+   dtype or shape differs; nothing ran, no error is set), < 0 on an error (a NULL
+   input: in Python, a tensor whose scope ended). One C call does all of a compiled
+   call's checks and its run. */
+struct AcGraph;
+int ac_graph_call(struct AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
+                  int n_outputs);
+
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real
    results): linear, matmul, the elementwise ops and activations, softmax and
    log_softmax, the reductions, reshape / flatten / transpose / permute / squeeze /
-   unsqueeze, detach and clone, dropout, conv2d, the 2-D poolings, batch_norm,
-   the losses, ac_backward_ex (and its two shorthands), ac_tensor_zero_grad,
+   unsqueeze, ac_slice, cat and stack (of up to AC_GRAPH_MAX_TENSORS - 1 tensors),
+   detach and clone, dropout, conv2d, the 2-D poolings, batch_norm, the losses,
+   ac_lstm, ac_backward_ex (and its two shorthands), ac_tensor_zero_grad,
    ac_set_grad_enabled, and the SGD and Adam steps; so a whole training step is
    one graph. A node is an op with its input and output buffers and its scalar
    arguments; a buffer is a parameter (a leaf that requires grad), an input, a
    state (another tensor the graph reads: optimizer moments, running statistics,
    constants), a temporary or an output.
-   Anything else that makes or writes a tensor the graph would read (indexing,
+   Anything else that makes or writes a tensor the graph would read (ac_index,
    rand, in-place writes of a recorded tensor, a tensor made inside an op such as
    a gradient) marks the graph failed: ac_graph_end then returns AC_ERR_STATE
    naming the op. Tensors made at root by the creation functions (full, keep,

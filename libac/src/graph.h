@@ -18,8 +18,8 @@
 #include "internal.h"
 #include "op_table.h"   /* the recorded ops' replay functions, declared */
 
-#define GRAPH_MAX_TENSORS 8
-#define GRAPH_MAX_ATTRS 12
+#define GRAPH_MAX_TENSORS AC_GRAPH_MAX_TENSORS
+#define GRAPH_MAX_ATTRS AC_GRAPH_MAX_ATTRS
 
 typedef int (*GraphReplayFn)(AcTensor **t, const double *attr);
 
@@ -48,6 +48,15 @@ AcTensor *graph_op(const char *op, GraphReplayFn fn, int n_in, const AcTensor *c
    returns the op's status. */
 int graph_call(const char *op, GraphReplayFn fn, int n_in, int n_out, AcTensor **t,
                const double *attr, int n_attr);
+/* Ops whose arguments do not fit graph_op's form record through these, each
+   defined next to its op's replay function: ac_slice's slices become scalar
+   arguments, cat and stack's tensors fill GRAPH_JOIN_SLOTS inputs (NULL after
+   the last), and the LSTM layer's three outputs are a node's. */
+AcTensor *slice_observed(const AcTensor *a, const AcSlice *slices, int n_slices);
+AcTensor *join_observed(const char *op, GraphReplayFn fn, AcTensor *const *tensors, int n, int dim);
+AcTensor *lstm_observed(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcTensor *w_ih,
+                        const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh, int batch_first,
+                        int reverse, AcTensor **h_n, AcTensor **c_n);
 /* A replay function's status for an op that made out (NULL on its error). */
 static inline int graph_made(const AcTensor *out) { return out ? AC_OK : ac_last_error_code(); }
 /* tensor_create's note of every tensor made while a graph is open. */

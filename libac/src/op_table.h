@@ -10,6 +10,9 @@
  *       mode, and for set_grad_enabled, as it runs with grad mode off)
  *   n   a count in [-1, AC_MAX_DIMS] of the integers that follow it (-1: none,
  *       for "all dims"); it ends the list
+ *   s   a count in [0, AC_MAX_DIMS] of slices, four integers each (start, stop,
+ *       step, flags: 1 has_start, 2 has_stop, 4 is_index), that follow it; it
+ *       ends the list
  *
  * so a program's loader can refuse a node whose arguments its replay function
  * would convert out of range or read past. The ops themselves check what the
@@ -22,6 +25,9 @@
 #define AC_OP_TABLE_H
 
 #include <ac.h>
+
+/* cat and stack record up to this many tensors, NULL after the last. */
+#define GRAPH_JOIN_SLOTS (AC_GRAPH_MAX_TENSORS - 1)
 
 #define RECORDED_OPS(X) \
     X("add", add_replay, 2, 1, "") \
@@ -61,6 +67,9 @@
     X("squeeze", squeeze_replay, 1, 1, "n") \
     X("unsqueeze", unsqueeze_replay, 1, 1, "i") \
     X("permute", permute_replay, 1, 1, "n") \
+    X("slice", slice_replay, 1, 1, "s") \
+    X("cat", cat_replay, GRAPH_JOIN_SLOTS, 1, "i") \
+    X("stack", stack_replay, GRAPH_JOIN_SLOTS, 1, "i") \
     X("transpose", transpose_replay, 1, 1, "ii") \
     X("clone", clone_replay, 1, 1, "") \
     X("detach", detach_replay, 1, 1, "") \
@@ -79,6 +88,7 @@
     X("binary_cross_entropy", binary_cross_entropy_replay, 2, 1, "i") \
     X("bce_with_logits", bce_with_logits_replay, 2, 1, "i") \
     X("cross_entropy", cross_entropy_replay, 2, 1, "if") \
+    X("lstm", lstm_replay, 7, 3, "ii") \
     X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0")
 
 #define OP_TABLE_DECLARE(name, fn, n_in, n_out, attrs) int fn(AcTensor **t, const double *attr);

@@ -68,16 +68,18 @@ static const char *attrs_misfit(const OpEntry *op, const double *attr, int n)
 {
     static AC_THREAD_LOCAL char why[128];
     int n_letters = (int)strlen(op->attrs), expected = n_letters, i;
-    if (n_letters > 0 && op->attrs[n_letters - 1] == 'n' && n >= n_letters) {
+    char last = n_letters > 0 ? op->attrs[n_letters - 1] : 0;
+    if ((last == 'n' || last == 's') && n >= n_letters) {
         double count = attr[n_letters - 1];
-        if (count >= 1 && count <= AC_MAX_DIMS && count == (int)count) expected += (int)count;
+        if (count >= 1 && count <= AC_MAX_DIMS && count == (int)count)
+            expected += (last == 's' ? 4 : 1) * (int)count;
     }
     if (n != expected) {
         snprintf(why, sizeof why, "%d scalar arguments, where the op takes \"%s\"", n, op->attrs);
         return why;
     }
     for (i = 0; i < n; i++) {
-        char c = i < n_letters ? op->attrs[i] : 'i';   /* past 'n': the integers it counts */
+        char c = i < n_letters ? op->attrs[i] : 'i';   /* past 'n' or 's': the integers they count */
         double v = attr[i];
         if (c == 'f') {
             if (fabs(v) > FLT_MAX && fabs(v) != HUGE_VAL)
@@ -89,6 +91,8 @@ static const char *attrs_misfit(const OpEntry *op, const double *attr, int n)
             snprintf(why, sizeof why, "argument %d is %g, where a program takes only %c", i, v, c);
         } else if (c == 'n' && (v < -1 || v > AC_MAX_DIMS)) {
             snprintf(why, sizeof why, "argument %d, a count of dims, is %g", i, v);
+        } else if (c == 's' && (v < 0 || v > AC_MAX_DIMS)) {
+            snprintf(why, sizeof why, "argument %d, a count of slices, is %g", i, v);
         } else {
             continue;
         }

@@ -98,13 +98,13 @@ static int replay_nodes(AcGraph *g)
     return AC_OK;
 }
 
-int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
-                    int n_outputs)
+/* Replay checked g on inputs. */
+static int replay_run(AcGraph *g, AcTensor *const *inputs, AcTensor **outputs)
 {
+    const int32_t n_inputs = g->n_inputs, n_outputs = g->n_outputs;
     AcCheckpoint cp;
     int32_t i;
     int rc, previous_grad;
-    if (replay_check(g, inputs, n_inputs, outputs, n_outputs)) return ac_last_error_code();
     for (i = 0; i < n_outputs; i++) {   /* in the caller's scope, before the graph's own opens */
         const GraphBuffer *b = &g->bufs[g->outputs[i]];
         outputs[i] = tensor_create("graph_replay", b->shape, b->ndim, b->dtype, NULL, 0, 0);
@@ -135,4 +135,32 @@ int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor 
     if (rc)
         for (i = 0; i < n_outputs; i++) ac_tensor_free(outputs[i]);
     return rc;
+}
+
+int ac_graph_replay(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
+                    int n_outputs)
+{
+    if (replay_check(g, inputs, n_inputs, outputs, n_outputs)) return ac_last_error_code();
+    return replay_run(g, inputs, outputs);
+}
+
+int ac_graph_call(AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs, int n_outputs)
+{
+    int32_t i;
+    if (!g) return error_set(AC_ERR_ARG, "graph_call: graph is NULL");
+    if (n_inputs != g->n_inputs || n_outputs != g->n_outputs)
+        return error_set(AC_ERR_ARG, "graph_call: %d inputs and %d outputs given, the graph has %d and %d",
+                         n_inputs, n_outputs, g->n_inputs, g->n_outputs);
+    if ((n_inputs && !inputs) || (n_outputs && !outputs))
+        return error_set(AC_ERR_ARG, "graph_call: %s is NULL", inputs ? "outputs" : "inputs");
+    for (i = 0; i < n_inputs; i++)
+        if (!inputs[i]) return error_set(AC_ERR_ARG, "graph_call: input %d is NULL", (int)i);
+    if (g->state != GRAPH_READY || graph_open || ac_is_grad_enabled() != g->grad_enabled) return 0;
+    for (i = 0; i < n_inputs; i++) {
+        const GraphBuffer *b = &g->bufs[g->inputs[i]];
+        if (inputs[i]->dtype != b->dtype || inputs[i]->ndim != b->ndim ||
+            memcmp(inputs[i]->shape, b->shape, (size_t)b->ndim * sizeof(int64_t)) != 0)
+            return 0;
+    }
+    return replay_run(g, inputs, outputs) ? ac_last_error_code() : 1;
 }

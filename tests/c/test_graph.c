@@ -275,6 +275,44 @@ static void test_accepts_tells_which_inputs_replay_takes(void)
     ac_tensor_free(wrong);
 }
 
+static void test_call_runs_only_what_fits_the_graph(void)
+{
+    const int64_t shape[2] = {2, 3}, other[2] = {3, 3};
+    AcTensor *x = ac_full(shape, 2, 1.0f), *wrong = ac_full(other, 2, 1.0f), *y, *out = NULL;
+    AcGraph *g = ac_graph_begin(), *recording;
+    ac_graph_input(g, x);
+    y = ac_exp(x);
+    CHECK(ac_graph_end(g, &y, 1) == AC_OK);
+    CHECK(ac_graph_call(g, &x, 1, &out, 1) == 1);
+    CHECK(out && out != y && out->data[5] == y->data[5]);
+    ac_tensor_free(out);
+    out = NULL;
+    ac_clear_error();
+    CHECK(ac_graph_call(g, &wrong, 1, &out, 1) == 0);       /* another signature: no error */
+    CHECK(out == NULL && ac_last_error_code() == AC_OK);
+    ac_set_grad_enabled(0);
+    CHECK(ac_graph_call(g, &x, 1, &out, 1) == 0);           /* recorded with grad mode on */
+    ac_set_grad_enabled(1);
+    recording = ac_graph_begin();
+    CHECK(ac_graph_call(g, &x, 1, &out, 1) == 0);           /* a recording runs ops eagerly */
+    ac_graph_end(recording, NULL, 0);
+    ac_graph_free(recording);
+    CHECK(out == NULL);
+    CHECK(ac_graph_call(NULL, &x, 1, &out, 1) == AC_ERR_ARG);
+    CHECK(ac_graph_call(g, &x, 2, &out, 1) == AC_ERR_ARG);
+    CHECK(ac_graph_call(g, &x, 1, &out, 0) == AC_ERR_ARG);
+    CHECK(ac_graph_call(g, NULL, 1, &out, 1) == AC_ERR_ARG);
+    CHECK(ac_graph_call(g, &x, 1, NULL, 1) == AC_ERR_ARG);
+    CHECK(ac_graph_call(g, (AcTensor *[]){NULL}, 1, &out, 1) == AC_ERR_ARG);
+    CHECK(strstr(ac_last_error(), "graph_call: input 0 is NULL") != NULL);
+    CHECK(ac_graph_call(g, &x, 1, &out, 1) == 1);           /* still usable */
+    ac_tensor_free(out);
+    ac_graph_free(g);
+    ac_tensor_free(y);
+    ac_tensor_free(x);
+    ac_tensor_free(wrong);
+}
+
 int main(void)
 {
     AcMemStats start = stats(), end;
@@ -284,6 +322,7 @@ int main(void)
     RUN(test_gradient_read_as_a_tensor_fails_the_graph);
     RUN(test_bad_calls_fail_cleanly);
     RUN(test_accepts_tells_which_inputs_replay_takes);
+    RUN(test_call_runs_only_what_fits_the_graph);
     end = stats();
     CHECK(end.live_tensors == start.live_tensors);
     CHECK(end.bytes_in_use == start.bytes_in_use);

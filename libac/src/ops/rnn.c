@@ -38,6 +38,7 @@
  *
  * Not here: stacking layers and the Python modules (aicraft/nn/rnn.py).
  */
+#include "graph.h"
 #include "internal.h"
 #include "kernels/kernels.h"
 #include "kernels/transpose.h"
@@ -791,6 +792,7 @@ AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, con
     Temps temps = {{NULL}, 0};
     SeqShape s;
     AcTensor *packed, *out = NULL;
+    if (ops_observed) return lstm_observed(x, h0, c0, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, h_n, c_n);
     if (h_n) *h_n = NULL;
     if (c_n) *c_n = NULL;
     if (rnn_check(&lstm_kind, x, h0, c0, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, &s))
@@ -880,4 +882,37 @@ AcTensor *ac_rnn_relu(const AcTensor *x, const AcTensor *h0, const AcTensor *w_i
                       int batch_first, int reverse, AcTensor **h_n)
 {
     return one_state_layer(&relu_kind, x, h0, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, h_n);
+}
+
+/* ---- recording the LSTM layer (graph.h) -------------------------------------------- */
+
+/* One node whose outputs are all three of the layer's; the ones the caller does
+   not take are freed (replay makes them too). */
+AcTensor *lstm_observed(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcTensor *w_ih,
+                        const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh, int batch_first,
+                        int reverse, AcTensor **h_n, AcTensor **c_n)
+{
+    AcTensor *t[10];
+    t[0] = (AcTensor *)x;
+    t[1] = (AcTensor *)h0;
+    t[2] = (AcTensor *)c0;
+    t[3] = (AcTensor *)w_ih;
+    t[4] = (AcTensor *)w_hh;
+    t[5] = (AcTensor *)b_ih;
+    t[6] = (AcTensor *)b_hh;
+    t[7] = t[8] = t[9] = NULL;
+    if (h_n) *h_n = NULL;
+    if (c_n) *c_n = NULL;
+    if (graph_call("lstm", lstm_replay, 7, 3, t, (double[]){batch_first, reverse}, 2)) return NULL;
+    if (h_n) *h_n = t[8];
+    else ac_tensor_free(t[8]);
+    if (c_n) *c_n = t[9];
+    else ac_tensor_free(t[9]);
+    return t[7];
+}
+
+int lstm_replay(AcTensor **t, const double *attr)
+{
+    t[7] = ac_lstm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], (int)attr[0], (int)attr[1], &t[8], &t[9]);
+    return graph_made(t[7]);
 }

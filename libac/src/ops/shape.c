@@ -542,6 +542,7 @@ static int slice_plan(const AcTensor *a, const AcSlice *slices, int n_slices, Sl
 
 AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices)
 {
+    if (ops_observed && (slices || !n_slices) && n_slices >= 0 && n_slices <= AC_MAX_DIMS) return slice_observed(a, slices, n_slices);
     SliceCtx s, *ctx;
     int64_t shape[AC_MAX_DIMS];
     int ndim;
@@ -735,6 +736,7 @@ static int join_check(const char *op, AcTensor *const *tensors, int n)
 
 AcTensor *ac_cat(AcTensor *const *tensors, int n, int dim)
 {
+    if (ops_observed && tensors && n >= 1 && n <= GRAPH_JOIN_SLOTS) return join_observed("cat", cat_replay, tensors, n, dim);
     const AcTensor *first;
     int64_t shape[AC_MAX_DIMS], total = 0;
     int i, d;
@@ -765,6 +767,7 @@ AcTensor *ac_cat(AcTensor *const *tensors, int n, int dim)
 
 AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim)
 {
+    if (ops_observed && tensors && n >= 1 && n <= GRAPH_JOIN_SLOTS) return join_observed("stack", stack_replay, tensors, n, dim);
     const AcTensor *first;
     int64_t shape[AC_MAX_DIMS];
     int i, d, ndim;
@@ -783,4 +786,64 @@ AcTensor *ac_stack(AcTensor *const *tensors, int n, int dim)
     for (d = 0, i = 0; d < ndim; d++) shape[d] = d == dim ? n : first->shape[i++];
     if (shape_check("stack", shape, ndim, NULL)) return NULL;
     return join_grouped("stack", tensors, n, dim, 1, shape, ndim);
+}
+
+/* ---- recording slice, cat and stack (graph.h) ------------------------------- */
+
+AcTensor *slice_observed(const AcTensor *a, const AcSlice *slices, int n_slices)
+{
+    double attr[1 + 4 * AC_MAX_DIMS];
+    int i;
+    attr[0] = n_slices;
+    for (i = 0; i < n_slices; i++) {
+        const AcSlice *s = &slices[i];
+        attr[1 + 4 * i] = (double)s->start;
+        attr[2 + 4 * i] = (double)s->stop;
+        attr[3 + 4 * i] = (double)s->step;
+        attr[4 + 4 * i] = (s->has_start ? 1 : 0) | (s->has_stop ? 2 : 0) | (s->is_index ? 4 : 0);
+    }
+    return graph_op("slice", slice_replay, 1, &a, attr, 1 + 4 * n_slices);
+}
+
+int slice_replay(AcTensor **t, const double *attr)
+{
+    AcSlice slices[AC_MAX_DIMS];
+    const int n = (int)attr[0];
+    int i;
+    if (n < 0 || n > AC_MAX_DIMS) return error_set(AC_ERR_ARG, "slice: %d slices", n);
+    for (i = 0; i < n; i++) {
+        const int flags = (int)attr[4 + 4 * i];
+        slices[i].start = (int64_t)attr[1 + 4 * i];
+        slices[i].stop = (int64_t)attr[2 + 4 * i];
+        slices[i].step = (int64_t)attr[3 + 4 * i];
+        slices[i].has_start = flags & 1;
+        slices[i].has_stop = (flags >> 1) & 1;
+        slices[i].is_index = (flags >> 2) & 1;
+    }
+    return graph_made(t[1] = ac_slice(t[0], slices, n));
+}
+
+AcTensor *join_observed(const char *op, GraphReplayFn fn, AcTensor *const *tensors, int n, int dim)
+{
+    const AcTensor *in[GRAPH_JOIN_SLOTS] = {NULL};
+    memcpy(in, tensors, (size_t)n * sizeof *in);
+    return graph_op(op, fn, GRAPH_JOIN_SLOTS, in, (double[]){dim}, 1);
+}
+
+/* The tensors of a cat or stack node: its inputs up to the first NULL. */
+static int join_count(AcTensor *const *t)
+{
+    int n = 0;
+    while (n < GRAPH_JOIN_SLOTS && t[n]) n++;
+    return n;
+}
+
+int cat_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[GRAPH_JOIN_SLOTS] = ac_cat(t, join_count(t), (int)attr[0]));
+}
+
+int stack_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[GRAPH_JOIN_SLOTS] = ac_stack(t, join_count(t), (int)attr[0]));
 }
