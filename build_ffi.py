@@ -14,9 +14,11 @@ HEADER = os.path.join(ROOT, "libac", "include", "ac.h")
 CDEF_BEGIN = "/* AC_CDEF_BEGIN */"
 CDEF_END = "/* AC_CDEF_END */"
 
-# The callback ac.gradcheck hands to ac_gradient_check (see aicraft/gradcheck.py).
+# The callbacks C calls into Python: ac.gradcheck's fn (see aicraft/gradcheck.py) and
+# the post-accumulate-grad hooks (aicraft/autograd.py).
 PYTHON_CALLBACKS = """
 extern "Python" AcTensor *_py_gradcheck_fn(AcTensor *const *inputs, int n_inputs, void *user);
+extern "Python" int _py_grad_hook(AcTensor *leaf, void *user);
 """
 
 

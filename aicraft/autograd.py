@@ -3,12 +3,15 @@
 Grad mode is per thread in C (ac_set_grad_enabled returns the previous mode), so
 each context restores exactly the mode it found. The contexts also work as
 function decorators, as PyTorch's do. Also the callbacks Tensor.backward()
-runs when it is done (after_backward).
+runs when it is done (after_backward), and the hooks C's backward walk calls
+when a leaf's gradient is final (Tensor.register_post_accumulate_grad_hook).
 """
 import functools
-from typing import Any, Callable, List, TypeVar, cast
+import weakref
+from typing import Any, Callable, Dict, List, Tuple, TypeVar, cast
 
-from aicraft._ffi import lib
+from aicraft._ffi import ffi, lib
+from aicraft.errors import raise_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -16,6 +19,78 @@ F = TypeVar("F", bound=Callable[..., Any])
 # leaves' grads: DistributedDataParallel averages its gradients over ranks here.
 # A callback that is done removes itself.
 after_backward: List[Callable[[], None]] = []
+
+# The post-accumulate-grad hooks, by the address of their leaf's AcTensor: (a weak
+# reference to the leaf's Tensor, its hooks in order). C calls _py_grad_hook with
+# the leaf; an exception a hook raises waits in _hook_errors for
+# Tensor.backward, which raises it once C's backward has stopped.
+_grad_hooks: Dict[int, Tuple[Any, List[Callable[[Any], None]]]] = {}
+_hook_errors: List[BaseException] = []
+
+
+def _address(ptr: Any) -> int:
+    return int(ffi.cast("uintptr_t", ptr))
+
+
+class RemovableHandle:
+    """What register_post_accumulate_grad_hook returns: remove() takes the hook away."""
+
+    __slots__ = ("_key", "_entry", "_hook")
+
+    def __init__(self, key: int, entry: Tuple[Any, List[Callable[[Any], None]]], hook: Callable[[Any], None]):
+        self._key, self._entry, self._hook = key, entry, hook
+
+    def remove(self) -> None:
+        ref, hooks = self._entry
+        if self._hook in hooks:
+            hooks.remove(self._hook)
+        tensor = ref()
+        if not hooks and _grad_hooks.get(self._key) is self._entry:
+            del _grad_hooks[self._key]
+            if tensor is not None and tensor._ptr != ffi.NULL:   # NULL: its scope ended
+                lib.ac_tensor_set_grad_hook(tensor._ptr, ffi.NULL, ffi.NULL)
+
+
+def add_grad_hook(tensor: Any, ptr: Any, hook: Callable[[Any], None]) -> RemovableHandle:
+    """Tensor.register_post_accumulate_grad_hook's work: ptr is tensor's live AcTensor."""
+    if not callable(hook):
+        raise TypeError("register_post_accumulate_grad_hook: hook must be callable, not %s"
+                        % type(hook).__name__)
+    key = _address(ptr)
+    entry = _grad_hooks.get(key)
+    if entry is None or entry[0]() is not tensor:
+        if lib.ac_tensor_set_grad_hook(ptr, lib._py_grad_hook, ffi.NULL) < 0:
+            raise_error(tensor)
+
+        def forget(ref: Any, key: int = key) -> None:
+            if key in _grad_hooks and _grad_hooks[key][0] is ref:
+                del _grad_hooks[key]
+        entry = _grad_hooks[key] = (weakref.ref(tensor, forget), [])
+    entry[1].append(hook)
+    return RemovableHandle(key, entry, hook)
+
+
+@ffi.def_extern()
+def _py_grad_hook(leaf: Any, user: Any) -> int:
+    entry = _grad_hooks.get(_address(leaf))
+    tensor = entry[0]() if entry is not None else None
+    if tensor is None:
+        return 0
+    try:
+        for hook in tuple(entry[1]):
+            hook(tensor)
+    except BaseException as exc:   # noqa: B902 - raised again by Tensor.backward
+        _hook_errors.append(exc)
+        return -1
+    return 0
+
+
+def raise_hook_error() -> None:
+    """Raise the exception a grad hook raised during the backward that just failed."""
+    if _hook_errors:
+        exc = _hook_errors.pop()
+        _hook_errors.clear()
+        raise exc
 
 
 class _GradMode:

@@ -30,7 +30,8 @@ from aicraft._args import _as_dim, _as_int, _dims_arg, _is_numpy, _pick, _scalar
 from aicraft import dtypes
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes, tls as _tls
-from aicraft.autograd import after_backward as _after_backward
+from aicraft.autograd import add_grad_hook as _add_grad_hook, after_backward as _after_backward
+from aicraft.autograd import raise_hook_error as _raise_hook_error
 from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
 
 _NULL = ffi.NULL
@@ -603,10 +604,17 @@ class Tensor:
                 g = _live(g)   # NULL would mean "ones" to C
             rc = lib.ac_backward_ex(self._ptr, g, 1 if retain_graph else 0)
         if rc < 0:
+            _raise_hook_error()
             raise_error(self, gradient)
         if _after_backward:
             for callback in tuple(_after_backward):
                 callback()
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]) -> Any:
+        """hook(self) runs in each backward once self's .grad is final (self: a leaf that
+        requires grad), the leaves nearest the loss first, as PyTorch's. Returns a
+        handle whose remove() takes the hook away."""
+        return _add_grad_hook(self, _live(self), hook)
 
     def detach(self) -> "Tensor":
         """The same data with no graph (shares memory)."""

@@ -113,6 +113,9 @@ struct AcTensor {
     int32_t ndim;
     int32_t requires_grad;
     AcTensor *grad;          /* leaf gradient, owned by the tensor; NULL until backward */
+    int (*grad_hook)(AcTensor *leaf, void *user);   /* see ac_tensor_set_grad_hook */
+    void *grad_hook_user;
+    int64_t grad_hook_uses;  /* used inside ac_backward only */
     AcGradNode *node;        /* the op that produced it; NULL for a leaf */
     AcTensor *base;          /* a view's owner of data (reshape, detach); else NULL */
     int32_t refcount;        /* root tensors only; 0 for scoped ones */
@@ -578,6 +581,20 @@ int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const
 struct AcGraph;
 int ac_graph_call(struct AcGraph *g, AcTensor *const *inputs, int n_inputs, AcTensor **outputs,
                   int n_outputs);
+
+/* ---- Gradient hooks --------------------------------------------------------- */
+
+/* Called by ac_backward once a leaf's gradient for this backward is final: every
+   node that uses the leaf has run, so leaf->grad holds all it will get (NULL when
+   no gradient reached it). The hooks run as the walk goes, the leaves nearest the
+   loss first, so a data-parallel trainer can start reducing those gradients while
+   backward computes the rest (as PyTorch's post-accumulate-grad hooks). A negative
+   return stops the backward with that status. */
+typedef int (*AcGradHook)(AcTensor *leaf, void *user);
+
+/* Set leaf's hook (a leaf that requires grad; one hook a tensor: this one replaces
+   any earlier); hook NULL removes it. user is passed to the hook as it is. */
+int ac_tensor_set_grad_hook(AcTensor *leaf, AcGradHook hook, void *user);
 
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops

@@ -301,6 +301,58 @@ static int backward_node(AcGradNode *node)
     return AC_OK;
 }
 
+/* ---- gradient hooks ------------------------------------------------------- */
+
+int ac_tensor_set_grad_hook(AcTensor *leaf, AcGradHook hook, void *user)
+{
+    if (!leaf) return error_set(AC_ERR_ARG, "set_grad_hook: tensor is NULL");
+    if (hook && leaf->node)
+        return error_set(AC_ERR_STATE, "set_grad_hook: tensor of shape %s is not a leaf (made by %s); "
+                         "hooks run when a leaf's grad is final", tensor_shape_str(leaf), leaf->node->op);
+    if (hook && !leaf->requires_grad)
+        return error_set(AC_ERR_STATE, "set_grad_hook: tensor of shape %s does not require grad",
+                         tensor_shape_str(leaf));
+    leaf->grad_hook = hook;
+    leaf->grad_hook_user = hook ? user : NULL;
+    return AC_OK;
+}
+
+/* Count, for each hooked leaf, the edges into it from the nodes about to run: the
+   leaf's gradient is final when the last of them has run. */
+static void hook_uses_count(const NodeList *order)
+{
+    int64_t k;
+    int i, pass;
+    for (pass = 0; pass < 2; pass++)
+        for (k = 0; k < order->n; k++)
+            for (i = 0; i < order->nodes[k]->n_inputs; i++) {
+                AcTensor *in = order->nodes[k]->inputs[i];
+                if (in->node || !in->grad_hook) continue;
+                in->grad_hook_uses = pass ? in->grad_hook_uses + 1 : 0;
+            }
+}
+
+static int hook_run(AcTensor *leaf)
+{
+    int rc = leaf->grad_hook(leaf, leaf->grad_hook_user);
+    if (rc >= 0) return AC_OK;
+    return error_set(rc, "backward: the grad hook of leaf %s failed (%d)", tensor_shape_str(leaf), rc);
+}
+
+/* After node has run (or had no gradient to pass on): the hooks of the leaves it
+   was the last user of. */
+static int hooks_after_node(AcGradNode *node)
+{
+    int i, rc;
+    for (i = 0; i < node->n_inputs; i++) {
+        AcTensor *in = node->inputs[i];
+        if (in->node || !in->grad_hook || --in->grad_hook_uses > 0) continue;
+        rc = hook_run(in);
+        if (rc) return rc;
+    }
+    return AC_OK;
+}
+
 /* Run the nodes, users before their inputs. When free_graph, each root output
    was retained by the caller so that no node is freed before it has run: drop
    that reference after freeing the node's graph. A scoped activation nothing
@@ -318,6 +370,7 @@ static int backward_nodes(const NodeList *order, int free_graph)
         int at_root = output->scope_depth == 0;   /* a scoped output may be given back below */
         if (rc == AC_OK && node->pending_grad)
             rc = profiled ? profile_backward(node, backward_node) : backward_node(node);
+        if (rc == AC_OK) rc = hooks_after_node(node);
         node->pending_grad = NULL;
         if (!free_graph) continue;
         if (rc == AC_OK) node_free_graph_walked(node);
@@ -346,6 +399,7 @@ static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
     }
     if (rc == AC_OK && !out->node) {
         rc = leaf_accumulate(out, grad);
+        if (rc == AC_OK && out->grad_hook) rc = hook_run(out);
     } else if (rc == AC_OK) {
         rc = topo_sort(out->node, &order);
         for (k = 0; k < order.n && rc == AC_OK; k++)
@@ -354,6 +408,7 @@ static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
             if (!retain_graph)
                 for (k = 0; k < order.n; k++)
                     if (order.nodes[k]->output->scope_depth == 0) ac_tensor_retain(order.nodes[k]->output);
+            hook_uses_count(&order);
             out->node->pending_grad = (AcTensor *)grad;
             rc = backward_nodes(&order, !retain_graph);
         }
