@@ -181,10 +181,10 @@ def test_launcher_removes_only_the_shared_memory_files_nobody_maps():
 # ---- MPI jobs ---------------------------------------------------------------------
 
 @needs_mpi
-@pytest.mark.parametrize("ranks, bucket_mb", [(1, 25), (2, 25), (3, 0.001)])
+@pytest.mark.parametrize("ranks, bucket_mb", [(1, 25), (2, 25), (3, 1e-5)])
 def test_n_ranks_of_batch_b_train_as_one_process_of_batch_n_times_b(tmp_path, ranks, bucket_mb):
     """100 steps of SGD (momentum) and of Adam; each rank starts from its own random
-    weights, which DDP replaces with rank 0's. 1 KB buckets: one per parameter."""
+    weights, which DDP replaces with rank 0's. 10-byte buckets: one per parameter."""
     proc, _, results = launch(tmp_path, ranks, "train", 100, 8, bucket_mb)
     ran(proc)
     assert sorted(results) == list(range(ranks))
@@ -194,6 +194,25 @@ def test_n_ranks_of_batch_b_train_as_one_process_of_batch_n_times_b(tmp_path, ra
         assert r["max_diff"] < 1e-5, (name, r)
         assert r["ranks_identical"], name
         assert r["heap_allocations_after_warmup"] == 0, name   # on every rank (MAX over ranks)
+
+
+@needs_mpi
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_buckets_reduce_while_backward_runs_and_match_a_reduce_after_it(tmp_path, ranks):
+    proc, _, results = launch(tmp_path, ranks, "overlap", 8)
+    ran(proc)
+    r = results[0]
+    assert r["buckets"] == 4
+    assert r["started"][0] >= 2   # the last layer's weight and bias, before the first layer's weight
+    assert r["max_diff"] <= 1e-6
+    # PyTorch's layout: the first bucket closes at 1 MiB or more, the others at 25 MiB (or at
+    # bucket_cap_mb, all of them, when it is given); the parameters last first.
+    assert r["default_buckets"] == [["2.bias", "2.weight"], ["1.bias", "1.weight", "0.bias", "0.weight"]]
+    assert r["explicit_buckets"] == [["2.bias", "2.weight"], ["1.bias", "1.weight"], ["0.bias", "0.weight"]]
+    assert r["unused"] == ("DistributedDataParallel: parameter 'unused.bias' got no gradient in this "
+                           "backward; every parameter that requires grad must take part in the loss on "
+                           "every rank")
+    assert all(results[k] == r for k in range(ranks))
 
 
 @needs_mpi

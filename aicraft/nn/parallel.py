@@ -1,5 +1,5 @@
 """parallel.py - DistributedDataParallel, as torch.nn.parallel's: one replica of the
-model per rank, its gradients averaged over the ranks after every backward.
+model per rank, its gradients averaged over the ranks in every backward.
 
     dist.init_process_group("mpi")
     model = DistributedDataParallel(nn.Sequential(...))   # rank 0's weights everywhere
@@ -7,16 +7,20 @@ model per rank, its gradients averaged over the ranks after every backward.
     optimizer.step()                                     # so every rank stays the same
 
 The gradients travel in buckets (as PyTorch's and Horovod's do): the parameters,
-last first, grouped into flat float32 fusion buffers of about bucket_cap_mb,
-made once here. After backward each bucket is filled by one C call
-(ac_grads_to_flat), summed over ranks by one MPI Allreduce in place, and copied
-back divided by the world size by one C call (ac_grads_from_flat): a step
-allocates nothing. The reduction runs when backward returns rather than
-overlapping it, because libac's backward is one C call with no per-parameter
-hook; for the small models aicraft trains it is a small part of the step.
+last first, grouped into flat float32 fusion buffers made once here, the first
+bucket small (1 MiB) so that its reduction starts early. Every parameter has a
+post-accumulate-grad hook, which libac's backward walk calls once that
+parameter's gradient is final; when a bucket's gradients are all final, one C
+call copies them into its buffer (ac_grads_to_flat) and a non-blocking MPI
+Iallreduce starts summing it over the ranks while backward computes the layers
+below. When backward returns, DDP waits for the buckets and copies each back
+divided by the world size (ac_grads_from_flat). Buckets start in the same order
+on every rank (an earlier bucket first), as MPI's collectives need; a step
+allocates nothing.
 """
 import contextlib
-from typing import Any, Iterator, List
+import weakref
+from typing import Any, Iterator, List, Optional
 
 from aicraft import distributed
 from aicraft._ffi import ffi, lib
@@ -28,6 +32,9 @@ from aicraft.tensor import _live
 
 __all__ = ["DistributedDataParallel"]
 
+_DEFAULT_BUCKET_CAP_MB = 25.0
+_FIRST_BUCKET_BYTES = 2 ** 20   # PyTorch's first bucket, when bucket_cap_mb is left to its default
+
 
 class _Bucket:
     """Parameters whose gradients travel together, and their fusion buffer."""
@@ -38,19 +45,26 @@ class _Bucket:
         self.pointers = ffi.new("AcTensor *[]", [_live(p) for p in self.params])
         self.flat = zeros(sum(p.numel() for p in self.params)).keep()   # at root
         self.buffer = distributed.typed_buffer(group, "DistributedDataParallel", self.flat)
+        self.ready = 0          # parameters whose gradient is final, in this backward
+        self.request = None     # the Iallreduce under way
 
-    def reduce(self, group: Any) -> None:
+    def start(self, group: Any) -> None:
+        """Copy the gradients into the buffer and start summing it over the ranks."""
+        if lib.ac_grads_to_flat(self.pointers, len(self.params), _live(self.flat)) < 0:
+            raise_error(self.flat)
+        self.request = group.comm.Iallreduce(group.MPI.IN_PLACE, self.buffer, op=group.MPI.SUM)
+
+    def finish(self, group: Any) -> None:
         """Every gradient of the bucket := its mean over the ranks."""
-        pointers, flat, n = self.pointers, _live(self.flat), len(self.params)
+        self.request.Wait()
+        self.request = None
+        pointers, n = self.pointers, len(self.params)
         for i in range(n):
             if pointers[i].grad == ffi.NULL:
                 raise RuntimeError("DistributedDataParallel: parameter %r got no gradient in this "
                                    "backward; every parameter that requires grad must take part in "
                                    "the loss on every rank" % self.names[i])
-        if lib.ac_grads_to_flat(pointers, n, flat) < 0:
-            raise_error(self.flat)
-        group.comm.Allreduce(group.MPI.IN_PLACE, self.buffer, op=group.MPI.SUM)
-        if lib.ac_grads_from_flat(pointers, n, 1.0 / group.size, flat) < 0:
+        if lib.ac_grads_from_flat(pointers, n, 1.0 / group.size, _live(self.flat)) < 0:
             raise_error(self.flat)
 
 
@@ -60,17 +74,19 @@ class DistributedDataParallel(Module):
 
     broadcast_buffers: also copy rank 0's buffers (BatchNorm's running
     statistics) to every rank at each forward. bucket_cap_mb: the size of a
-    gradient bucket. no_sync(): skip the averaging for gradient accumulation.
+    gradient bucket (default 25, the first bucket 1 MiB, as PyTorch's).
+    no_sync(): skip the averaging for gradient accumulation.
     """
 
-    def __init__(self, module: Module, broadcast_buffers: bool = True, bucket_cap_mb: float = 25.0) -> None:
+    def __init__(self, module: Module, broadcast_buffers: bool = True,
+                 bucket_cap_mb: Optional[float] = None) -> None:
         super().__init__()
         group = distributed.default_group("DistributedDataParallel")
         if not isinstance(module, Module):
             raise TypeError("DistributedDataParallel: module must be an aicraft.nn.Module, not %s"
                             % type(module).__name__)
-        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) \
-                or not bucket_cap_mb > 0:
+        if bucket_cap_mb is not None and (isinstance(bucket_cap_mb, bool) or not isinstance(
+                bucket_cap_mb, (int, float)) or not bucket_cap_mb > 0):
             raise ValueError("DistributedDataParallel: bucket_cap_mb must be a number > 0, got %r"
                              % (bucket_cap_mb,))
         self.module = module
@@ -78,24 +94,42 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True
         for tensor in list(module.parameters()) + list(module.buffers()):
             distributed.broadcast(tensor, 0)
-        self._buckets = self._make_buckets(group, bucket_cap_mb * 2 ** 20)
-        self._sync = self._average_gradients   # the after_backward callback, while armed
+        cap = (bucket_cap_mb or _DEFAULT_BUCKET_CAP_MB) * 2 ** 20
+        self._buckets = self._make_buckets(group, _FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap, cap)
+        self._armed = False     # this backward averages the gradients
+        self._next = 0          # the next bucket to start
+        self._sync = self._finish_buckets   # the after_backward callback, while armed
+        self._hooks = self._add_hooks()
 
-    def _make_buckets(self, group: Any, cap_bytes: float) -> List[_Bucket]:
-        """The parameters that require grad, last first (backward's order), in buckets of
-        about cap_bytes (a parameter larger than that gets a bucket of its own)."""
+    def _make_buckets(self, group: Any, first_cap: float, cap: float) -> List[_Bucket]:
+        """The parameters that require grad, last first (backward's order), in buckets
+        filled as PyTorch fills them: a bucket closes once it holds first_cap bytes
+        (the first) or cap bytes (the others) or more."""
         named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
         buckets, current, size = [], [], 0
         for name, param in reversed(named):
-            nbytes = 4 * param.numel()
-            if current and size + nbytes > cap_bytes:
+            current.append((name, param))
+            size += 4 * param.numel()
+            if size >= (cap if buckets else first_cap):
                 buckets.append(_Bucket(group, current))
                 current, size = [], 0
-            current.append((name, param))
-            size += nbytes
         if current:
             buckets.append(_Bucket(group, current))
         return buckets
+
+    def _add_hooks(self) -> List[Any]:
+        """A post-accumulate-grad hook on each parameter. The hooks hold this object
+        weakly, so that the parameters' hooks do not keep it alive."""
+        me = weakref.ref(self)
+        handles = []
+        for bucket in self._buckets:
+            for param in bucket.params:
+                def ready(param: Any, bucket: _Bucket = bucket) -> None:
+                    ddp = me()
+                    if ddp is not None and ddp._armed:
+                        ddp._grad_ready(bucket)
+                handles.append(param.register_post_accumulate_grad_hook(ready))
+        return handles
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         group = distributed.default_group("DistributedDataParallel")
@@ -103,15 +137,55 @@ class DistributedDataParallel(Module):
             if self.broadcast_buffers:
                 for buffer in self.module.buffers():
                     distributed.broadcast(buffer, 0)
-            if self.require_backward_grad_sync and is_grad_enabled() and self._sync not in after_backward:
-                after_backward.append(self._sync)
+            if self.require_backward_grad_sync and is_grad_enabled():
+                self._arm()
         return self.module(*inputs, **kwargs)
 
-    def _average_gradients(self) -> None:
-        after_backward.remove(self._sync)
-        group = distributed.default_group("DistributedDataParallel")
+    def _arm(self) -> None:
+        """The next backward averages the gradients: start counting afresh (a backward
+        that failed may have left buckets counted or started)."""
         for bucket in self._buckets:
-            bucket.reduce(group)
+            if bucket.request is not None:
+                bucket.request.Wait()
+                bucket.request = None
+            bucket.ready = 0
+        self._next = 0
+        self._armed = True
+        if self._sync not in after_backward:
+            after_backward.append(self._sync)
+
+    def _grad_ready(self, bucket: _Bucket) -> None:
+        """A parameter's gradient is final: start the buckets that are complete, in order.
+        MPI moves a non-blocking collective on only inside MPI calls (there is no
+        progress thread: it would take the rank's one core), so each call also tests
+        the started ones, which lets them progress between backward's nodes."""
+        bucket.ready += 1
+        buckets = self._buckets
+        if self._next:   # one test moves every started one on
+            buckets[self._next - 1].request.Test()
+        while self._next < len(buckets) and buckets[self._next].ready == len(buckets[self._next].params):
+            buckets[self._next].start(distributed.default_group("DistributedDataParallel"))
+            self._next += 1
+
+    def _finish_buckets(self) -> None:
+        after_backward.remove(self._sync)
+        self._armed = False
+        group = distributed.default_group("DistributedDataParallel")
+        started = self._buckets[:self._next]
+        try:
+            for bucket in started:
+                bucket.finish(group)
+        finally:
+            for bucket in started:   # after an error: the other requests, so none is left
+                if bucket.request is not None:
+                    bucket.request.Wait()
+                    bucket.request = None
+        if self._next < len(self._buckets):
+            bucket = self._buckets[self._next]
+            missing = [name for name, p in zip(bucket.names, bucket.params) if _live(p).grad == ffi.NULL]
+            raise RuntimeError("DistributedDataParallel: parameter %r got no gradient in this "
+                               "backward; every parameter that requires grad must take part in "
+                               "the loss on every rank" % (missing or bucket.names)[0])
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:

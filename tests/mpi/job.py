@@ -239,6 +239,51 @@ def transport():
     return result
 
 
+class OneHeadUsed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(784, 10)
+        self.unused = nn.Linear(784, 10)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def overlap(batch):
+    """DDP starts reducing the last layer's buckets while backward still computes the
+    first layer, and the result equals averaging after backward; PyTorch's bucket
+    layout; a parameter left out of the loss is an error on every rank."""
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    x, y = synthetic_mnist(1, size * int(batch))
+    mine = slice(rank * int(batch), (rank + 1) * int(batch))
+    x, y = ac.from_numpy(x[0, mine]), ac.from_numpy(y[0, mine])
+    loss_fn = nn.CrossEntropyLoss()
+    inner = mlp(seed=7)
+    started = []   # buckets under way when the first layer's weight gets its gradient
+    model = DistributedDataParallel(inner, bucket_cap_mb=1e-5)   # a bucket per parameter
+    inner[0].weight.register_post_accumulate_grad_hook(lambda t: started.append(model._next))
+    loss_fn(model(x), y).backward()
+    overlapped = [p.grad.numpy() for p in model.parameters()]
+    model.zero_grad()
+    with model.no_sync():
+        loss_fn(model(x), y).backward()
+    diff = 0.0
+    for p, grad in zip(model.parameters(), overlapped):
+        dist.all_reduce(p.grad, dist.ReduceOp.AVG)
+        diff = max(diff, float(np.abs(p.grad.numpy() - grad).max()))
+    result = {"buckets": len(model._buckets), "started": started, "max_diff": diff}
+    wide = nn.Sequential(nn.Linear(512, 512), nn.Linear(512, 512), nn.Linear(512, 512))
+    result["default_buckets"] = [b.names for b in DistributedDataParallel(wide)._buckets]
+    result["explicit_buckets"] = [b.names for b in DistributedDataParallel(wide, bucket_cap_mb=1)._buckets]
+    try:
+        loss_fn(DistributedDataParallel(OneHeadUsed())(x), y).backward()
+    except RuntimeError as exc:
+        result["unused"] = str(exc)
+    dist.destroy_process_group()
+    return result
+
+
 def _same_on_every_rank(segments):
     """True when some /dev/shm segment is mapped by every rank."""
     from mpi4py import MPI
@@ -266,6 +311,6 @@ if __name__ == "__main__":
     what, args = sys.argv[1], sys.argv[2:]
     rank = os.environ.get("PMI_RANK", "0")   # the launcher's (MPICH's), readable before init
     out = {"train": train, "sampler": sampler, "collectives": collectives, "accumulate": accumulate,
-           "transport": transport, "fail": fail, "threads": threads}[what](*args)
+           "transport": transport, "fail": fail, "threads": threads, "overlap": overlap}[what](*args)
     with open(os.path.join(os.environ["JOB_RESULTS"], "rank%s.json" % rank), "w") as f:
         json.dump(out, f)
