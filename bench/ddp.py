@@ -20,6 +20,14 @@ for reference: one process using both cores through its thread pool.
 The data: the first 10,000 MNIST training images when data/MNIST/raw holds them,
 else synthetic ones (see common.py); each rank reads its own slice of every
 global batch. Prints the host and load, a table, then one JSON line.
+
+--phases times the parts of a step on 1 and 2 ranks (pinned, one thread each):
+data and forward, backward, the reduction done by hand after backward (copy
+into the bucket, MPI_Allreduce, copy back), the optimizer; then the step as DDP
+runs it (the reduction started from backward's hooks), the Allreduce of the
+bucket alone in a loop, and the floor under any all-reduce here: one rank
+reading the bucket's bytes that the other has just written (an MPI
+shared-memory window), against reading bytes of its own.
 PyTorch: `pip install torch==2.13.0`; MPI: `pip install .[mpi]`.
 """
 import argparse
@@ -87,6 +95,139 @@ def aicraft_worker(steps):
 
     report(rank, world, step, steps, dist.barrier, ac.get_num_threads())
     dist.destroy_process_group()
+
+
+def phases_worker(steps):
+    """Rank 0 prints one JSON line: {phase: [median us, 10th percentile us]}."""
+    sys.path.insert(0, ROOT)
+    import numpy as np
+    import aicraft as ac
+    import aicraft.distributed as dist
+    from aicraft import nn, optim
+    from aicraft._ffi import lib
+    from aicraft.nn.parallel import DistributedDataParallel
+    from aicraft.tensor import _live
+
+    dist.init_process_group("mpi")
+    group = dist.default_group("bench")
+    rank, world, MPI = group.rank, group.size, group.MPI
+    ac.manual_seed(0)
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)))
+    optimizer = optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    data = batches(rank, world)
+    (bucket,) = model._buckets
+    flat_tensor = ac.zeros(bucket.size)   # the by-hand reduction's own buffer
+    n, flat, buffer = len(bucket.params), _live(flat_tensor), dist.typed_buffer(group, "bench", flat_tensor)
+    clock = time.perf_counter
+    times = {}
+
+    def timed(name, began):
+        now = clock()
+        times.setdefault(name, []).append(now - began)
+        return now
+
+    def by_hand():   # the reduction after backward, each part timed
+        images, labels = next(data)
+        t = clock()
+        with ac.checkpoint():
+            x = (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
+            with model.no_sync():
+                loss = loss_fn(model(x), ac.from_numpy(labels).long())
+            t = timed("data and forward", t)
+            optimizer.zero_grad()
+            loss.backward()
+            t = timed("backward", t)
+            lib.ac_grads_to_flat(bucket.pointers, n, flat)
+            t = timed("grads into the bucket", t)
+            group.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+            t = timed("Allreduce %d KB" % (flat.size * 4 // 1000), t)
+            lib.ac_grads_from_flat(bucket.pointers, n, 1.0 / world, flat)
+            t = timed("bucket into grads", t)
+            optimizer.step()
+            timed("optimizer step", t)
+
+    def as_shipped():
+        images, labels = next(data)
+        t = clock()
+        with ac.checkpoint():
+            x = (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
+            loss = loss_fn(model(x), ac.from_numpy(labels).long())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        timed("step as DDP runs it", t)
+
+    for work in (by_hand, as_shipped):
+        for _ in range(WARMUP):
+            work()
+        times.clear() if work is by_hand else None
+        group.comm.Barrier()
+        for _ in range(steps):
+            work()
+    times["sum of the parts"] = [sum(parts) for parts in zip(*[v for k, v in times.items()
+                                                              if k != "step as DDP runs it"])]
+    for _ in range(steps):
+        t = clock()
+        group.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+        timed("Allreduce alone, in a loop", t)
+    if world == 2:   # rank 1 writes the bucket's bytes into a shared window, rank 0 reads them
+        node = group.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        nbytes = flat.size * 4
+        window = MPI.Win.Allocate_shared(nbytes if rank == 1 else 0, 1, comm=node)
+        peer = np.frombuffer(window.Shared_query(1)[0], np.float32)
+        own, out = np.ones(flat.size, np.float32), np.empty(flat.size, np.float32)
+        for _ in range(steps):
+            if rank == 1:
+                peer[:] = own   # dirty in rank 1's cache, as a gradient just computed
+            node.Barrier()
+            if rank == 0:
+                t = clock()
+                np.copyto(out, peer)
+                timed("read %d KB the other rank wrote" % (nbytes // 1000), t)
+                own += 1.0   # own bytes, just written
+                t = clock()
+                np.copyto(out, own)
+                timed("read %d KB this rank wrote" % (nbytes // 1000), t)
+            node.Barrier()
+        window.Free()
+        node.Free()
+    if rank == 0:
+        print(json.dumps({k: [statistics.median(v) * 1e6, sorted(v)[len(v) // 10] * 1e6]
+                          for k, v in times.items()}), flush=True)
+    dist.destroy_process_group()
+
+
+def phases(steps):
+    """Run the phases worker on 1 and 2 ranks and print its table."""
+    me = os.path.abspath(__file__)
+    load_before = os.getloadavg()
+    found = {}
+    for ranks in (1, 2):
+        out = subprocess.run([sys.executable, "-m", "aicraft.distributed.run", "-n", str(ranks), me,
+                              "--phases-worker", str(steps)], cwd=ROOT, check=True, capture_output=True,
+                             text=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
+        found[ranks] = json.loads(out.strip().splitlines()[-1])
+    print(host_line())
+    print("load average (1 min) before %.2f, after %.2f, on %d cores" % (load_before[0], os.getloadavg()[0],
+                                                                          os.cpu_count()))
+    print("MLP 784-128-10, Adam, batch %d per rank, ranks pinned one core each; %d steps; "
+          "microseconds per step, median (10th percentile)\n" % (BATCH, steps))
+    print("%-36s %18s %18s" % ("", "1 rank", "2 ranks"))
+    for name in found[2]:
+        cells = ["%9.1f (%6.1f)" % tuple(found[r][name]) if name in found[r] else "" for r in (1, 2)]
+        print("%-36s %18s %18s" % (name, cells[0], cells[1]))
+    one = found[1]["sum of the parts"][1] - sum(found[1][k][1] for k in found[1] if "bucket" in k or "Allreduce" in k)
+    print("\n(10th percentiles) 2 ranks / 1 rank in samples/s, as DDP runs: %.2fx; "
+          "the parts summed: %.2fx" % (2 * found[1]["step as DDP runs it"][1] / found[2]["step as DDP runs it"][1],
+                                       2 * found[1]["sum of the parts"][1] / found[2]["sum of the parts"][1]))
+    compute = found[2]["sum of the parts"][1] - sum(found[2][k][1] for k in found[2]
+                                                    if "bucket" in k or "Allreduce" in k)
+    print("without the reduction (its three parts left out): %.2fx" % (2 * one / compute))
+    print(json.dumps({"bench": "ddp_phases", **host(), "steps": steps, "batch_per_rank": BATCH,
+                      "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+                      "us_median_p10": {str(r): {k: [round(a, 1), round(b, 1)] for k, (a, b) in found[r].items()}
+                                        for r in found}}))
 
 
 def torch_worker(rank, world, port, steps):
@@ -171,7 +312,13 @@ def main():
     parser.add_argument("--steps", type=int, default=600, help="timed steps per job")
     parser.add_argument("--aicraft-worker", type=int, metavar="STEPS", help=argparse.SUPPRESS)
     parser.add_argument("--torch-worker", type=int, nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--phases", action="store_true", help="where a step's time goes, on 1 and 2 ranks")
+    parser.add_argument("--phases-worker", type=int, metavar="STEPS", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.phases_worker:
+        return phases_worker(args.phases_worker)
+    if args.phases:
+        return phases(args.steps)
     if args.aicraft_worker:
         return aicraft_worker(args.aicraft_worker)
     if args.torch_worker:

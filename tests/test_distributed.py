@@ -197,11 +197,14 @@ def test_n_ranks_of_batch_b_train_as_one_process_of_batch_n_times_b(tmp_path, ra
 
 
 @needs_mpi
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_buckets_reduce_while_backward_runs_and_match_a_reduce_after_it(tmp_path, ranks):
-    proc, _, results = launch(tmp_path, ranks, "overlap", 8)
+@pytest.mark.parametrize("ranks, env", [(2, None), (3, None), (2, TCP_ONLY)])
+def test_buckets_reduce_while_backward_runs_and_match_a_reduce_after_it(tmp_path, ranks, env):
+    """On one machine the ranks average through a shared-memory window; over TCP (no
+    shared memory) through Iallreduce."""
+    proc, _, results = launch(tmp_path, ranks, "overlap", 8, env=env)
     ran(proc)
     r = results[0]
+    assert r["shared_window"] is (env is None)
     assert r["buckets"] == 4
     assert r["started"][0] >= 2   # the last layer's weight and bias, before the first layer's weight
     assert r["max_diff"] <= 1e-6
@@ -212,6 +215,8 @@ def test_buckets_reduce_while_backward_runs_and_match_a_reduce_after_it(tmp_path
     assert r["unused"] == ("DistributedDataParallel: parameter 'unused.bias' got no gradient in this "
                            "backward; every parameter that requires grad must take part in the loss on "
                            "every rank")
+    assert r["old_group"] == ("DistributedDataParallel: the process group this model was wrapped in has "
+                              "been destroyed; wrap the module again")
     assert all(results[k] == r for k in range(ranks))
 
 

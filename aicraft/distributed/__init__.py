@@ -48,6 +48,7 @@ class _Group:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.excepthook = None   # the hook ours replaced, while ours is installed
+        self.on_destroy: List[Any] = []   # called by destroy_process_group (DDP's shared windows)
 
 
 _group: Optional[_Group] = None
@@ -212,4 +213,6 @@ def destroy_process_group() -> None:
     if g.excepthook is not None and sys.excepthook is _abort_job:
         sys.excepthook = g.excepthook
     _group = None
+    for free in g.on_destroy:
+        free()
     g.comm.Free()

@@ -17,6 +17,11 @@ below. When backward returns, DDP waits for the buckets and copies each back
 divided by the world size (ac_grads_from_flat). Buckets start in the same order
 on every rank (an earlier bucket first), as MPI's collectives need; a step
 allocates nothing.
+
+When every rank runs on one machine, the buffers are the ranks' parts of one MPI
+shared-memory window instead, and the Iallreduce becomes an Ibarrier after which
+each rank averages all the parts into its grads in one C call
+(ac_grads_mean_of_flats): see _SharedWindow.
 """
 import contextlib
 import weakref
@@ -37,35 +42,102 @@ _FIRST_BUCKET_BYTES = 2 ** 20   # PyTorch's first bucket, when bucket_cap_mb is 
 
 
 class _Bucket:
-    """Parameters whose gradients travel together, and their fusion buffer."""
+    """Parameters whose gradients travel together, and their fusion buffer: its own
+    (Iallreduce), or every rank's in a shared window (see _SharedWindow)."""
 
-    def __init__(self, group: Any, named: List[Any]) -> None:
+    def __init__(self, named: List[Any]) -> None:
         self.names = [name for name, _ in named]
         self.params = [param for _, param in named]   # keeps the pointers below alive
         self.pointers = ffi.new("AcTensor *[]", [_live(p) for p in self.params])
-        self.flat = zeros(sum(p.numel() for p in self.params)).keep()   # at root
-        self.buffer = distributed.typed_buffer(group, "DistributedDataParallel", self.flat)
+        self.size = sum(p.numel() for p in self.params)
+        self.flat = self.buffer = None
+        self.window = self.slots = None   # slots[step % 2][rank]: the ranks' buffers, when shared
+        self.parity = 0
         self.ready = 0          # parameters whose gradient is final, in this backward
-        self.request = None     # the Iallreduce under way
+        self.request = None     # the Iallreduce or Ibarrier under way
+
+    def own_buffer(self, group: Any) -> None:
+        self.flat = zeros(self.size).keep()   # at root
+        self.buffer = distributed.typed_buffer(group, "DistributedDataParallel", self.flat)
 
     def start(self, group: Any) -> None:
-        """Copy the gradients into the buffer and start summing it over the ranks."""
-        if lib.ac_grads_to_flat(self.pointers, len(self.params), _live(self.flat)) < 0:
-            raise_error(self.flat)
-        self.request = group.comm.Iallreduce(group.MPI.IN_PLACE, self.buffer, op=group.MPI.SUM)
+        """Copy the gradients into the buffer and start summing it over the ranks (or, in
+        a shared window, start the barrier after which every rank can read it)."""
+        flat = _live(self.flat) if self.slots is None else self.slots[self.parity][group.rank]
+        if lib.ac_grads_to_flat(self.pointers, len(self.params), flat) < 0:
+            raise_error()
+        if self.slots is None:
+            self.request = group.comm.Iallreduce(group.MPI.IN_PLACE, self.buffer, op=group.MPI.SUM)
+        else:
+            self.window.win.Sync()   # our writes, visible before the barrier
+            self.request = self.window.node.Ibarrier()
 
     def finish(self, group: Any) -> None:
         """Every gradient of the bucket := its mean over the ranks."""
         self.request.Wait()
         self.request = None
-        pointers, n = self.pointers, len(self.params)
+        pointers, n, parity = self.pointers, len(self.params), self.parity
+        self.parity ^= 1
         for i in range(n):
             if pointers[i].grad == ffi.NULL:
                 raise RuntimeError("DistributedDataParallel: parameter %r got no gradient in this "
                                    "backward; every parameter that requires grad must take part in "
                                    "the loss on every rank" % self.names[i])
-        if lib.ac_grads_from_flat(pointers, n, 1.0 / group.size, _live(self.flat)) < 0:
-            raise_error(self.flat)
+        if self.slots is None:
+            rc = lib.ac_grads_from_flat(pointers, n, 1.0 / group.size, _live(self.flat))
+        else:
+            self.window.win.Sync()   # the other ranks' writes, visible to our reads
+            rc = lib.ac_grads_mean_of_flats(pointers, n, 1.0 / group.size, self.slots[parity], group.size)
+        if rc < 0:
+            raise_error()
+
+
+class _SharedWindow:
+    """When every rank runs on this machine: the buckets of every rank, twice, in one
+    MPI shared-memory window (MPI_Win_allocate_shared). A rank copies its gradients
+    into its part, and after a barrier each rank averages all the parts straight into
+    its own grads (ac_grads_mean_of_flats, in rank order: the same bits on every
+    rank). That replaces the all-reduce: MPICH's Allreduce of a 400 KB bucket copies
+    it through shared memory several times over, where this reads each other
+    rank's part once. Steps alternate between the two copies, so a rank can write
+    the next step's gradients while another still reads this step's: the barrier
+    of a step also tells that the step before it has been read everywhere.
+
+    The window and the tensors over it live until destroy_process_group, which
+    frees them (freeing a window is collective: never at garbage collection)."""
+
+    def __init__(self, group: Any, node: Any, buckets: List[_Bucket]) -> None:
+        MPI = group.MPI
+        total = sum(b.size for b in buckets)
+        self.node = node
+        self.win = MPI.Win.Allocate_shared(2 * total * 4, 4, comm=node)
+        self.win.Lock_all(MPI.MODE_NOCHECK)   # the passive epoch Win.Sync needs
+        bases = [ffi.from_buffer("float[]", self.win.Shared_query(r)[0]) for r in range(node.size)]
+        self.tensors = []
+        offset = 0
+        for bucket in buckets:
+            bucket.window = self
+            bucket.slots = []
+            for parity in (0, 1):
+                views = [self._view(base + parity * total + offset, bucket.size) for base in bases]
+                bucket.slots.append(ffi.new("AcTensor *[]", views))
+            offset += bucket.size
+        group.on_destroy.append(self.free)
+
+    def _view(self, data: Any, size: int) -> Any:
+        t = lib.ac_tensor_from_external(data, ffi.new("int64_t[1]", [size]), 1, lib.AC_FLOAT32, ffi.NULL, ffi.NULL)
+        if t == ffi.NULL:
+            raise_error()
+        self.tensors.append(t)
+        return t
+
+    def free(self) -> None:
+        for t in self.tensors:
+            lib.ac_tensor_free(t)
+        self.tensors = []
+        self.win.Unlock_all()
+        self.win.Free()
+        self.node.Free()
 
 
 class DistributedDataParallel(Module):
@@ -95,13 +167,22 @@ class DistributedDataParallel(Module):
         for tensor in list(module.parameters()) + list(module.buffers()):
             distributed.broadcast(tensor, 0)
         cap = (bucket_cap_mb or _DEFAULT_BUCKET_CAP_MB) * 2 ** 20
-        self._buckets = self._make_buckets(group, _FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap, cap)
+        self._group = group
+        self._buckets = self._make_buckets(_FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap, cap)
+        node = group.comm.Split_type(group.MPI.COMM_TYPE_SHARED) if group.size > 1 else None
+        if node is not None and node.size == group.size:
+            _SharedWindow(group, node, self._buckets)
+        else:
+            if node is not None:
+                node.Free()
+            for bucket in self._buckets:
+                bucket.own_buffer(group)
         self._armed = False     # this backward averages the gradients
         self._next = 0          # the next bucket to start
         self._sync = self._finish_buckets   # the after_backward callback, while armed
         self._hooks = self._add_hooks()
 
-    def _make_buckets(self, group: Any, first_cap: float, cap: float) -> List[_Bucket]:
+    def _make_buckets(self, first_cap: float, cap: float) -> List[_Bucket]:
         """The parameters that require grad, last first (backward's order), in buckets
         filled as PyTorch fills them: a bucket closes once it holds first_cap bytes
         (the first) or cap bytes (the others) or more."""
@@ -111,10 +192,10 @@ class DistributedDataParallel(Module):
             current.append((name, param))
             size += 4 * param.numel()
             if size >= (cap if buckets else first_cap):
-                buckets.append(_Bucket(group, current))
+                buckets.append(_Bucket(current))
                 current, size = [], 0
         if current:
-            buckets.append(_Bucket(group, current))
+            buckets.append(_Bucket(current))
         return buckets
 
     def _add_hooks(self) -> List[Any]:
@@ -133,6 +214,9 @@ class DistributedDataParallel(Module):
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         group = distributed.default_group("DistributedDataParallel")
+        if group is not self._group:
+            raise RuntimeError("DistributedDataParallel: the process group this model was wrapped in "
+                               "has been destroyed; wrap the module again")
         if group.size > 1:
             if self.broadcast_buffers:
                 for buffer in self.module.buffers():

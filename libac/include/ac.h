@@ -569,6 +569,12 @@ int ac_graph_add_native(struct AcGraph *g, int first, int n_nodes, AcNativeFn fn
    ranks: each param's grad = scale * its slice of flat (scale = 1 / ranks gives
    the mean). Every param must have a grad already; nothing is allocated. */
 int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const AcTensor *flat);
+/* The same between ranks that share memory (an MPI shared-memory window), with no
+   all-reduce: flats[0..n_flats) are every rank's bucket (ac_grads_to_flat), and each
+   param's grad = scale * (flats[0] + flats[1] + ...) over its slice, summed in that
+   order, so every rank gets the same bits. Every param must have a grad. */
+int ac_grads_mean_of_flats(AcTensor *const *params, int n_params, float scale, AcTensor *const *flats,
+                           int n_flats);
 
 /* ---- Compiled calls -------------------------------------------------------- */
 /* ac_graph_replay for a caller that keeps several graphs of one function (one per

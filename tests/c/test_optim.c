@@ -395,6 +395,52 @@ static void test_grads_from_flat_refuses_bad_arguments(void)
     ac_tensor_free(big);
 }
 
+/* Ranks that share memory: each grad = scale * the sum of every rank's bucket. */
+static void test_grads_mean_of_flats_averages_every_ranks_bucket(void)
+{
+    const float w0[4] = {1, 2, 3, 4}, b0[2] = {5, 6}, gw[4] = {0, 0, 0, 0}, gb[2] = {9, 9};
+    const float rank0[6] = {2, -4, 6, 8, 1, 0}, rank1[6] = {1, 1, 1, 1, 1, 1}, rank2[6] = {0, 0, 2, 0, 1, 3};
+    const double w_mean[4] = {1, -1, 3, 3}, b_mean[2] = {1, 4.0 / 3.0}, same[4] = {1, 2, 3, 4};
+    AcTensor *params[2], *flats[3] = {vec(rank0, 6), vec(rank1, 6), vec(rank2, 6)};
+    params[0] = param_of(w0, 4);
+    params[1] = param_of(b0, 2);
+    set_grad(params[0], gw);
+    set_grad(params[1], gb);
+    CHECK(ac_grads_mean_of_flats(params, 2, 1.0f / 3.0f, flats, 3) == AC_OK);
+    check_values(params[0]->grad, w_mean, 1e-6);
+    check_values(params[1]->grad, b_mean, 1e-6);
+    check_values(params[0], same, 0);
+    CHECK(ac_grads_mean_of_flats(params, 2, 0.5f, flats, 1) == AC_OK);   /* one rank: its own, scaled */
+    CHECK(params[0]->grad->data[1] == -2 && params[1]->grad->data[0] == 0.5f);
+    ac_tensor_free(params[0]);
+    ac_tensor_free(params[1]);
+    ac_tensor_free(flats[0]);
+    ac_tensor_free(flats[1]);
+    ac_tensor_free(flats[2]);
+}
+
+static void test_grads_mean_of_flats_refuses_bad_arguments(void)
+{
+    const float w0[3] = {1, 2, 3}, g[3] = {1, 1, 1};
+    const double kept[3] = {1, 1, 1};
+    int64_t n3 = 3, n4 = 4;
+    AcTensor *w = param_of(w0, 3), *bare = param_of(w0, 3), *flat = ac_tensor_new(&n3, 1);
+    AcTensor *big = ac_tensor_new(&n4, 1), *flats[2] = {flat, big}, *nulls[2] = {flat, NULL};
+    set_grad(w, g);
+    expect_error(ac_grads_mean_of_flats(&w, 1, 1.0f, NULL, 1), AC_ERR_ARG, "grads_mean_of_flats: flats is NULL");
+    expect_error(ac_grads_mean_of_flats(&w, 1, 1.0f, flats, 0), AC_ERR_ARG, "n_flats 0 is not >= 1");
+    expect_error(ac_grads_mean_of_flats(NULL, 1, 1.0f, flats, 1), AC_ERR_ARG, "params is NULL");
+    expect_error(ac_grads_mean_of_flats(&w, 1, 1.0f, nulls, 2), AC_ERR_ARG, "flat is NULL");
+    expect_error(ac_grads_mean_of_flats(&w, 1, 1.0f, flats, 2), AC_ERR_SHAPE,
+                 "has 4 elements but the params have 3");
+    expect_error(ac_grads_mean_of_flats(&bare, 1, 1.0f, flats, 1), AC_ERR_ARG, "params[0] (3,) has no grad");
+    check_values(w->grad, kept, 0);                /* nothing was written */
+    ac_tensor_free(w);
+    ac_tensor_free(bare);
+    ac_tensor_free(flat);
+    ac_tensor_free(big);
+}
+
 static void test_lbfgs_direction_two_loop(void)
 {
     /* With no history the direction is -h_diag grad. With one pair (y, s), the two
@@ -724,6 +770,8 @@ int main(void)
     RUN(test_flat_helpers_move_params_and_grads);
     RUN(test_grads_from_flat_scales_into_each_grad);
     RUN(test_grads_from_flat_refuses_bad_arguments);
+    RUN(test_grads_mean_of_flats_averages_every_ranks_bucket);
+    RUN(test_grads_mean_of_flats_refuses_bad_arguments);
     RUN(test_lbfgs_direction_two_loop);
     RUN(test_lbfgs_helpers_refuse_bad_arguments);
     RUN(test_steps_allocate_nothing);

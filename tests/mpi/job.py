@@ -272,7 +272,8 @@ def overlap(batch):
     for p, grad in zip(model.parameters(), overlapped):
         dist.all_reduce(p.grad, dist.ReduceOp.AVG)
         diff = max(diff, float(np.abs(p.grad.numpy() - grad).max()))
-    result = {"buckets": len(model._buckets), "started": started, "max_diff": diff}
+    result = {"buckets": len(model._buckets), "started": started, "max_diff": diff,
+              "shared_window": model._buckets[0].slots is not None}
     wide = nn.Sequential(nn.Linear(512, 512), nn.Linear(512, 512), nn.Linear(512, 512))
     result["default_buckets"] = [b.names for b in DistributedDataParallel(wide)._buckets]
     result["explicit_buckets"] = [b.names for b in DistributedDataParallel(wide, bucket_cap_mb=1)._buckets]
@@ -280,6 +281,12 @@ def overlap(batch):
         loss_fn(DistributedDataParallel(OneHeadUsed())(x), y).backward()
     except RuntimeError as exc:
         result["unused"] = str(exc)
+    dist.destroy_process_group()
+    dist.init_process_group("mpi")
+    try:
+        model(x)
+    except RuntimeError as exc:
+        result["old_group"] = str(exc)
     dist.destroy_process_group()
     return result
 

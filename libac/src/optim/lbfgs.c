@@ -5,7 +5,8 @@
  * parameters along a flat direction, and the two-loop recursion that turns the
  * gradient into the next direction. DistributedDataParallel uses the flat
  * gradients too: its buckets go to MPI as flat vectors and come back summed
- * over ranks (ac_grads_from_flat).
+ * over ranks (ac_grads_from_flat), or, between ranks that share memory, are
+ * averaged straight from every rank's bucket (ac_grads_mean_of_flats).
  *
  * Nothing is allocated here; the caller owns every vector.
  */
@@ -76,25 +77,57 @@ int ac_grads_to_flat(AcTensor *const *params, int n_params, AcTensor *flat)
     return AC_OK;
 }
 
+/* Every param has a grad of its own size, to be written. */
+static int check_grads(const char *op, AcTensor *const *params, int n_params)
+{
+    int i;
+    for (i = 0; i < n_params; i++) {
+        const AcTensor *grad = params[i]->grad;
+        if (!grad)
+            return error_set(AC_ERR_ARG, "%s: params[%d] %s has no grad", op, i, tensor_shape_str(params[i]));
+        if (grad->size != params[i]->size)
+            return error_set(AC_ERR_SHAPE, "%s: params[%d] %s has a grad of shape %s", op, i,
+                             tensor_shape_str(params[i]), tensor_shape_str(grad));
+    }
+    return AC_OK;
+}
+
 int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const AcTensor *flat)
 {
     int64_t offset = 0, j;
     int i;
     if (check_flat("grads_from_flat", params, n_params, flat, 0)) return ac_last_error_code();
-    for (i = 0; i < n_params; i++) {
-        const AcTensor *grad = params[i]->grad;
-        if (!grad)
-            return error_set(AC_ERR_ARG, "grads_from_flat: params[%d] %s has no grad", i,
-                             tensor_shape_str(params[i]));
-        if (grad->size != params[i]->size)
-            return error_set(AC_ERR_SHAPE, "grads_from_flat: params[%d] %s has a grad of shape %s", i,
-                             tensor_shape_str(params[i]), tensor_shape_str(grad));
-    }
+    if (check_grads("grads_from_flat", params, n_params)) return ac_last_error_code();
     for (i = 0; i < n_params; i++) {
         float *g = params[i]->grad->data;
         const float *d = flat->data + offset;
         for (j = 0; j < params[i]->size; j++) g[j] = scale * d[j];
         offset += params[i]->size;
+    }
+    return AC_OK;
+}
+
+int ac_grads_mean_of_flats(AcTensor *const *params, int n_params, float scale, AcTensor *const *flats,
+                           int n_flats)
+{
+    int64_t offset = 0, j;
+    int i, k;
+    if (!flats) return error_set(AC_ERR_ARG, "grads_mean_of_flats: flats is NULL");
+    if (n_flats < 1) return error_set(AC_ERR_ARG, "grads_mean_of_flats: n_flats %d is not >= 1", n_flats);
+    for (k = 0; k < n_flats; k++)
+        if (check_flat("grads_mean_of_flats", params, n_params, flats[k], 0)) return ac_last_error_code();
+    if (check_grads("grads_mean_of_flats", params, n_params)) return ac_last_error_code();
+    for (i = 0; i < n_params; i++) {
+        float *g = params[i]->grad->data;
+        const int64_t n = params[i]->size;
+        const float *first = flats[0]->data + offset;
+        for (j = 0; j < n; j++) g[j] = first[j];
+        for (k = 1; k < n_flats; k++) {   /* in rank order: every rank gets the same bits */
+            const float *d = flats[k]->data + offset;
+            for (j = 0; j < n; j++) g[j] += d[j];
+        }
+        for (j = 0; j < n; j++) g[j] *= scale;
+        offset += n;
     }
     return AC_OK;
 }
