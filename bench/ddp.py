@@ -22,12 +22,13 @@ else synthetic ones (see common.py); each rank reads its own slice of every
 global batch. Prints the host and load, a table, then one JSON line.
 
 --phases times the parts of a step on 1 and 2 ranks (pinned, one thread each):
-data and forward, backward, the reduction done by hand after backward (copy
-into the bucket, MPI_Allreduce, copy back), the optimizer; then the step as DDP
-runs it (the reduction started from backward's hooks), the Allreduce of the
-bucket alone in a loop, and the floor under any all-reduce here: one rank
-reading the bucket's bytes that the other has just written (an MPI
-shared-memory window), against reading bytes of its own.
+data and forward, backward, DDP's reduction done by hand after backward (the
+copy into the rank's part of the shared window, a barrier, the mean of the
+parts into the grads; for one rank the Allreduce path), the optimizer; then
+the step as DDP runs it (the reduction started from backward's hooks), MPI's
+Allreduce of the bucket alone in a loop, and the floor under any all-reduce
+here: one rank reading the bucket's bytes that the other has just written,
+against reading bytes of its own.
 PyTorch: `pip install torch==2.13.0`; MPI: `pip install .[mpi]`.
 """
 import argparse
@@ -138,12 +139,22 @@ def phases_worker(steps):
             optimizer.zero_grad()
             loss.backward()
             t = timed("backward", t)
-            lib.ac_grads_to_flat(bucket.pointers, n, flat)
-            t = timed("grads into the bucket", t)
-            group.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
-            t = timed("Allreduce %d KB" % (flat.size * 4 // 1000), t)
-            lib.ac_grads_from_flat(bucket.pointers, n, 1.0 / world, flat)
-            t = timed("bucket into grads", t)
+            if bucket.slots is None:   # one rank: the Iallreduce path's parts
+                lib.ac_grads_to_flat(bucket.pointers, n, flat)
+                t = timed("grads into the bucket", t)
+                group.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+                t = timed("reduce: Allreduce / barrier", t)
+                lib.ac_grads_from_flat(bucket.pointers, n, 1.0 / world, flat)
+            else:                      # ranks sharing a window: DDP's parts, alternating as it does
+                slots, bucket.parity = bucket.slots[bucket.parity], bucket.parity ^ 1
+                lib.ac_grads_to_flat(bucket.pointers, n, slots[rank])
+                t = timed("grads into the bucket", t)
+                bucket.window.win.Sync()
+                bucket.window.node.Barrier()
+                bucket.window.win.Sync()
+                t = timed("reduce: Allreduce / barrier", t)
+                lib.ac_grads_mean_of_flats(bucket.pointers, n, 1.0 / world, slots, world)
+            t = timed("bucket(s) into grads", t)
             optimizer.step()
             timed("optimizer step", t)
 
@@ -158,19 +169,20 @@ def phases_worker(steps):
             optimizer.step()
         timed("step as DDP runs it", t)
 
-    for work in (by_hand, as_shipped):
-        for _ in range(WARMUP):
-            work()
-        times.clear() if work is by_hand else None
-        group.comm.Barrier()
-        for _ in range(steps):
-            work()
+    for _ in range(WARMUP):
+        by_hand()
+        as_shipped()
+    times.clear()
+    group.comm.Barrier()
+    for _ in range(steps):   # interleaved, so that both see the same load
+        by_hand()
+        as_shipped()
     times["sum of the parts"] = [sum(parts) for parts in zip(*[v for k, v in times.items()
                                                               if k != "step as DDP runs it"])]
     for _ in range(steps):
         t = clock()
         group.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
-        timed("Allreduce alone, in a loop", t)
+        timed("Allreduce %d KB alone, in a loop" % (flat.size * 4 // 1000), t)
     if world == 2:   # rank 1 writes the bucket's bytes into a shared window, rank 0 reads them
         node = group.comm.Split_type(MPI.COMM_TYPE_SHARED)
         nbytes = flat.size * 4
@@ -217,12 +229,12 @@ def phases(steps):
     for name in found[2]:
         cells = ["%9.1f (%6.1f)" % tuple(found[r][name]) if name in found[r] else "" for r in (1, 2)]
         print("%-36s %18s %18s" % (name, cells[0], cells[1]))
-    one = found[1]["sum of the parts"][1] - sum(found[1][k][1] for k in found[1] if "bucket" in k or "Allreduce" in k)
+    one = found[1]["sum of the parts"][1] - sum(found[1][k][1] for k in found[1] if "bucket" in k or "reduce:" in k)
     print("\n(10th percentiles) 2 ranks / 1 rank in samples/s, as DDP runs: %.2fx; "
           "the parts summed: %.2fx" % (2 * found[1]["step as DDP runs it"][1] / found[2]["step as DDP runs it"][1],
                                        2 * found[1]["sum of the parts"][1] / found[2]["sum of the parts"][1]))
     compute = found[2]["sum of the parts"][1] - sum(found[2][k][1] for k in found[2]
-                                                    if "bucket" in k or "Allreduce" in k)
+                                                    if "bucket" in k or "reduce:" in k)
     print("without the reduction (its three parts left out): %.2fx" % (2 * one / compute))
     print(json.dumps({"bench": "ddp_phases", **host(), "steps": steps, "batch_per_rank": BATCH,
                       "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],

@@ -419,6 +419,32 @@ static void test_grads_mean_of_flats_averages_every_ranks_bucket(void)
     ac_tensor_free(flats[2]);
 }
 
+/* Params longer than the chunks the sum runs in, at offsets that are not multiples of them. */
+static void test_grads_mean_of_flats_over_long_params(void)
+{
+    int64_t sizes[2] = {3, 5000}, total = 5003, j;
+    AcTensor *params[2], *flats[2] = {ac_tensor_new(&total, 1), ac_tensor_new(&total, 1)};
+    static const float zeros[5000];
+    int i, wrong = 0;
+    for (j = 0; j < total; j++) {
+        flats[0]->data[j] = (float)j;
+        flats[1]->data[j] = (float)(2 * j + 1);
+    }
+    for (i = 0; i < 2; i++) {
+        params[i] = param_of(zeros, sizes[i]);
+        set_grad(params[i], zeros);
+    }
+    CHECK(ac_grads_mean_of_flats(params, 2, 0.5f, flats, 2) == AC_OK);
+    for (j = 0; j < total; j++) {
+        const AcTensor *g = j < 3 ? params[0]->grad : params[1]->grad;
+        wrong += g->data[j < 3 ? j : j - 3] != (float)(3 * j + 1) * 0.5f;
+    }
+    CHECK(wrong == 0);
+    for (i = 0; i < 2; i++) ac_tensor_free(params[i]);
+    ac_tensor_free(flats[0]);
+    ac_tensor_free(flats[1]);
+}
+
 static void test_grads_mean_of_flats_refuses_bad_arguments(void)
 {
     const float w0[3] = {1, 2, 3}, g[3] = {1, 1, 1};
@@ -772,6 +798,7 @@ int main(void)
     RUN(test_grads_from_flat_refuses_bad_arguments);
     RUN(test_grads_mean_of_flats_averages_every_ranks_bucket);
     RUN(test_grads_mean_of_flats_refuses_bad_arguments);
+    RUN(test_grads_mean_of_flats_over_long_params);
     RUN(test_lbfgs_direction_two_loop);
     RUN(test_lbfgs_helpers_refuse_bad_arguments);
     RUN(test_steps_allocate_nothing);

@@ -107,6 +107,8 @@ int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const
     return AC_OK;
 }
 
+enum { MEAN_CHUNK = 2048 };   /* floats: 8 KB */
+
 int ac_grads_mean_of_flats(AcTensor *const *params, int n_params, float scale, AcTensor *const *flats,
                            int n_flats)
 {
@@ -119,14 +121,18 @@ int ac_grads_mean_of_flats(AcTensor *const *params, int n_params, float scale, A
     if (check_grads("grads_mean_of_flats", params, n_params)) return ac_last_error_code();
     for (i = 0; i < n_params; i++) {
         float *g = params[i]->grad->data;
-        const int64_t n = params[i]->size;
-        const float *first = flats[0]->data + offset;
-        for (j = 0; j < n; j++) g[j] = first[j];
-        for (k = 1; k < n_flats; k++) {   /* in rank order: every rank gets the same bits */
-            const float *d = flats[k]->data + offset;
-            for (j = 0; j < n; j++) g[j] += d[j];
+        int64_t start, end, n = params[i]->size;
+        /* In chunks that stay in L1 while every rank's part is added, in rank order
+           (every rank gets the same bits). */
+        for (start = 0; start < n; start = end) {
+            end = start + MEAN_CHUNK < n ? start + MEAN_CHUNK : n;
+            memcpy(g + start, flats[0]->data + offset + start, (size_t)(end - start) * sizeof(float));
+            for (k = 1; k < n_flats; k++) {
+                const float *d = flats[k]->data + offset;
+                for (j = start; j < end; j++) g[j] += d[j];
+            }
+            for (j = start; j < end; j++) g[j] *= scale;
         }
-        for (j = 0; j < n; j++) g[j] *= scale;
         offset += n;
     }
     return AC_OK;
