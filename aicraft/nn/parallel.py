@@ -24,6 +24,7 @@ each rank averages all the parts into its grads in one C call
 (ac_grads_mean_of_flats): see _SharedWindow.
 """
 import contextlib
+import os
 import weakref
 from typing import Any, Iterator, List, Optional
 
@@ -140,6 +141,19 @@ class _SharedWindow:
         self.node.Free()
 
 
+def _shared_memory_fits(group: Any, buckets: List[_Bucket]) -> bool:
+    """Whether /dev/shm, where MPICH maps a shared window, has room for every rank's
+    buckets twice with room to spare (a container's may hold only 64 MB); the ranks
+    agree, so that all of them take the same path."""
+    try:
+        fs = os.statvfs("/dev/shm")
+        free = fs.f_bavail * fs.f_frsize
+    except OSError:
+        free = 0
+    fits = 2 * (2 * 4 * sum(b.size for b in buckets)) * group.size <= free
+    return bool(group.comm.allreduce(int(fits), op=group.MPI.MIN))
+
+
 class DistributedDataParallel(Module):
     """Wraps module for data-parallel training over the ranks of
     aicraft.distributed's default group (init_process_group first).
@@ -170,7 +184,7 @@ class DistributedDataParallel(Module):
         self._group = group
         self._buckets = self._make_buckets(_FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap, cap)
         node = group.comm.Split_type(group.MPI.COMM_TYPE_SHARED) if group.size > 1 else None
-        if node is not None and node.size == group.size:
+        if node is not None and node.size == group.size and _shared_memory_fits(group, self._buckets):
             _SharedWindow(group, node, self._buckets)
         else:
             if node is not None:
