@@ -6,7 +6,8 @@
  * nodes behind the output with an explicit stack (no recursion), then walks
  * them in reverse: each node's backward turns its pending output gradient into
  * gradients for its inputs, which are summed into the inputs' pending
- * gradients or, for leaves, into their .grad. Everything backward allocates
+ * gradients or, for leaves, into their .grad; a leaf's grad hook runs once the
+ * last node that uses the leaf has run. Everything backward allocates
  * besides leaf grads lives in a scope of its own, restored before returning.
  *
  * Unless asked to retain it, the walk frees the graph as it goes, as PyTorch
