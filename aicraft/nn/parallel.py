@@ -194,7 +194,7 @@ class DistributedDataParallel(Module):
         self._armed = False     # this backward averages the gradients
         self._next = 0          # the next bucket to start
         self._sync = self._finish_buckets   # the after_backward callback, while armed
-        self._hooks = self._add_hooks()
+        self._hooks = self._add_hooks() if group.size > 1 else []   # one rank: nothing to reduce
 
     def _make_buckets(self, first_cap: float, cap: float) -> List[_Bucket]:
         """The parameters that require grad, last first (backward's order), in buckets
