@@ -312,9 +312,11 @@ def run_job(framework, ranks, pinned, steps):
         procs = [subprocess.Popen([sys.executable, me, "--torch-worker", str(r), str(ranks), str(port),
                                    str(steps)], stdout=subprocess.PIPE, text=True) for r in range(ranks)]
         out = procs[0].communicate()[0]
-        for p in procs:
-            if p.wait() != 0:
-                raise RuntimeError("a PyTorch rank failed")
+        codes = [p.wait() for p in procs]
+        # gloo sometimes aborts in its teardown ("terminate called without an
+        # active exception") after the timed steps: keep a report made before.
+        if any(codes) and '"samples_per_s"' not in out:
+            raise RuntimeError("a PyTorch rank failed (exit codes %s)" % codes)
     return json.loads(out.strip().splitlines()[-1])
 
 
