@@ -32,11 +32,17 @@
 
 /* What the transforms of one call work on; each task takes a range of planes
    (an image's channel or filter) or, for the kernels, of filters. */
+/* A transform of a plane's tiles into the Winograd domain, count tiles of row ty
+   from column t0, point k of tile i going to out[k * stride + i]. */
+typedef void (*TilesFn)(const float *plane, int64_t h, int64_t w, int64_t ty, int64_t t0,
+                        int64_t count, float *out, int64_t stride);
+
 typedef struct {
     const float *in, *bias;
     float *out;
     int64_t images, channels, filters, h, w;
     int adjoint;
+    TilesFn tiles;   /* to_points_task's transform */
 } TransformJob;
 
 static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (elements + 1) + 1; }
@@ -150,9 +156,9 @@ TRANSFORM_KERNEL static void input_tiles(const float *plane, int64_t h, int64_t 
     }
 }
 
-/* v[point][c][tile] = B^T d B for the tiles of planes [begin, end) of x
-   (plane n * channels + c: image n's channel c). */
-static void input_task(void *ctx, int64_t begin, int64_t end)
+/* out[point][c][tile] = the job's transform of the tiles of planes [begin, end)
+   of in (plane n * channels + c: image n's channel c, or filter c of dy). */
+static void to_points_task(void *ctx, int64_t begin, int64_t end)
 {
     const TransformJob *j = ctx;
     const int64_t h = j->h, w = j->w, th = (h + 1) / 2, tw = (w + 1) / 2;
@@ -162,23 +168,24 @@ static void input_task(void *ctx, int64_t begin, int64_t end)
         const int64_t n = p / j->channels, c = p % j->channels;
         for (ty = 0; ty < th; ty++)
             for (t0 = 0; t0 < tw; t0 += CHUNK)
-                input_tiles(j->in + p * h * w, h, w, ty, t0, tw - t0 < CHUNK ? tw - t0 : CHUNK,
-                            j->out + c * tiles + (n * th + ty) * tw + t0, j->channels * tiles);
+                j->tiles(j->in + p * h * w, h, w, ty, t0, tw - t0 < CHUNK ? tw - t0 : CHUNK,
+                         j->out + c * tiles + (n * th + ty) * tw + t0, j->channels * tiles);
     }
 }
 
-/* v[point][c][tile] = B^T d B for every tile of every image's channel c. */
-static void transform_input(const float *x, int64_t images, int64_t channels, int64_t h,
-                            int64_t w, float *v)
+/* out[point][c][tile] = tiles() of every tile of every image's plane c. */
+static void to_points(const float *in, int64_t images, int64_t channels, int64_t h, int64_t w,
+                      TilesFn tiles, float *out)
 {
     TransformJob job = {0};
-    job.in = x;
-    job.out = v;
+    job.in = in;
+    job.out = out;
     job.images = images;
     job.channels = channels;
     job.h = h;
     job.w = w;
-    parallel_for(images * channels, plane_grain(WINOGRAD_POINTS * h * w), input_task, &job);
+    job.tiles = tiles;
+    parallel_for(images * channels, plane_grain(WINOGRAD_POINTS * h * w), to_points_task, &job);
 }
 
 /*
@@ -249,7 +256,7 @@ void winograd_conv(const float *x, int64_t images, int64_t channels, int64_t h, 
 {
     const int64_t tiles = images * winograd_tiles(h, w);
     int point;
-    transform_input(x, images, channels, h, w, v);
+    to_points(x, images, channels, h, w, input_tiles, v);
     for (point = 0; point < WINOGRAD_POINTS; point++)
         gemm(0, 0, filters, tiles, channels, 1.0f, u + point * filters * channels, channels,
              v + point * channels * tiles, tiles, 0.0f, m + point * filters * tiles, tiles);
@@ -289,38 +296,14 @@ TRANSFORM_KERNEL static void grad_tiles(const float *plane, int64_t h, int64_t w
     }
 }
 
-/* m[point][f][tile] = A dy A^T for the tiles of planes [begin, end) of dy
-   (n * filters + f). */
-static void grad_task(void *ctx, int64_t begin, int64_t end)
-{
-    const TransformJob *j = ctx;
-    const int64_t h = j->h, w = j->w, th = (h + 1) / 2, tw = (w + 1) / 2;
-    const int64_t tiles = j->images * th * tw;
-    int64_t p, ty, t0;
-    for (p = begin; p < end; p++) {
-        const int64_t n = p / j->filters, f = p % j->filters;
-        for (ty = 0; ty < th; ty++)
-            for (t0 = 0; t0 < tw; t0 += CHUNK)
-                grad_tiles(j->in + p * h * w, h, w, ty, t0, tw - t0 < CHUNK ? tw - t0 : CHUNK,
-                           j->out + f * tiles + (n * th + ty) * tw + t0, j->filters * tiles);
-    }
-}
-
 void winograd_weight_grad(const float *x, const float *dy, int64_t images, int64_t channels,
                           int64_t filters, int64_t h, int64_t w, float *v, float *m, float *du,
                           int accumulate)
 {
     const int64_t tiles = images * winograd_tiles(h, w);
-    TransformJob job = {0};
     int point;
-    transform_input(x, images, channels, h, w, v);
-    job.in = dy;
-    job.out = m;
-    job.images = images;
-    job.filters = filters;
-    job.h = h;
-    job.w = w;
-    parallel_for(images * filters, plane_grain(WINOGRAD_POINTS * h * w), grad_task, &job);
+    to_points(x, images, channels, h, w, input_tiles, v);
+    to_points(dy, images, filters, h, w, grad_tiles, m);   /* m[point][f][tile] = A dy A^T */
     for (point = 0; point < WINOGRAD_POINTS; point++)
         gemm(0, 1, filters, channels, tiles, 1.0f, m + point * filters * tiles, tiles,
              v + point * channels * tiles, tiles, accumulate ? 1.0f : 0.0f,
