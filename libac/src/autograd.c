@@ -137,6 +137,14 @@ int input_needs_grad(const AcGradNode *node, int i)
     return i < node->n_inputs && node->inputs[i] && node->inputs[i]->requires_grad;
 }
 
+float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status)
+{
+    if (*status || i < 0 || !input_needs_grad(node, i)) return NULL;
+    gin[i] = tensor_alloc_like(node->op, node->inputs[i]);
+    if (!gin[i]) *status = ac_last_error_code();
+    return gin[i] ? gin[i]->data : NULL;
+}
+
 /* ---- topological order --------------------------------------------------- */
 
 typedef struct {

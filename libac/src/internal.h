@@ -184,6 +184,23 @@ AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int n
 void *op_context(const AcTensor *out);
 /* True when backward must produce a gradient for input i of node. */
 int input_needs_grad(const AcGradNode *node, int i);
+/* For a backward that fills its gradients itself: a new gradient for input i
+   (i < 0: none), shaped and placed like it, into gin[i], when it needs one;
+   its data, else NULL with *status left AC_OK. Once *status holds an error
+   it does nothing; a failed allocation sets it. */
+float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status);
+
+/* Offset of the index-th element of a row-major walk over n dims. */
+static inline int64_t index_offset(int64_t index, const int64_t *size, const int64_t *stride, int n)
+{
+    int64_t offset = 0;
+    int d;
+    for (d = n - 1; d >= 0; d--) {
+        offset += (index % size[d]) * stride[d];
+        index /= size[d];
+    }
+    return offset;
+}
 
 /* ---- ops/index.c --------------------------------------------------------- */
 

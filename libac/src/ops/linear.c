@@ -81,23 +81,13 @@ AcTensor *ac_linear(const AcTensor *x, const AcTensor *weight, const AcTensor *b
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* A gradient for the node's input i shaped like it, when it needs one (else
-   NULL with *status AC_OK). */
-static float *grad_for(AcGradNode *node, int i, AcTensor **gin, int *status)
-{
-    if (*status || !input_needs_grad(node, i)) return NULL;
-    gin[i] = tensor_alloc_like("linear", node->inputs[i]);
-    if (!gin[i]) *status = ac_last_error_code();
-    return gin[i] ? gin[i]->data : NULL;
-}
-
 static int linear_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 {
     const AcTensor *x = node->inputs[0], *weight = node->inputs[1];
     const AcKernels *k = kernels_for(gout);
     int status = k->linear_backward ? AC_OK : kernel_missing("linear", gout);
-    float *dx = grad_for(node, 0, gin, &status), *dw = grad_for(node, 1, gin, &status);
-    float *db = grad_for(node, 2, gin, &status);
+    float *dx = input_grad_data(node, 0, gin, &status), *dw = input_grad_data(node, 1, gin, &status);
+    float *db = input_grad_data(node, 2, gin, &status);
     if (status) return status;
     return k->linear_backward(linear_rows(x), weight->shape[1], weight->shape[0], x->data,
                               weight->data, gout->data, dx, dw, db);

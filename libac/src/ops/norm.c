@@ -149,16 +149,6 @@ AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTenso
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* A gradient for the node's input i shaped like it, when it needs one (else
-   NULL with *status AC_OK). */
-static float *grad_for(AcGradNode *node, int i, AcTensor **gin, int *status)
-{
-    if (*status || i < 0 || !input_needs_grad(node, i)) return NULL;
-    gin[i] = tensor_alloc_like(node->op, node->inputs[i]);
-    if (!gin[i]) *status = ac_last_error_code();
-    return gin[i] ? gin[i]->data : NULL;
-}
-
 static int norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 {
     BatchNormCtx *ctx = node->context;
@@ -175,9 +165,9 @@ static int norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     args.x = node->inputs[0]->data;
     args.gy = gout->data;
     args.weight = ctx->weight_at >= 0 ? node->inputs[ctx->weight_at]->data : NULL;
-    args.dx = grad_for(node, 0, gin, &status);
-    args.dweight = grad_for(node, ctx->weight_at, gin, &status);
-    args.dbias = grad_for(node, ctx->bias_at, gin, &status);
+    args.dx = input_grad_data(node, 0, gin, &status);
+    args.dweight = input_grad_data(node, ctx->weight_at, gin, &status);
+    args.dbias = input_grad_data(node, ctx->bias_at, gin, &status);
     return status ? status : k->batch_norm_backward(&args);
 }
 
@@ -298,8 +288,8 @@ static int layer_norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor 
     args.x = node->inputs[0]->data;
     args.gy = gout->data;
     args.weight = ctx->weight_at >= 0 ? node->inputs[ctx->weight_at]->data : NULL;
-    args.dx = grad_for(node, 0, gin, &status);
-    args.dweight = grad_for(node, ctx->weight_at, gin, &status);
-    args.dbias = grad_for(node, ctx->bias_at, gin, &status);
+    args.dx = input_grad_data(node, 0, gin, &status);
+    args.dweight = input_grad_data(node, ctx->weight_at, gin, &status);
+    args.dbias = input_grad_data(node, ctx->bias_at, gin, &status);
     return status ? status : k->layer_norm_backward(&args);
 }

@@ -14,18 +14,6 @@
 #define COPY_GRAIN 16384   /* elements per parallel task, at least */
 #define TILE 32            /* transpose tile: 32 x 32 floats stay in L1 */
 
-/* Offset of the index-th element of a row-major walk over n dims. */
-static int64_t index_offset(int64_t index, const int64_t *size, const int64_t *stride, int n)
-{
-    int64_t offset = 0;
-    int d;
-    for (d = n - 1; d >= 0; d--) {
-        offset += (index % size[d]) * stride[d];
-        index /= size[d];
-    }
-    return offset;
-}
-
 static int64_t rows_grain(int64_t row_elements)
 {
     return row_elements >= COPY_GRAIN ? 1 : COPY_GRAIN / (row_elements > 0 ? row_elements : 1);

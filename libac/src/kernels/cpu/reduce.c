@@ -21,18 +21,6 @@
 enum { OP_SUM, OP_MAX, OP_MIN, OP_SQDEV, OP_COUNT_EQ };
 enum { KIND_SUM, KIND_MEAN, KIND_MAX, KIND_MIN, KIND_VAR, KIND_STD };
 
-/* Offset of the index-th element of a row-major walk over n dims. */
-static int64_t index_offset(int64_t index, const int64_t *size, const int64_t *stride, int n)
-{
-    int64_t offset = 0;
-    int d;
-    for (d = n - 1; d >= 0; d--) {
-        offset += (index % size[d]) * stride[d];
-        index /= size[d];
-    }
-    return offset;
-}
-
 /* ---- the forward engine -------------------------------------------------- */
 
 typedef struct {
