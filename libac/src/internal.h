@@ -87,6 +87,21 @@ int64_t bytes_allocated(void);
 /* The serial of the calling thread's innermost scope; 0 at root. */
 uint32_t current_serial(void);
 
+/* ---- device_arena.c ------------------------------------------------------ */
+
+/* Device memory for a CUDA tensor's data: in the thread's device arena while a
+   scope is open (unless at_root), else from the root size-class cache. NULL and
+   the error on failure. */
+void *device_alloc(int device, size_t bytes, int at_root);
+/* Give back a root device_alloc of bytes (to the cache). */
+void device_free_root(int device, void *p, size_t bytes);
+/* arena.c's hooks: note the device arenas' positions as the scope at depth opens;
+   move them back when it ends. */
+int device_arena_mark(int depth);
+void device_arena_pop(int depth);
+/* Fill the device fields of out. */
+void device_memory_stats(AcMemStats *out);
+
 /* ---- tensor.c ------------------------------------------------------------ */
 
 /* A graph node's hold on its input t: a root t gets a reference (scope_hold);
