@@ -52,11 +52,11 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 endif
 LDLIBS    += $(CUDA_LIBS)
 
-SRC       := $(sort $(wildcard libac/src/*.c libac/src/*/*.c))
+SRC       := $(sort $(wildcard libac/src/*.c libac/src/*/*.c libac/src/*/*/*.c))
 OBJ       := $(SRC:libac/src/%.c=build/obj/%.o) $(CU_OBJ)
 ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o) $(CU_OBJ)
 # build/cuda.flag holds AC_CUDA: switching it rebuilds everything.
-HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h) build/cuda.flag
+HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h libac/src/*/*/*.h) build/cuda.flag
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 FUZZERS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 CDEMOS    := $(filter-out demos/c/mnist_mlp_mpi.c,$(sort $(wildcard demos/c/*.c)))

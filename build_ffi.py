@@ -39,7 +39,7 @@ def header_cdef(path=HEADER):
 
 def c_sources():
     """libac's C files, relative to the project root so setuptools accepts them."""
-    patterns = ("libac/src/*.c", "libac/src/*/*.c")
+    patterns = ("libac/src/*.c", "libac/src/*/*.c", "libac/src/*/*/*.c")
     found = []
     for pattern in patterns:
         found.extend(glob.glob(os.path.join(ROOT, pattern)))

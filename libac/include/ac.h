@@ -103,8 +103,9 @@ typedef struct AcGradNode AcGradNode;
    int8 quantized weights (see INT8 inference). */
 typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2, AC_UINT8 = 3, AC_INT8 = 4 } AcDtype;
 
-/* Where a tensor's data lives: AC_CPU, the only device so far. */
-typedef enum { AC_CPU = 0 } AcDevice;
+/* Where a tensor's data lives: the CPU, or CUDA device number device_index
+   (builds with the CUDA backend). An op's inputs must all be on one device. */
+typedef enum { AC_CPU = 0, AC_CUDA = 1 } AcDevice;
 typedef int (*AcBackwardFn)(AcGradNode *node, const AcTensor *grad_out, AcTensor **grad_in);
 
 /* Fields are for reading; change a tensor only through the functions below. */
@@ -122,6 +123,7 @@ struct AcTensor {
     int32_t scope_depth;     /* 0 at root */
     int32_t dtype;           /* AcDtype */
     int32_t device;          /* AcDevice */
+    int32_t device_index;    /* which CUDA device; 0 on the CPU */
 };
 
 /* A graph node: made by an op, freed with its output tensor. */

@@ -50,18 +50,45 @@ int ac_is_grad_enabled(void) { return !grad_disabled; }
 
 /* ---- recording ----------------------------------------------------------- */
 
+static const AcTensor cpu_placeholder;   /* device AC_CPU, index 0: for ops with no inputs */
+
+/* The device inputs share (the CPU when there are none): the first input's,
+   else AC_ERR_DEVICE naming the two devices, as PyTorch says it. */
+static const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int n_inputs)
+{
+    const AcTensor *first = NULL;
+    int i;
+    for (i = 0; i < n_inputs; i++) {
+        const AcTensor *t = inputs[i];
+        char a[32], b[32];
+        if (!t) continue;
+        if (!first) {
+            first = t;
+        } else if (t->device != first->device || t->device_index != first->device_index) {
+            return error_null(AC_ERR_DEVICE, "%s: expected all tensors to be on the same device, "
+                              "but found at least two devices, %s and %s", op,
+                              device_name(first->device, first->device_index, a, sizeof a),
+                              device_name(t->device, t->device_index, b, sizeof b));
+        }
+    }
+    return first ? first : &cpu_placeholder;
+}
+
 static AcTensor *make_output(const char *op, int dtype, const int64_t *shape, int ndim,
                              const AcTensor *share, const AcTensor *const *inputs, int n_inputs,
                              AcBackwardFn backward, size_t ctx_bytes)
 {
     int record = 0, i;
+    const AcTensor *on;
     AcTensor *out;
     AcGradNode *node;
     if (n_inputs < 0 || n_inputs > AC_MAX_INPUTS)
         return error_null(AC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, AC_MAX_INPUTS);
+    if (!(on = common_device(op, inputs, n_inputs))) return NULL;
     for (i = 0; i < n_inputs && !grad_disabled; i++)
         if (inputs[i] && inputs[i]->requires_grad) record = 1;
-    out = tensor_create(op, shape, ndim, dtype, share, record ? node_head_bytes() + ctx_bytes : 0, 0);
+    out = tensor_create_on(op, shape, ndim, dtype, share, record ? node_head_bytes() + ctx_bytes : 0,
+                           0, on->device, on->device_index);
     if (!out || !record) return out;
     node = out->node;
     node->op = op;

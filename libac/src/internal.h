@@ -136,7 +136,15 @@ double elem_get(const AcTensor *t, int64_t i);
    truncate toward zero (uint8 then wraps modulo 256; NaN gives 0, values past
    int64's range clamp), bool is v != 0. */
 void elem_set(void *out, int dtype, int64_t i, double v);
-/* The same shape as t; uninitialised. */
+/* As tensor_create, with the data on device (AcDevice) number device_index;
+   a view (share) is on share's device. AC_ERR_DEVICE for a device this build
+   cannot allocate on. */
+AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int dtype,
+                           const AcTensor *share, size_t node_bytes, int at_root, int device,
+                           int device_index);
+/* "cpu", "cuda:0": the name of a device, written into buf, which it returns. */
+const char *device_name(int device, int index, char *buf, size_t n);
+/* The same shape as t, on t's device; uninitialised float32. */
 AcTensor *tensor_alloc_like(const char *op, const AcTensor *t);
 /* A new grad for leaf, uninitialised, at root: the leaf's spare (a grad that
    zero_grad dropped) when it has one, else a fresh tensor of its shape. */

@@ -24,8 +24,10 @@
  * Not here: the ops (ops/), the graph walk (autograd.c).
  */
 #include "graph.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,12 +180,29 @@ static AcTensor *box_header(TensorBox *box, const int64_t *shape, int ndim, int6
     t->ndim = ndim;
     t->size = size;
     t->dtype = dtype;
-    t->device = AC_CPU;
     return t;
+}
+
+const char *device_name(int device, int index, char *buf, size_t n)
+{
+    if (device == AC_CPU)
+        snprintf(buf, n, "cpu");
+    else if (device == AC_CUDA)
+        snprintf(buf, n, "cuda:%d", index);
+    else
+        snprintf(buf, n, "device %d", device);
+    return buf;
 }
 
 AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtype,
                         const AcTensor *share, size_t node_bytes, int at_root)
+{
+    return tensor_create_on(op, shape, ndim, dtype, share, node_bytes, at_root, AC_CPU, 0);
+}
+
+AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int dtype,
+                           const AcTensor *share, size_t node_bytes, int at_root, int device,
+                           int device_index)
 {
     int64_t size;
     size_t head, data_bytes, total;
@@ -191,8 +210,17 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtyp
     TensorBox *box;
     AcTensor *t;
     if (shape_check(op, shape, ndim, &size)) return NULL;
-    if (share) dtype = share->dtype;
+    if (share) {
+        dtype = share->dtype;
+        device = share->device;
+        device_index = share->device_index;
+    }
     if (ac_dtype_size(dtype) < 0) return NULL;
+    if (device != AC_CPU && !share) {
+        char name[32];
+        return error_null(AC_ERR_DEVICE, "%s: %s is not available: this build has no CUDA backend", op,
+                          device_name(device, device_index, name, sizeof name));
+    }
     head = round_up(sizeof(TensorBox));
     node_bytes = round_up(node_bytes);
     data_bytes = share ? 0 : round_up((size_t)size * (size_t)ac_dtype_size(dtype));
@@ -202,6 +230,8 @@ AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtyp
     memset(box, 0, head + node_bytes);
     box->alloc_bytes = total;
     t = box_header(box, shape, ndim, size, dtype);
+    t->device = device;
+    t->device_index = device_index;
     t->scope_depth = scoped ? current_depth() : 0;
     t->refcount = scoped ? 0 : 1;
     if (scoped) box->scope_serial = current_serial();
@@ -230,7 +260,7 @@ AcTensor *tensor_alloc(const char *op, const int64_t *shape, int ndim)
 
 AcTensor *tensor_alloc_like(const char *op, const AcTensor *t)
 {
-    return tensor_create(op, t->shape, t->ndim, AC_FLOAT32, NULL, 0, 0);
+    return tensor_create_on(op, t->shape, t->ndim, AC_FLOAT32, NULL, 0, 0, t->device, t->device_index);
 }
 
 int ac_tensor_retain(AcTensor *t)
@@ -562,10 +592,19 @@ int clone_replay(AcTensor **t, const double *attr)
 AcTensor *ac_tensor_clone(const AcTensor *t)
 {
     if (ops_observed) return graph_op("clone", clone_replay, 1, (const AcTensor *[]){t}, NULL, 0);
+    const AcKernels *k;
     AcTensor *out;
     if (tensor_check_any("clone", t, "tensor")) return NULL;
+    k = kernels_for(t);
+    if (!k->copy) {
+        kernel_missing("clone", t);
+        return NULL;
+    }
     out = op_output_as("clone", t->dtype, t->shape, t->ndim, &t, 1, clone_backward, 0);
-    if (out) memcpy(out->data, t->data, (size_t)t->size * elem_size(t));
+    if (out && k->copy(out->data, t->data, (size_t)t->size * elem_size(t))) {
+        ac_tensor_free(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -703,24 +742,13 @@ int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)
 
 int ac_tensor_fill_(AcTensor *t, double value)
 {
-    int64_t i, whole;
+    const AcKernels *k;
     if (!t) return error_set(AC_ERR_ARG, "fill_: tensor is NULL");
     if (graph_recording) graph_note_write("fill_", t);
     if (t->size == 0) return AC_OK;
-    switch (t->dtype) {
-    case AC_FLOAT32:
-        for (i = 0; i < t->size; i++) t->data[i] = (float)value;
-        break;
-    case AC_INT64:
-        whole = to_int64(value);
-        for (i = 0; i < t->size; i++) data_i64(t)[i] = whole;
-        break;
-    default:   /* one byte: bool, uint8 or int8 */
-        elem_set(t->data, t->dtype, 0, value);
-        memset(t->data, data_u8(t)[0], (size_t)t->size);
-        break;
-    }
-    return AC_OK;
+    k = kernels_for(t);
+    if (!k->fill) return kernel_missing("fill_", t);
+    return k->fill(t, value);
 }
 
 /* ---- broadcasting -------------------------------------------------------- */

@@ -1,0 +1,14 @@
+/*
+ * cpu_kernels.h - the functions of the CPU's kernel table (table.c), declared
+ * by the file that defines them.
+ */
+#ifndef AC_CPU_KERNELS_H
+#define AC_CPU_KERNELS_H
+
+#include "kernels/kernels.h"
+
+/* cpu/tensor.c */
+int cpu_copy(void *dst, const void *src, size_t bytes);
+int cpu_fill(AcTensor *t, double value);
+
+#endif /* AC_CPU_KERNELS_H */
