@@ -580,6 +580,10 @@ int ac_cuda_is_available(void);          /* 1 when a device can be used, else 0;
 int ac_cuda_device_count(void);          /* >= 1, or < 0 (AC_ERR_DEVICE, the reason) */
 int ac_cuda_is_initialized(void);        /* 1 once a call has initialised cudart, else 0 */
 int ac_cuda_synchronize(int device);     /* wait for device's stream; -1: every device */
+/* t copied to device (AC_CPU, or AC_CUDA number device_index), in the current
+   scope: differentiable (backward copies the gradient back), even to t's own
+   device. A copy to the CPU waits until the data is there. */
+AcTensor *ac_tensor_to(const AcTensor *t, int device, int device_index);
 
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops

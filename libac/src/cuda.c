@@ -43,9 +43,8 @@ int ac_cuda_synchronize(int device)
 
 int cuda_check_device(const char *op, int device)
 {
-    (void)device;
-    return error_set(AC_ERR_DEVICE, "%s: CUDA is not available: this build of libac has no CUDA "
-                     "(built without nvcc, or with AC_CUDA=0)", op);
+    return error_set(AC_ERR_DEVICE, "%s: cuda:%d is not available: this build of libac has no CUDA "
+                     "(built without nvcc, or with AC_CUDA=0)", op, device);
 }
 int cuda_device_count(void) { return cuda_check_device("cuda", 0); }
 int cuda_initialized(void) { return 0; }
@@ -81,11 +80,12 @@ int cuda_memset_zero(int device, void *p, size_t bytes)
     return cuda_check_device("zeros", device);
 }
 int cuda_synchronize(int device) { return cuda_check_device("synchronize", device); }
-void *cuda_stream(int device)
+void *cuda_stream_of(const char *op, int device)
 {
-    cuda_check_device("cuda", device);
+    cuda_check_device(op, device);
     return NULL;
 }
+void *cuda_current_stream(void) { return cuda_stream_of("cuda", 0); }
 int cuda_check_launch(const char *op) { return cuda_check_device(op, 0); }
 int64_t cuda_malloc_count(void) { return 0; }
 

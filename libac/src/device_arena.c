@@ -293,12 +293,13 @@ static void *scoped_alloc(int device, size_t bytes)
     return b->base + b->used - bytes;
 }
 
-void *device_alloc(int device, size_t bytes, int at_root)
+void *device_alloc(const char *op, int device, size_t bytes, int at_root)
 {
     void *p;
-    if (cuda_check_device("alloc", device)) return NULL;
+    /* also makes device current, so the op's kernels launch there (runtime.h) */
+    if (!cuda_stream_of(op, device)) return NULL;
     if (bytes > SIZE_MAX / 2)
-        return error_null(AC_ERR_MEMORY, "alloc: %zu bytes is more than can be allocated", bytes);
+        return error_null(AC_ERR_MEMORY, "%s: %zu bytes is more than can be allocated", op, bytes);
     if (!at_root && current_depth() > 0)
         return scoped_alloc(device, (bytes + DEVICE_ALIGN - 1) & ~(DEVICE_ALIGN - 1));
     p = root_take(device, size_class(bytes));

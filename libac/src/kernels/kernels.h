@@ -29,6 +29,8 @@ typedef struct AcKernels {
     /* tensor.c */
     int (*copy)(void *dst, const void *src, size_t bytes);    /* within the device; may overlap */
     int (*fill)(AcTensor *t, double value);                   /* every element, in t's dtype */
+    /* autograd.c */
+    int (*add_into)(float *dst, const float *src, int64_t n);  /* dst += src: a leaf's grad */
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

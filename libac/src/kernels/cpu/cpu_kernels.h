@@ -10,5 +10,6 @@
 /* cpu/tensor.c */
 int cpu_copy(void *dst, const void *src, size_t bytes);
 int cpu_fill(AcTensor *t, double value);
+int cpu_add_into(float *dst, const float *src, int64_t n);
 
 #endif /* AC_CPU_KERNELS_H */

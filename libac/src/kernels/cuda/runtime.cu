@@ -50,10 +50,10 @@ extern "C" int cuda_check_device(const char *op, int device)
     int n;
     pthread_once(&init_once, init);
     n = g_device_count;
-    if (n == 0) return error_set(AC_ERR_DEVICE, "%s: CUDA is not available: %s", op, g_reason);
+    if (n == 0) return error_set(AC_ERR_DEVICE, "%s: cuda:%d is not available: %s", op, device, g_reason);
     if (device < 0 || device >= n)
-        return error_set(AC_ERR_DEVICE, "%s: CUDA device %d is out of range (%d device%s)", op, device,
-                         n, n == 1 ? "" : "s");
+        return error_set(AC_ERR_DEVICE, "%s: cuda:%d is not available: %d CUDA device%s", op, device, n,
+                         n == 1 ? "" : "s");
     return AC_OK;
 }
 
@@ -67,23 +67,34 @@ static int use_device(const char *op, int device)
     return e == cudaSuccess ? AC_OK : cuda_error(op, e);
 }
 
-extern "C" void *cuda_stream(int device)
+extern "C" void *cuda_stream_of(const char *op, int device)
 {
     cudaStream_t s;
-    if (use_device("cuda", device)) return NULL;
+    if (use_device(op, device)) return NULL;
+    s = __atomic_load_n(&g_streams[device], __ATOMIC_ACQUIRE);
+    if (s) return (void *)s;
     pthread_mutex_lock(&stream_lock);
     s = g_streams[device];
     if (!s) {
         cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
         if (e != cudaSuccess) {
             pthread_mutex_unlock(&stream_lock);
-            cuda_error("cuda: creating the stream", e);
+            cuda_error(op, e);
             return NULL;
         }
-        g_streams[device] = s;
+        __atomic_store_n(&g_streams[device], s, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&stream_lock);
     return (void *)s;
+}
+
+extern "C" void *cuda_current_stream(void)
+{
+    int device = 0;
+    cudaStream_t s;
+    if (cudaGetDevice(&device) != cudaSuccess) device = 0;
+    s = __atomic_load_n(&g_streams[device], __ATOMIC_ACQUIRE);
+    return s ? (void *)s : cuda_stream_of("cuda", device);
 }
 
 extern "C" void *cuda_malloc(int device, size_t bytes)
@@ -91,7 +102,7 @@ extern "C" void *cuda_malloc(int device, size_t bytes)
     void *p = NULL;
     cudaError_t e;
     if (use_device("alloc", device)) return NULL;
-    e = cudaMalloc(&p, bytes);
+    e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         cudaGetLastError();
         error_set(AC_ERR_MEMORY, "alloc: out of memory allocating %zu bytes on cuda:%d (%s)", bytes, device,
@@ -114,7 +125,7 @@ static int copy(const char *op, int device, void *dst, const void *src, size_t b
     cudaStream_t s;
     cudaError_t e;
     if (bytes == 0) return AC_OK;
-    s = (cudaStream_t)cuda_stream(device);
+    s = (cudaStream_t)cuda_stream_of(op, device);
     if (!s) return AC_ERR_DEVICE;
     /* From pageable host memory the copy returns once src is staged, so it may be reused. */
     e = cudaMemcpyAsync(dst, src, bytes, kind, s);
@@ -142,7 +153,7 @@ extern "C" int cuda_memset_zero(int device, void *p, size_t bytes)
     cudaStream_t s;
     cudaError_t e;
     if (bytes == 0) return AC_OK;
-    s = (cudaStream_t)cuda_stream(device);
+    s = (cudaStream_t)cuda_stream_of("zeros", device);
     if (!s) return AC_ERR_DEVICE;
     e = cudaMemsetAsync(p, 0, bytes, s);
     return e == cudaSuccess ? AC_OK : cuda_error("zeros", e);
@@ -157,9 +168,7 @@ extern "C" int cuda_synchronize(int device)
         cudaStream_t s;
         cudaError_t e;
         if (cuda_check_device("synchronize", d)) return AC_ERR_DEVICE;
-        pthread_mutex_lock(&stream_lock);
-        s = g_streams[d];
-        pthread_mutex_unlock(&stream_lock);
+        s = __atomic_load_n(&g_streams[d], __ATOMIC_ACQUIRE);
         if (!s) continue;   /* nothing was ever issued there */
         e = cudaStreamSynchronize(s);
         if (e != cudaSuccess) return cuda_error("synchronize", e);

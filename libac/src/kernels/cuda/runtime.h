@@ -6,7 +6,7 @@
  * cuda.c implements them in a build without, each failing with "this build has
  * no CUDA". Every failure sets the calling thread's error (AC_ERR_DEVICE and
  * cudart's message) and returns NULL or a negative status; nothing aborts.
- * Kernels launch on cuda_stream(device): one stream per device, so work runs in
+ * Kernels launch on their device's stream: one stream per device, so work runs in
  * the order it was issued, and memory a scope freed can be reused by the next
  * kernel without a wait (it runs after the kernels that read the old tensor).
  */
@@ -24,13 +24,14 @@ extern "C" {
 /* error.c's, declared here too for runtime.cu, which cannot include internal.h (C99, not C++). */
 int error_set(int code, const char *fmt, ...);
 
-/* The number of devices (>= 1), initialising cudart on the first call; < 0 when
-   there is no usable device, with the reason. Only this initialises CUDA. */
-int cuda_device_count(void);
-/* 1 once cuda_device_count has run (whatever it found), else 0. */
-int cuda_initialized(void);
-/* AC_OK when device is an index below the device count (op names the caller). */
+/* AC_OK when cuda:device can be used; else AC_ERR_DEVICE naming op, the device
+   and the reason ("op: cuda:0 is not available: CUDA driver version is ...").
+   The first call initialises cudart; nothing else does. */
 int cuda_check_device(const char *op, int device);
+/* The number of usable devices (>= 1), or < 0 with the reason. */
+int cuda_device_count(void);
+/* 1 once cudart was initialised (whatever it found), else 0. */
+int cuda_initialized(void);
 /* Device memory from cudaMalloc, counted in cuda_mallocs; NULL on failure. */
 void *cuda_malloc(int device, size_t bytes);
 void cuda_free(int device, void *p);
@@ -42,8 +43,12 @@ int cuda_copy_on_device(int device, void *dst, const void *src, size_t bytes);
 int cuda_memset_zero(int device, void *p, size_t bytes);
 /* Wait for device's stream; device < 0: every device initialised so far. */
 int cuda_synchronize(int device);
-/* The cudaStream_t of device, as void *; NULL (and the error) on failure. */
-void *cuda_stream(int device);
+/* Make device the calling thread's current one and return its cudaStream_t (as
+   void *); NULL and the error, naming op, on failure. */
+void *cuda_stream_of(const char *op, int device);
+/* The stream of the calling thread's current device (the one the last
+   cuda_stream_of made current): for kernels that are given no device. */
+void *cuda_current_stream(void);
 /* After kernel launches: AC_OK, or the launch's error naming op. */
 int cuda_check_launch(const char *op);
 /* cudaMalloc calls made so far (AcMemStats.cuda_mallocs). */
