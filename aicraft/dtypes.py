@@ -181,10 +181,10 @@ def checked_device(d, what):
     from aicraft._ffi import lib
     from aicraft.errors import last_error
     count = lib.ac_cuda_device_count()
-    if count < 0:
-        message = last_error()[1]
-        raise DeviceError("%s: %s" % (what, message.split(": ", 1)[-1]))
     index = 0 if d.index is None else d.index
+    if count < 0:
+        reason = last_error()[1].split("is not available: ", 1)[-1]
+        raise DeviceError("%s: cuda:%d is not available: %s" % (what, index, reason))
     if not 0 <= index < count:
         raise DeviceError("%s: device %s is not available: %d CUDA device%s" % (what, d, count, "s"[:count != 1]))
     return device("cuda", index)

@@ -9,17 +9,11 @@ import subprocess
 import pytest
 
 import aicraft
+from conftest import c_link_libs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "demos", "c", "linear_regression.c")
 CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-
-
-def cuda_libs():
-    """What a build with CUDA adds to a static link (see aicraft.get_lib)."""
-    if not os.path.exists(os.path.join(aicraft.get_lib(), "libcudart_static.a")):
-        return []
-    return ["-L" + aicraft.get_lib(), "-lcudart_static", "-ldl", "-lrt"]
 
 
 def run_without_loader_path(exe, **extra):
@@ -50,8 +44,8 @@ def test_package_carries_header_and_static_library(tmp_path):
     assert os.path.isfile(os.path.join(aicraft.get_include(), "ac.h"))
     lib = os.path.join(aicraft.get_lib(), "libac.a")
     exe = str(tmp_path / "linreg")
-    subprocess.run([CC, "-std=c99", DEMO, "-I", aicraft.get_include(), lib, *cuda_libs(), "-lm",
-                    "-lpthread", "-o", exe], check=True)
+    subprocess.run([CC, "-std=c99", DEMO, "-I", aicraft.get_include(), lib, *c_link_libs(),
+                    "-o", exe], check=True)
     run = run_without_loader_path(exe)
     assert run.returncode == 0, run.stderr
     assert "(true 2)" in run.stdout

@@ -62,6 +62,9 @@ void *ac_to_dlpack(AcTensor *t, int versioned)
 {
     Export *e;
     if (tensor_check_any("to_dlpack", t, "tensor")) return NULL;
+    if (t->device != AC_CPU)
+        return error_null(AC_ERR_DEVICE, "to_dlpack: libac exports CPU tensors; copy this CUDA tensor "
+                          "to the CPU first");
     if (t->scope_depth != 0)
         return error_null(AC_ERR_SCOPE, "to_dlpack: tensor %s was made in a scope and dies with it; "
                           "keep() it first to share it", tensor_shape_str(t));
