@@ -71,11 +71,115 @@ static void test_a_device_without_a_backend_has_no_kernels(void)
     free_fake(gpu);
 }
 
+/* ---- every op refuses a tensor on a device without kernels ---------------- */
+
+/* One op, called on one tensor (b unused) or two: wrappers give all the same shape. */
+typedef struct {
+    const char *name;   /* the op's name in its errors */
+    AcTensor *(*call)(const AcTensor *a, const AcTensor *b);
+    int binary;
+} DeviceCase;
+
+static AcTensor *call_add(const AcTensor *a, const AcTensor *b) { return ac_add(a, b); }
+static AcTensor *call_sub(const AcTensor *a, const AcTensor *b) { return ac_sub(a, b); }
+static AcTensor *call_mul(const AcTensor *a, const AcTensor *b) { return ac_mul(a, b); }
+static AcTensor *call_div(const AcTensor *a, const AcTensor *b) { return ac_div(a, b); }
+static AcTensor *call_pow(const AcTensor *a, const AcTensor *b) { return ac_pow(a, b); }
+static AcTensor *call_add_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_add_scalar(a, 2.0f); }
+static AcTensor *call_mul_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_mul_scalar(a, 2.0f); }
+static AcTensor *call_rsub_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_rsub_scalar(a, 2.0f); }
+static AcTensor *call_div_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_div_scalar(a, 2.0f); }
+static AcTensor *call_rdiv_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_rdiv_scalar(a, 2.0f); }
+static AcTensor *call_pow_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_pow_scalar(a, 2.0f); }
+static AcTensor *call_clamp(const AcTensor *a, const AcTensor *b) { (void)b; return ac_clamp(a, 0.0f, 0.5f); }
+static AcTensor *call_neg(const AcTensor *a, const AcTensor *b) { (void)b; return ac_neg(a); }
+static AcTensor *call_exp(const AcTensor *a, const AcTensor *b) { (void)b; return ac_exp(a); }
+static AcTensor *call_log(const AcTensor *a, const AcTensor *b) { (void)b; return ac_log(a); }
+static AcTensor *call_log1p(const AcTensor *a, const AcTensor *b) { (void)b; return ac_log1p(a); }
+static AcTensor *call_sqrt(const AcTensor *a, const AcTensor *b) { (void)b; return ac_sqrt(a); }
+static AcTensor *call_abs(const AcTensor *a, const AcTensor *b) { (void)b; return ac_abs(a); }
+static AcTensor *call_sin(const AcTensor *a, const AcTensor *b) { (void)b; return ac_sin(a); }
+static AcTensor *call_cos(const AcTensor *a, const AcTensor *b) { (void)b; return ac_cos(a); }
+static AcTensor *call_relu(const AcTensor *a, const AcTensor *b) { (void)b; return ac_relu(a); }
+static AcTensor *call_sigmoid(const AcTensor *a, const AcTensor *b) { (void)b; return ac_sigmoid(a); }
+static AcTensor *call_tanh(const AcTensor *a, const AcTensor *b) { (void)b; return ac_tanh(a); }
+static AcTensor *call_gelu(const AcTensor *a, const AcTensor *b) { (void)b; return ac_gelu(a); }
+static AcTensor *call_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_softmax(a, 0); }
+static AcTensor *call_log_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_log_softmax(a, 1); }
+static AcTensor *call_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_dropout(a, 0.5f, 1); }
+static AcTensor *call_feature_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_feature_dropout(a, 0.5f, 1); }
+
+static const DeviceCase device_cases[] = {
+    {"add", call_add, 1}, {"sub", call_sub, 1}, {"mul", call_mul, 1}, {"div", call_div, 1},
+    {"pow", call_pow, 1}, {"add_scalar", call_add_scalar, 0}, {"mul_scalar", call_mul_scalar, 0},
+    {"rsub_scalar", call_rsub_scalar, 0}, {"div_scalar", call_div_scalar, 0},
+    {"rdiv_scalar", call_rdiv_scalar, 0}, {"pow_scalar", call_pow_scalar, 0},
+    {"clamp", call_clamp, 0}, {"neg", call_neg, 0}, {"exp", call_exp, 0}, {"log", call_log, 0},
+    {"log1p", call_log1p, 0}, {"sqrt", call_sqrt, 0}, {"abs", call_abs, 0}, {"sin", call_sin, 0},
+    {"cos", call_cos, 0}, {"relu", call_relu, 0}, {"sigmoid", call_sigmoid, 0},
+    {"tanh", call_tanh, 0}, {"gelu", call_gelu, 0}, {"softmax", call_softmax, 0},
+    {"log_softmax", call_log_softmax, 0}, {"dropout", call_dropout, 0},
+    {"feature_dropout", call_feature_dropout, 0},
+};
+
+/* 1.0 everywhere still: the op did not write into its input. */
+static int all_ones(const AcTensor *t)
+{
+    int64_t i;
+    for (i = 0; i < t->size; i++)
+        if (t->data[i] != 1.0f) return 0;
+    return 1;
+}
+
+/* The error names the op and the device, and the input is as it was. */
+static void check_refused(const DeviceCase *c, const AcTensor *out, const AcTensor *gpu)
+{
+    const char *msg = ac_last_error();
+    int named = strncmp(msg, c->name, strlen(c->name)) == 0 && msg[strlen(c->name)] == ':';
+    CHECK(!out && ac_last_error_code() == AC_ERR_DEVICE && named && strstr(msg, "cuda:0"));
+    CHECK(all_ones(gpu));
+    if (out || !named) fprintf(stderr, "  op %s: %s\n", c->name, msg);
+}
+
+static void test_every_op_refuses_a_device_without_kernels(void)
+{
+    AcTensor *gpu = fake_cuda_tensor(), *gpu2 = fake_cuda_tensor();
+    size_t i;
+    for (i = 0; i < sizeof device_cases / sizeof device_cases[0]; i++) {
+        const DeviceCase *c = &device_cases[i];
+        check_refused(c, c->call(gpu, c->binary ? gpu2 : NULL), gpu);
+        CHECK(all_ones(gpu2));
+    }
+    free_fake(gpu2);
+    free_fake(gpu);
+}
+
+static void test_every_binary_op_refuses_mixed_devices(void)
+{
+    int64_t shape[2] = {2, 3};
+    AcTensor *cpu = ac_full(shape, 2, 1.0f), *gpu = fake_cuda_tensor();
+    size_t i;
+    for (i = 0; i < sizeof device_cases / sizeof device_cases[0]; i++) {
+        const DeviceCase *c = &device_cases[i];
+        if (!c->binary) continue;
+        CHECK(!c->call(cpu, gpu) && ac_last_error_code() == AC_ERR_DEVICE);
+        CHECK(strstr(ac_last_error(), "same device") && strstr(ac_last_error(), c->name));
+        CHECK(!c->call(gpu, cpu) && ac_last_error_code() == AC_ERR_DEVICE);
+        CHECK(strstr(ac_last_error(), "same device") != NULL);
+        CHECK(all_ones(gpu) && all_ones(cpu));
+    }
+    free_fake(gpu);
+    ac_tensor_free(cpu);
+}
+
 int main(void)
 {
     RUN(test_new_tensors_are_on_the_cpu);
     RUN(test_inputs_on_two_devices_are_refused);
-    if (!ac_cuda_is_built())   /* with CUDA, cuda:0 has kernels, which must not see host memory */
+    if (!ac_cuda_is_built()) {   /* with CUDA, cuda:0 has kernels, which must not see host memory */
         RUN(test_a_device_without_a_backend_has_no_kernels);
+        RUN(test_every_op_refuses_a_device_without_kernels);
+    }
+    RUN(test_every_binary_op_refuses_mixed_devices);
     return TEST_REPORT();
 }

@@ -5,17 +5,15 @@
  * Dropout draws per element, feature dropout per block: x (N, C, ...) has
  * N * C blocks, each the rest of the dims, kept or zeroed as a whole. A block
  * is kept when a draw from the calling thread's generator is >= p, and scaled
- * by 1/(1-p) so the expected value is unchanged; the draws run in block order
- * on the calling thread, so ac_manual_seed makes the mask repeatable whatever
- * the thread count. The mask is saved, one byte per block, in the node context
- * for backward. When not training, or for p == 0, the output is a view of the
- * input with an identity gradient.
+ * by 1/(1-p) so the expected value is unchanged (the math: the device's
+ * kernel table, kernels/cpu/dropout.c for the CPU). The mask is saved, one
+ * byte per block, in the node context for backward. When not training, or
+ * for p == 0, the output is a view of the input with an identity gradient.
  *
  * Not here: Dropout and Dropout2d as modules (Python).
  */
 #include "graph.h"
-
-#include <string.h>
+#include "kernels/kernels.h"
 
 typedef struct {
     float scale;
@@ -36,10 +34,11 @@ static AcTensor *dropout_blocks(const char *op, const AcTensor *x, float p, int 
                                 int64_t block)
 {
     const int64_t blocks = block > 0 ? x->size / block : 0;
+    const AcKernels *k = kernels_for(x);
     DropoutCtx *ctx;
     AcTensor *out;
     float scale;
-    int64_t b, i;
+    int status;
     if (!(p >= 0.0f && p <= 1.0f))
         return error_null(AC_ERR_ARG, "%s: probability has to be between 0 and 1, but got %g", op,
                           (double)p);
@@ -54,12 +53,11 @@ static AcTensor *dropout_blocks(const char *op, const AcTensor *x, float p, int 
         ctx->scale = scale;
         ctx->block = block;
     }
-    for (b = 0; b < blocks; b++) {
-        const int keep = rng_uniform() >= p;
-        const float *xb = x->data + b * block;
-        float *ob = out->data + b * block;
-        for (i = 0; i < block; i++) ob[i] = keep ? xb[i] * scale : 0.0f;
-        if (ctx) ctx->keep[b] = (uint8_t)keep;
+    status = k->dropout ? k->dropout(x->data, out->data, ctx ? ctx->keep : NULL, blocks, block, p, scale)
+                        : kernel_missing(op, out);
+    if (status) {
+        ac_tensor_free(out);
+        return NULL;
     }
     return out;
 }
@@ -98,14 +96,9 @@ static int dropout_backward(AcGradNode *node, const AcTensor *gout, AcTensor **g
 {
     const DropoutCtx *ctx = node->context;
     const int64_t block = ctx->block, blocks = block > 0 ? gout->size / block : 0;
-    int64_t b, i;
+    const AcKernels *k = kernels_for(gout);
+    if (!k->dropout_backward) return kernel_missing(node->op, gout);
     gin[0] = tensor_alloc_like(node->op, node->inputs[0]);
     if (!gin[0]) return ac_last_error_code();
-    for (b = 0; b < blocks; b++) {
-        const float *g = gout->data + b * block;
-        float *dx = gin[0]->data + b * block;
-        if (!ctx->keep[b]) memset(dx, 0, (size_t)block * sizeof(float));
-        else for (i = 0; i < block; i++) dx[i] = g[i] * ctx->scale;
-    }
-    return AC_OK;
+    return k->dropout_backward(gout->data, gin[0]->data, ctx->keep, blocks, block, ctx->scale);
 }

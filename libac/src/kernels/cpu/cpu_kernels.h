@@ -12,4 +12,59 @@ int cpu_copy(void *dst, const void *src, size_t bytes);
 int cpu_fill(AcTensor *t, double value);
 int cpu_add_into(float *dst, const float *src, int64_t n);
 
+/* cpu/elementwise.c */
+int cpu_add(const AcMap *m);
+int cpu_sub(const AcMap *m);
+int cpu_mul(const AcMap *m);
+int cpu_div(const AcMap *m);
+int cpu_pow(const AcMap *m);
+int cpu_div_backward_b(const AcMap *m);
+int cpu_pow_backward_base(const AcMap *m);
+int cpu_pow_backward_exp(const AcMap *m);
+int cpu_add_scalar(const AcMap *m);
+int cpu_mul_scalar(const AcMap *m);
+int cpu_rsub_scalar(const AcMap *m);
+int cpu_div_scalar(const AcMap *m);
+int cpu_rdiv_scalar(const AcMap *m);
+int cpu_pow_scalar(const AcMap *m);
+int cpu_clamp(const AcMap *m);
+int cpu_neg(const AcMap *m);
+int cpu_exp(const AcMap *m);
+int cpu_log(const AcMap *m);
+int cpu_log1p(const AcMap *m);
+int cpu_sqrt(const AcMap *m);
+int cpu_abs(const AcMap *m);
+int cpu_sin(const AcMap *m);
+int cpu_cos(const AcMap *m);
+int cpu_rdiv_scalar_backward(const AcMap *m);
+int cpu_pow_scalar_backward(const AcMap *m);
+int cpu_clamp_backward(const AcMap *m);
+int cpu_log1p_backward(const AcMap *m);
+int cpu_sqrt_backward(const AcMap *m);
+int cpu_abs_backward(const AcMap *m);
+int cpu_sin_backward(const AcMap *m);
+int cpu_cos_backward(const AcMap *m);
+
+/* cpu/activation.c */
+int cpu_relu(const float *x, float *out, int64_t n);
+int cpu_sigmoid(const float *x, float *out, int64_t n);
+int cpu_tanh(const float *x, float *out, int64_t n);
+int cpu_gelu(const float *x, float *out, int64_t n);
+int cpu_relu_backward(const float *g, const float *y, float *out, int64_t n);
+int cpu_sigmoid_backward(const float *g, const float *y, float *out, int64_t n);
+int cpu_tanh_backward(const float *g, const float *y, float *out, int64_t n);
+int cpu_gelu_backward(const float *g, const float *x, float *out, int64_t n);
+int cpu_softmax(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+int cpu_log_softmax(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+int cpu_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n,
+                         int64_t inner);
+int cpu_log_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n,
+                             int64_t inner);
+
+/* cpu/dropout.c */
+int cpu_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64_t block, float p,
+                float scale);
+int cpu_dropout_backward(const float *g, float *gin, const uint8_t *keep, int64_t blocks,
+                         int64_t block, float scale);
+
 #endif /* AC_CPU_KERNELS_H */

@@ -9,6 +9,57 @@ const AcKernels ac_cpu_kernels = {
     .fill = cpu_fill,
     /* autograd.c */
     .add_into = cpu_add_into,
+
+    /* elementwise.c */
+    .add = cpu_add,
+    .sub = cpu_sub,
+    .mul = cpu_mul,
+    .div = cpu_div,
+    .pow = cpu_pow,
+    .div_backward_b = cpu_div_backward_b,
+    .pow_backward_base = cpu_pow_backward_base,
+    .pow_backward_exp = cpu_pow_backward_exp,
+    .add_scalar = cpu_add_scalar,
+    .mul_scalar = cpu_mul_scalar,
+    .rsub_scalar = cpu_rsub_scalar,
+    .div_scalar = cpu_div_scalar,
+    .rdiv_scalar = cpu_rdiv_scalar,
+    .pow_scalar = cpu_pow_scalar,
+    .clamp = cpu_clamp,
+    .neg = cpu_neg,
+    .exp = cpu_exp,
+    .log = cpu_log,
+    .log1p = cpu_log1p,
+    .sqrt = cpu_sqrt,
+    .abs = cpu_abs,
+    .sin = cpu_sin,
+    .cos = cpu_cos,
+    .rdiv_scalar_backward = cpu_rdiv_scalar_backward,
+    .pow_scalar_backward = cpu_pow_scalar_backward,
+    .clamp_backward = cpu_clamp_backward,
+    .log1p_backward = cpu_log1p_backward,
+    .sqrt_backward = cpu_sqrt_backward,
+    .abs_backward = cpu_abs_backward,
+    .sin_backward = cpu_sin_backward,
+    .cos_backward = cpu_cos_backward,
+
+    /* activation.c */
+    .relu = cpu_relu,
+    .sigmoid = cpu_sigmoid,
+    .tanh = cpu_tanh,
+    .gelu = cpu_gelu,
+    .relu_backward = cpu_relu_backward,
+    .sigmoid_backward = cpu_sigmoid_backward,
+    .tanh_backward = cpu_tanh_backward,
+    .gelu_backward = cpu_gelu_backward,
+    .softmax = cpu_softmax,
+    .log_softmax = cpu_log_softmax,
+    .softmax_backward = cpu_softmax_backward,
+    .log_softmax_backward = cpu_log_softmax_backward,
+
+    /* dropout.c */
+    .dropout = cpu_dropout,
+    .dropout_backward = cpu_dropout_backward,
 };
 
 static const AcKernels no_kernels;
