@@ -44,7 +44,7 @@ ifeq ($(AC_CUDA),1)
 # where nvcc's own install is (its TOP), even when NVCC is a wrapper script
 CUDA_HOME ?= $(realpath $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p'))
 NVCCFLAGS := -O3 -std=c++20 -gencode arch=compute_90,code=[sm_90,compute_90] -Werror all-warnings \
-             -Xcompiler -fPIC,-fno-exceptions,-fno-threadsafe-statics,-Wall,-Wextra
+             -Xcompiler -fPIC,-fno-exceptions,-fno-threadsafe-statics,-Wall,-Wextra,-Wno-missing-field-initializers
 CU_SRC    := $(sort $(wildcard libac/src/kernels/cuda/*.cu))
 CU_OBJ    := $(CU_SRC:libac/src/%.cu=build/cuda/%.o)
 CUDA_DEF  := -DAC_HAVE_CUDA=1

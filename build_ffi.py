@@ -57,7 +57,7 @@ def nvcc():
 NVCC = nvcc()
 # Same flags as the Makefile's NVCCFLAGS: sm_90 code and PTX for later GPUs.
 NVCC_FLAGS = ["-O3", "-std=c++20", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
-              "-Werror", "all-warnings", "-Xcompiler", "-fPIC,-fno-exceptions,-fno-threadsafe-statics,-Wall,-Wextra",
+              "-Werror", "all-warnings", "-Xcompiler", "-fPIC,-fno-exceptions,-fno-threadsafe-statics,-Wall,-Wextra,-Wno-missing-field-initializers",
               "-I" + os.path.join("libac", "include"), "-I" + os.path.join("libac", "src")]
 
 

@@ -1,0 +1,74 @@
+/*
+ * cpu/linear.c - the CPU's kernels for linear.c: y = x W^T + b and its
+ * backward, on top of gemm.
+ *
+ * Forward is one NT gemm into an output that already holds the bias in every
+ * row (beta = 1), so the bias costs no second pass. Backward is two gemm
+ * calls with transpose flags, dx = g W (NN) and dW = g^T x (TN), plus column
+ * sums of g for db: no transposed copies.
+ */
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <string.h>
+
+#define LINEAR_GRAIN 16384   /* elements of g summed per parallel task, at least */
+
+int cpu_linear(int64_t rows, int64_t in, int64_t out, const float *x, const float *w,
+               const float *bias, float *y)
+{
+    int64_t r;
+    if (rows * out == 0) return AC_OK;
+    if (bias)
+        for (r = 0; r < rows; r++) memcpy(y + r * out, bias, (size_t)out * sizeof(float));
+    else if (in == 0)
+        memset(y, 0, (size_t)(rows * out) * sizeof(float));
+    if (in > 0) gemm(0, 1, rows, out, in, 1.0f, x, in, w, in, bias ? 1.0f : 0.0f, y, out);
+    return AC_OK;
+}
+
+typedef struct {
+    const float *g;
+    float *db;
+    int64_t rows, cols;
+} ColumnSumJob;
+
+/* Each task owns a band of columns and adds the rows in order: the sums do
+   not depend on how the columns were shared out. */
+static void column_sum_task(void *ctx, int64_t begin, int64_t end)
+{
+    const ColumnSumJob *job = ctx;
+    int64_t r, c;
+    for (c = begin; c < end; c++) job->db[c] = 0.0f;
+    for (r = 0; r < job->rows; r++) {
+        const float *row = job->g + r * job->cols;
+        for (c = begin; c < end; c++) job->db[c] += row[c];
+    }
+}
+
+static void bias_grad(const float *gy, int64_t rows, int64_t cols, float *db)
+{
+    ColumnSumJob job;
+    int64_t grain;
+    if (cols == 0) return;
+    job.g = gy;
+    job.db = db;
+    job.rows = rows;
+    job.cols = cols;
+    grain = rows >= LINEAR_GRAIN ? 1 : LINEAR_GRAIN / (rows > 0 ? rows : 1);
+    parallel_for(cols, grain, column_sum_task, &job);
+}
+
+int cpu_linear_backward(int64_t rows, int64_t in, int64_t out, const float *x, const float *w,
+                        const float *gy, float *dx, float *dw, float *db)
+{
+    if (dx && out == 0)
+        memset(dx, 0, (size_t)(rows * in) * sizeof(float));
+    else if (dx && rows * in > 0)
+        gemm(0, 0, rows, in, out, 1.0f, gy, out, w, in, 0.0f, dx, in);
+    if (dw && rows == 0)
+        memset(dw, 0, (size_t)(out * in) * sizeof(float));
+    else if (dw && out * in > 0)
+        gemm(1, 0, out, in, rows, 1.0f, gy, out, x, in, 0.0f, dw, in);
+    if (db) bias_grad(gy, rows, out, db);
+    return AC_OK;
+}
