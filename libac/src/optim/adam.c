@@ -4,66 +4,14 @@
  * and maximize off), down to the order of the floating-point operations.
  *
  * The caller owns the two moment tensors and counts the steps. Nothing is
- * allocated here.
+ * allocated here. The update runs in the device's kernel (kernels/cpu/optim.c
+ * on the CPU).
  */
 #include "optim.h"
 #include "graph.h"
+#include "kernels/kernels.h"
 
-#include <float.h>
 #include <math.h>
-
-/* Elements per task: below this, handing work to the pool costs more than it saves. */
-#define ADAM_GRAIN 16384
-
-typedef struct {
-    float *param, *exp_avg, *exp_avg_sq;
-    const float *grad;
-    float avg_weight;        /* 1 - beta1: exp_avg moves this far towards the gradient */
-    float beta2, sq_weight;  /* sq_weight = 1 - beta2 */
-    float neg_step_size;     /* -lr / (1 - beta1^step) */
-    float bc2_sqrt;          /* sqrt(1 - beta2^step) */
-    float eps, weight_decay;
-    float decay_factor;      /* AdamW: param *= 1 - lr * weight_decay */
-    int decoupled;
-} AdamJob;
-
-/* PyTorch's lerp: exp_avg.lerp_(grad, 1 - beta1), whose formula depends on the weight. */
-static float lerp(float start, float end, float weight)
-{
-    return weight < 0.5f ? start + weight * (end - start)
-                         : end - (end - start) * (1.0f - weight);
-}
-
-/* One fused pass over the tensor; the branches test values fixed for the call. */
-static void adam_chunk(void *ctx, int64_t begin, int64_t end)
-{
-    const AdamJob *job = ctx;
-    float *param = job->param, *m = job->exp_avg, *v = job->exp_avg_sq;
-    const float *grad = job->grad;
-    const float w1 = job->avg_weight, beta2 = job->beta2, w2 = job->sq_weight;
-    const float neg_step_size = job->neg_step_size, bc2_sqrt = job->bc2_sqrt, eps = job->eps;
-    const float wd = job->weight_decay, decay_factor = job->decay_factor;
-    const int decoupled = job->decoupled;
-    int64_t i;
-    for (i = begin; i < end; i++) {
-        float p = param[i], g = grad[i], mi, vi, denom;
-        if (wd != 0.0f) {
-            if (decoupled) p *= decay_factor;
-            else g += wd * p;
-        }
-        mi = lerp(m[i], g, w1);
-        vi = v[i] * beta2 + w2 * g * g;
-        /* A unit whose gradient stays zero decays its moments into subnormals, and
-           x86 arithmetic on those is ~100x slower: flush them. This departs from
-           PyTorch only below FLT_MIN (1.2e-38), where the update is zero anyway. */
-        if (fabsf(mi) < FLT_MIN) mi = 0.0f;
-        if (vi < FLT_MIN) vi = 0.0f;
-        m[i] = mi;
-        v[i] = vi;
-        denom = sqrtf(vi) / bc2_sqrt + eps;
-        param[i] = p + neg_step_size * mi / denom;
-    }
-}
 
 static int adam_step_replay(AcTensor **t, const double *attr)
 {
@@ -76,8 +24,9 @@ int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64
 {
     if (ops_observed) return graph_call("adam_step", adam_step_replay, 3, 0, (AcTensor *[]){param, exp_avg, exp_avg_sq}, (double[]){(double)step, lr, beta1, beta2, eps, weight_decay, decoupled}, 7);
     const char *op = decoupled ? "adamw_step" : "adam_step";
-    AdamJob job;
-    double bias_correction1, bias_correction2;
+    const AcKernels *k;
+    AdamArgs args;
+    const float *grad;
     if (optim_check_param(op, param, step, lr)) return ac_last_error_code();
     /* The comparisons are written so that NaN fails them too. */
     if (!(eps >= 0.0f)) return error_set(AC_ERR_ARG, "%s: invalid epsilon value %g", op, eps);
@@ -93,24 +42,23 @@ int ac_adam_step(AcTensor *param, AcTensor *exp_avg, AcTensor *exp_avg_sq, int64
     if (exp_avg->data == exp_avg_sq->data)
         return error_set(AC_ERR_ARG, "%s: exp_avg and exp_avg_sq share memory", op);
     if (optim_check_grad(op, param)) return ac_last_error_code();
+    if (same_device(op, param, param->grad) || same_device(op, param, exp_avg) ||
+        same_device(op, param, exp_avg_sq))
+        return AC_ERR_DEVICE;
+    k = kernels_for(param);
+    if (!k->adam_step) return kernel_missing(op, param);
     if (!param->grad || param->size == 0) return AC_OK;
 
+    args.lr = lr;
+    args.beta1 = beta1;
+    args.beta2 = beta2;
+    args.eps = eps;
+    args.weight_decay = weight_decay;
+    args.decoupled = decoupled ? 1 : 0;
     /* Scalars in double, as PyTorch computes them in Python before the tensor ops. */
-    bias_correction1 = 1.0 - pow((double)beta1, (double)step);
-    bias_correction2 = 1.0 - pow((double)beta2, (double)step);
-    job.param = param->data;
-    job.exp_avg = exp_avg->data;
-    job.exp_avg_sq = exp_avg_sq->data;
-    job.grad = param->grad->data;
-    job.avg_weight = (float)(1.0 - (double)beta1);
-    job.beta2 = beta2;
-    job.sq_weight = (float)(1.0 - (double)beta2);
-    job.neg_step_size = (float)(-(double)lr / bias_correction1);
-    job.bc2_sqrt = (float)sqrt(bias_correction2);
-    job.eps = eps;
-    job.weight_decay = weight_decay;
-    job.decay_factor = (float)(1.0 - (double)lr * (double)weight_decay);
-    job.decoupled = decoupled ? 1 : 0;
-    parallel_for(param->size, ADAM_GRAIN, adam_chunk, &job);
-    return AC_OK;
+    args.bias_correction1 = 1.0 - pow((double)beta1, (double)step);
+    args.bias_correction2 = 1.0 - pow((double)beta2, (double)step);
+    grad = param->grad->data;
+    return k->adam_step(&args, 1, &param->data, &grad, &exp_avg->data, &exp_avg_sq->data,
+                        &param->size);
 }

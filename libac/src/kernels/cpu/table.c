@@ -82,6 +82,9 @@ const AcKernels ac_cpu_kernels = {
     .embedding_bad_id = cpu_embedding_bad_id,
     .embedding = cpu_embedding,
     .embedding_backward = cpu_embedding_backward,
+    /* optim/ */
+    .sgd_step = cpu_sgd_step,
+    .adam_step = cpu_adam_step,
 };
 
 static const AcKernels no_kernels;
