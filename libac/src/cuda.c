@@ -87,6 +87,12 @@ void *cuda_stream_of(const char *op, int device)
 }
 void *cuda_current_stream(void) { return cuda_stream_of("cuda", 0); }
 int cuda_check_launch(const char *op) { return cuda_check_device(op, 0); }
+void *cuda_scratch(size_t bytes)
+{
+    (void)bytes;
+    cuda_check_device("cuda", 0);
+    return NULL;
+}
 int64_t cuda_malloc_count(void) { return 0; }
 
 #endif /* AC_HAVE_CUDA */

@@ -33,4 +33,73 @@ int cuda_copy(void *dst, const void *src, size_t bytes);
 int cuda_fill(AcTensor *t, double value);
 int cuda_add_into(float *dst, const float *src, int64_t n);
 
+/* elementwise.cu */
+int cuda_add(const AcMap *m);
+int cuda_sub(const AcMap *m);
+int cuda_mul(const AcMap *m);
+int cuda_div(const AcMap *m);
+int cuda_pow(const AcMap *m);
+int cuda_div_backward_b(const AcMap *m);
+int cuda_pow_backward_base(const AcMap *m);
+int cuda_pow_backward_exp(const AcMap *m);
+int cuda_add_scalar(const AcMap *m);
+int cuda_mul_scalar(const AcMap *m);
+int cuda_rsub_scalar(const AcMap *m);
+int cuda_div_scalar(const AcMap *m);
+int cuda_rdiv_scalar(const AcMap *m);
+int cuda_pow_scalar(const AcMap *m);
+int cuda_clamp(const AcMap *m);
+int cuda_neg(const AcMap *m);
+int cuda_exp(const AcMap *m);
+int cuda_log(const AcMap *m);
+int cuda_log1p(const AcMap *m);
+int cuda_sqrt(const AcMap *m);
+int cuda_abs(const AcMap *m);
+int cuda_sin(const AcMap *m);
+int cuda_cos(const AcMap *m);
+int cuda_rdiv_scalar_backward(const AcMap *m);
+int cuda_pow_scalar_backward(const AcMap *m);
+int cuda_clamp_backward(const AcMap *m);
+int cuda_log1p_backward(const AcMap *m);
+int cuda_sqrt_backward(const AcMap *m);
+int cuda_abs_backward(const AcMap *m);
+int cuda_sin_backward(const AcMap *m);
+int cuda_cos_backward(const AcMap *m);
+
+/* activation.cu */
+int cuda_relu(const float *x, float *out, int64_t n);
+int cuda_sigmoid(const float *x, float *out, int64_t n);
+int cuda_tanh(const float *x, float *out, int64_t n);
+int cuda_gelu(const float *x, float *out, int64_t n);
+int cuda_relu_backward(const float *g, const float *y, float *out, int64_t n);
+int cuda_sigmoid_backward(const float *g, const float *y, float *out, int64_t n);
+int cuda_tanh_backward(const float *g, const float *y, float *out, int64_t n);
+int cuda_gelu_backward(const float *g, const float *x, float *out, int64_t n);
+int cuda_softmax(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+int cuda_log_softmax(const float *x, float *out, int64_t rows, int64_t n, int64_t inner);
+int cuda_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n, int64_t inner);
+int cuda_log_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n,
+                              int64_t inner);
+
+/* dropout.cu */
+int cuda_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64_t block, float p,
+                 float scale);
+int cuda_dropout_backward(const float *g, float *gin, const uint8_t *keep, int64_t blocks, int64_t block,
+                          float scale);
+
+/* gemm.cu */
+int cuda_matmul(const MatmulShape *s, const float *a, const float *b, float *out);
+int cuda_matmul_grad(const MatmulShape *s, const float *a, const float *b, const float *gout, float *grad,
+                     int of_b);
+int cuda_linear(int64_t rows, int64_t in, int64_t out, const float *x, const float *w, const float *bias,
+                float *y);
+int cuda_linear_backward(int64_t rows, int64_t in, int64_t out, const float *x, const float *w, const float *gy,
+                         float *dx, float *dw, float *db);
+
+/* optim.cu */
+int cuda_sgd_step(const SgdArgs *args, int count, float *const *params, const float *const *grads,
+                  float *const *momentum, const int64_t *sizes);
+int cuda_adam_step(const AdamArgs *args, int count, float *const *params, const float *const *grads,
+                   float *const *exp_avg, float *const *exp_avg_sq, const int64_t *sizes);
+
 #endif /* AC_CUDA_KERNELS_H */

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int g_initialized;
@@ -183,3 +184,46 @@ extern "C" int cuda_check_launch(const char *op)
 }
 
 extern "C" int64_t cuda_malloc_count(void) { return __atomic_load_n(&g_mallocs, __ATOMIC_RELAXED); }
+
+typedef struct {
+    void *p[CUDA_MAX_DEVICES];
+    size_t bytes[CUDA_MAX_DEVICES];
+} Scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *arg)
+{
+    Scratch *s = (Scratch *)arg;
+    for (int d = 0; d < CUDA_MAX_DEVICES; d++) cuda_free(d, s->p[d]);
+    free(s);
+}
+
+static void scratch_key_create(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+extern "C" void *cuda_scratch(size_t bytes)
+{
+    Scratch *s;
+    int device = 0;
+    pthread_once(&scratch_once, scratch_key_create);
+    s = (Scratch *)pthread_getspecific(scratch_key);
+    if (!s) {
+        s = (Scratch *)calloc(1, sizeof *s);
+        if (!s) {
+            error_set(AC_ERR_MEMORY, "cuda: out of memory");
+            return NULL;
+        }
+        pthread_setspecific(scratch_key, s);
+    }
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= CUDA_MAX_DEVICES) device = 0;
+    if (s->bytes[device] < bytes) {
+        size_t grown = bytes < 2 * s->bytes[device] ? 2 * s->bytes[device] : bytes;
+        void *p = cuda_malloc(device, grown);
+        if (!p) return NULL;
+        cuda_free(device, s->p[device]);   /* waits for the kernels that used it */
+        s->p[device] = p;
+        s->bytes[device] = grown;
+    }
+    return s->p[device];
+}

@@ -49,6 +49,11 @@ void *cuda_stream_of(const char *op, int device);
 /* The stream of the calling thread's current device (the one the last
    cuda_stream_of made current): for kernels that are given no device. */
 void *cuda_current_stream(void);
+/* Device memory for a kernel's temporaries on the current device: one buffer per
+   thread and device, grown as needed (counted in cuda_mallocs, so flat once
+   warm); valid until the thread's next cuda_scratch. Reusing it at once is
+   safe: the kernels that read it run before any issued later. */
+void *cuda_scratch(size_t bytes);
 /* After kernel launches: AC_OK, or the launch's error naming op. */
 int cuda_check_launch(const char *op);
 /* cudaMalloc calls made so far (AcMemStats.cuda_mallocs). */
