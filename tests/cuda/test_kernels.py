@@ -132,3 +132,26 @@ def test_fill_copy_and_mixing_devices():
     with pytest.raises(ac.DeviceError, match="same device"):
         x + ac.ones(3, 5)
     assert repr(x).endswith("device='cuda:0')")
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kw", [
+    ((2, 1, 28, 28), (16, 1, 3, 3), dict(padding=1)), ((3, 4, 9, 7), (6, 2, 3, 2), dict(stride=2, groups=2)),
+    ((1, 3, 11, 10), (5, 3, 3, 3), dict(padding=2, dilation=2)), ((2, 8, 5, 5), (4, 8, 1, 1), {}),
+    ((0, 3, 5, 5), (2, 3, 3, 3), {}),
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d(x_shape, w_shape, kw, bias):
+    x, w, b = leaves(x_shape, w_shape, (w_shape[0],))
+    if bias:
+        check(lambda u, v, c: F.conv2d(u, v, c, **kw), x, w, b, atol=1e-4)
+    else:
+        check(lambda u, v: F.conv2d(u, v, **kw), x, w, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn", [lambda t: F.max_pool2d(t, 2), lambda t: F.max_pool2d(t, 3, stride=2, padding=1),
+                                lambda t: F.avg_pool2d(t, 2), lambda t: F.avg_pool2d(t, 3, stride=2, padding=1),
+                                lambda t: F.adaptive_avg_pool2d(t, (3, 2))])
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (1, 2, 7, 9)])
+def test_pooling(fn, shape):
+    [x] = leaves(shape)
+    check(fn, x)

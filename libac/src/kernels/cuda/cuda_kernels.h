@@ -96,6 +96,17 @@ int cuda_linear(int64_t rows, int64_t in, int64_t out, const float *x, const flo
 int cuda_linear_backward(int64_t rows, int64_t in, int64_t out, const float *x, const float *w, const float *gy,
                          float *dx, float *dw, float *db);
 
+/* conv.cu */
+int cuda_conv2d(const ConvShape *s, const float *x, const float *w, const float *bias, float *out);
+int cuda_conv2d_backward(const ConvShape *s, const float *x, const float *w, const float *gy, float *dx, float *dw,
+                         float *db);
+
+/* pool.cu */
+int cuda_max_pool2d(const PoolGeom *g, const float *x, float *y, int32_t *argmax);
+int cuda_max_pool2d_backward(const PoolGeom *g, const float *gy, const int32_t *argmax, float *dx);
+int cuda_avg_pool2d(const PoolGeom *g, const float *x, float *y);
+int cuda_avg_pool2d_backward(const PoolGeom *g, const float *gy, float *dx);
+
 /* optim.cu */
 int cuda_sgd_step(const SgdArgs *args, int count, float *const *params, const float *const *grads,
                   float *const *momentum, const int64_t *sizes);

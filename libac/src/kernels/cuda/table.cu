@@ -64,6 +64,14 @@ extern "C" const AcKernels ac_cuda_kernels = {
     .matmul_grad = cuda_matmul_grad,
     .linear = cuda_linear,
     .linear_backward = cuda_linear_backward,
+    /* conv.c */
+    .conv2d = cuda_conv2d,
+    .conv2d_backward = cuda_conv2d_backward,
+    /* pool.c */
+    .max_pool2d = cuda_max_pool2d,
+    .max_pool2d_backward = cuda_max_pool2d_backward,
+    .avg_pool2d = cuda_avg_pool2d,
+    .avg_pool2d_backward = cuda_avg_pool2d_backward,
     /* optim/ */
     .sgd_step = cuda_sgd_step,
     .adam_step = cuda_adam_step,
