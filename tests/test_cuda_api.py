@@ -153,3 +153,14 @@ def test_this_build_links_cuda_when_it_has_it():
     import aicraft._libac as ext
     symbols = subprocess.run(["nm", ext.__file__], capture_output=True, text=True).stdout
     assert ("cudaMalloc" in symbols) == bool(lib.ac_cuda_is_built())
+
+
+def test_allow_tf32_is_a_process_wide_switch():
+    assert ac.backends.cuda.matmul.allow_tf32 is False
+    ac.backends.cuda.matmul.allow_tf32 = True
+    try:
+        assert lib.ac_cuda_allow_tf32() == 1 and ac.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        ac.backends.cuda.matmul.allow_tf32 = False
+    assert lib.ac_cuda_set_allow_tf32(2) == lib.AC_ERR_ARG and lib.ac_cuda_allow_tf32() == 0
+    assert ac.backends.cuda.is_built() is bool(lib.ac_cuda_is_built())

@@ -580,6 +580,11 @@ int ac_cuda_is_available(void);          /* 1 when a device can be used, else 0;
 int ac_cuda_device_count(void);          /* >= 1, or < 0 (AC_ERR_DEVICE, the reason) */
 int ac_cuda_is_initialized(void);        /* 1 once a call has initialised cudart, else 0 */
 int ac_cuda_synchronize(int device);     /* wait for device's stream; -1: every device */
+/* Let CUDA matmul, linear and the like run on the tensor cores in TF32 (inputs
+   rounded to a 10-bit mantissa, sums in float32): faster, less exact. Off by
+   default; the setting is process-wide. allow is 0 or 1. */
+int ac_cuda_set_allow_tf32(int allow);
+int ac_cuda_allow_tf32(void);            /* the setting: 0 or 1 */
 /* t copied to device (AC_CPU, or AC_CUDA number device_index), in the current
    scope: differentiable (backward copies the gradient back), even to t's own
    device. A copy to the CPU waits until the data is there. */

@@ -39,6 +39,18 @@ int ac_cuda_synchronize(int device)
     return cuda_synchronize(device);
 }
 
+static int g_allow_tf32;
+
+int ac_cuda_set_allow_tf32(int allow)
+{
+    if (allow != 0 && allow != 1)
+        return error_set(AC_ERR_ARG, "cuda_set_allow_tf32: allow is %d, not 0 or 1", allow);
+    __atomic_store_n(&g_allow_tf32, allow, __ATOMIC_RELAXED);
+    return AC_OK;
+}
+
+int ac_cuda_allow_tf32(void) { return __atomic_load_n(&g_allow_tf32, __ATOMIC_RELAXED); }
+
 #ifndef AC_HAVE_CUDA
 
 int cuda_check_device(const char *op, int device)

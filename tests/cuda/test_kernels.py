@@ -155,3 +155,13 @@ def test_conv2d(x_shape, w_shape, kw, bias):
 def test_pooling(fn, shape):
     [x] = leaves(shape)
     check(fn, x)
+
+
+@pytest.mark.parametrize("shapes", [((65, 129), (129, 67)), ((4, 3, 6), (6, 2)), ((64, 784), (784, 128))])
+def test_matmul_on_tensor_cores_in_tf32(shapes):
+    a, b = leaves(*shapes)
+    ac.backends.cuda.matmul.allow_tf32 = True
+    try:
+        check(lambda u, v: u @ v, a, b, rtol=2e-2, atol=2e-2)   # inputs rounded to 10 mantissa bits
+    finally:
+        ac.backends.cuda.matmul.allow_tf32 = False

@@ -8,8 +8,16 @@
  * outputs from 16-deep panels of A and B staged in shared memory; the edges
  * are bounds-checked. beta == 0 never reads C. linear's bias is added in the
  * same pass (the epilogue), not in a second kernel.
+ *
+ * With ac_cuda_set_allow_tf32(1) (PyTorch's allow_tf32, off by default) the
+ * products run on the tensor cores in TF32 (10-bit mantissa inputs, float32
+ * sums): each warp of a 4-warp block makes a 16 x 16 tile of a 32 x 32 block
+ * tile with WMMA m16n16k8, from 8-deep panels in shared memory; the epilogue
+ * is the same.
  */
 #include "kernels/cuda/cuda_kernels.h"
+
+#include <mma.h>
 
 #define TILE 64
 #define DEPTH 16
@@ -64,15 +72,64 @@ __global__ void __launch_bounds__(256) sgemm_kernel(int ta, int tb, int64_t m, i
     }
 }
 
+#define TC_TILE 32
+#define TC_DEPTH 8
+
+__global__ void __launch_bounds__(128) tf32_gemm_kernel(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                                        const float *A, int64_t lda, const float *B, int64_t ldb,
+                                                        float beta, float *C, int64_t ldc, const float *bias)
+{
+    using namespace nvcuda;
+    __shared__ __align__(32) float As[TC_TILE][TC_DEPTH];     /* row-major 32 x 8 */
+    __shared__ __align__(32) float Bs[TC_DEPTH][TC_TILE];     /* row-major 8 x 32 */
+    __shared__ __align__(32) float Cs[TC_TILE][TC_TILE];
+    const int warp = threadIdx.x / 32, wr = (warp / 2) * 16, wc = (warp % 2) * 16;
+    const int64_t row0 = (int64_t)blockIdx.y * TC_TILE, col0 = (int64_t)blockIdx.x * TC_TILE;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int64_t k0 = 0; k0 < k; k0 += TC_DEPTH) {
+        for (int l = threadIdx.x; l < TC_TILE * TC_DEPTH; l += 128) {
+            const int i = l / TC_DEPTH, kk = l % TC_DEPTH;
+            const int64_t r = row0 + i, c = k0 + kk;
+            As[i][kk] = wmma::__float_to_tf32(r < m && c < k ? (ta ? A[c * lda + r] : A[r * lda + c]) : 0.0f);
+            const int kb = l / TC_TILE, j = l % TC_TILE;
+            const int64_t rb = k0 + kb, cb = col0 + j;
+            Bs[kb][j] = wmma::__float_to_tf32(rb < k && cb < n ? (tb ? B[cb * ldb + rb] : B[rb * ldb + cb]) : 0.0f);
+        }
+        __syncthreads();
+        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b;
+        wmma::load_matrix_sync(a, &As[wr][0], TC_DEPTH);
+        wmma::load_matrix_sync(b, &Bs[0][wc], TC_TILE);
+        wmma::mma_sync(acc, a, b, acc);
+        __syncthreads();
+    }
+    wmma::store_matrix_sync(&Cs[wr][wc], acc, TC_TILE, wmma::mem_row_major);
+    __syncthreads();
+    for (int l = threadIdx.x; l < TC_TILE * TC_TILE; l += 128) {
+        const int64_t r = row0 + l / TC_TILE, c = col0 + l % TC_TILE;
+        if (r >= m || c >= n) continue;
+        float v = alpha * Cs[l / TC_TILE][l % TC_TILE];
+        if (beta != 0.0f) v += beta * C[r * ldc + c];
+        if (bias) v += bias[c];
+        C[r * ldc + c] = v;
+    }
+}
+
 static int gemm_run(cudaStream_t s, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                     int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
                     const float *bias)
 {
-    dim3 grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
+    const int tf32 = ac_cuda_allow_tf32();
+    const int64_t tile = tf32 ? TC_TILE : TILE;
+    dim3 grid((unsigned)((n + tile - 1) / tile), (unsigned)((m + tile - 1) / tile));
     if (m == 0 || n == 0) return AC_OK;
-    if (grid.y > 65535) return error_set(AC_ERR_SHAPE, "gemm: %lld rows are more than the CUDA kernel takes",
-                                         (long long)m);
-    sgemm_kernel<<<grid, 256, 0, s>>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    if ((m + tile - 1) / tile > 65535)
+        return error_set(AC_ERR_SHAPE, "gemm: %lld rows are more than the CUDA kernel takes", (long long)m);
+    if (tf32)
+        tf32_gemm_kernel<<<grid, 128, 0, s>>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    else
+        sgemm_kernel<<<grid, 256, 0, s>>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
     return cuda_check_launch("gemm");
 }
 
