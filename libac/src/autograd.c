@@ -55,7 +55,7 @@ static const AcTensor cpu_placeholder;   /* device AC_CPU, index 0: for ops with
 
 /* The device inputs share (the CPU when there are none): the first input's,
    else AC_ERR_DEVICE naming the two devices, as PyTorch says it. */
-static const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int n_inputs)
+const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int n_inputs)
 {
     const AcTensor *first = NULL;
     int i;

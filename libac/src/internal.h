@@ -143,6 +143,10 @@ void elem_set(void *out, int dtype, int64_t i, double v);
 AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int dtype,
                            const AcTensor *share, size_t node_bytes, int at_root, int device,
                            int device_index);
+/* A tensor on the device that inputs (NULLs skipped) share, to read ->device
+   and ->device_index from; NULL and AC_ERR_DEVICE naming two devices when they
+   differ. For ops whose output op_output does not make (autograd.c). */
+const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int n_inputs);
 /* "cpu", "cuda:0": the name of a device, written into buf, which it returns. */
 const char *device_name(int device, int index, char *buf, size_t n);
 /* The same shape as t, on t's device; uninitialised float32. */

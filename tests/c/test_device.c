@@ -108,6 +108,41 @@ static AcTensor *call_softmax(const AcTensor *a, const AcTensor *b) { (void)b; r
 static AcTensor *call_log_softmax(const AcTensor *a, const AcTensor *b) { (void)b; return ac_log_softmax(a, 1); }
 static AcTensor *call_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_dropout(a, 0.5f, 1); }
 static AcTensor *call_feature_dropout(const AcTensor *a, const AcTensor *b) { (void)b; return ac_feature_dropout(a, 0.5f, 1); }
+static AcTensor *call_compare(const AcTensor *a, const AcTensor *b) { return ac_compare(a, b, AC_LT); }
+static AcTensor *call_compare_scalar(const AcTensor *a, const AcTensor *b) { (void)b; return ac_compare_scalar(a, 0.5, AC_GE); }
+static AcTensor *call_logical(const AcTensor *a, const AcTensor *b) { return ac_logical(a, b, AC_XOR); }
+static AcTensor *call_logical_not(const AcTensor *a, const AcTensor *b) { (void)b; return ac_logical_not(a); }
+
+/* where(cond, a, b) with a bool cond on a's device. */
+static AcTensor *call_where(const AcTensor *a, const AcTensor *b)
+{
+    int64_t shape[2] = {2, 3};
+    AcTensor *ones = ac_full(shape, 2, 1.0f), *cond = ac_compare_scalar(ones, 0.5, AC_GT), *out;
+    cond->device = a->device;
+    out = ac_where(cond, a, b);
+    cond->device = AC_CPU;
+    ac_tensor_free(cond);
+    ac_tensor_free(ones);
+    return out;
+}
+static AcTensor *call_mse_loss(const AcTensor *a, const AcTensor *b) { return ac_mse_loss(a, b, AC_REDUCTION_MEAN); }
+static AcTensor *call_l1_loss(const AcTensor *a, const AcTensor *b) { return ac_l1_loss(a, b, AC_REDUCTION_SUM); }
+static AcTensor *call_smooth_l1_loss(const AcTensor *a, const AcTensor *b) { return ac_smooth_l1_loss(a, b, AC_REDUCTION_NONE, 1.0f); }
+static AcTensor *call_bce(const AcTensor *a, const AcTensor *b) { return ac_binary_cross_entropy(a, b, AC_REDUCTION_MEAN); }
+static AcTensor *call_bce_with_logits(const AcTensor *a, const AcTensor *b) { return ac_bce_with_logits(a, b, AC_REDUCTION_MEAN); }
+
+/* cross_entropy of logits a (2, 3) with int64 targets (2,) on b's device. */
+static AcTensor *call_cross_entropy(const AcTensor *a, const AcTensor *b)
+{
+    int64_t shape[1] = {2};
+    AcTensor *target = ac_tensor_new_typed(shape, 1, AC_INT64), *out;
+    ac_tensor_fill_(target, 1.0);
+    target->device = b->device;
+    out = ac_cross_entropy(a, target, AC_REDUCTION_MEAN, 0.0f);
+    target->device = AC_CPU;
+    ac_tensor_free(target);
+    return out;
+}
 
 static const DeviceCase device_cases[] = {
     {"add", call_add, 1}, {"sub", call_sub, 1}, {"mul", call_mul, 1}, {"div", call_div, 1},
@@ -119,7 +154,12 @@ static const DeviceCase device_cases[] = {
     {"cos", call_cos, 0}, {"relu", call_relu, 0}, {"sigmoid", call_sigmoid, 0},
     {"tanh", call_tanh, 0}, {"gelu", call_gelu, 0}, {"softmax", call_softmax, 0},
     {"log_softmax", call_log_softmax, 0}, {"dropout", call_dropout, 0},
-    {"feature_dropout", call_feature_dropout, 0},
+    {"feature_dropout", call_feature_dropout, 0}, {"lt", call_compare, 1},
+    {"ge", call_compare_scalar, 0}, {"logical_xor", call_logical, 1},
+    {"logical_not", call_logical_not, 0}, {"where", call_where, 1},
+    {"mse_loss", call_mse_loss, 1}, {"l1_loss", call_l1_loss, 1},
+    {"smooth_l1_loss", call_smooth_l1_loss, 1}, {"binary_cross_entropy", call_bce, 1},
+    {"bce_with_logits", call_bce_with_logits, 1}, {"cross_entropy", call_cross_entropy, 1},
 };
 
 /* 1.0 everywhere still: the op did not write into its input. */

@@ -122,6 +122,20 @@ typedef struct {
     int decoupled;   /* AdamW */
 } AdamArgs;
 
+/* ---- compare.c: up to three operands broadcast to the output's shape, and
+   their strides in it (0 along broadcast dims); not merged */
+typedef struct AcBroadcast {
+    int64_t shape[AC_MAX_DIMS];
+    int ndim;
+    int64_t strides[3][AC_MAX_DIMS];
+} AcBroadcast;
+
+/* ---- loss.c: an elementwise loss and its backward (beta: smooth_l1_loss's) */
+typedef int (*AcLossFn)(const AcTensor *input, const AcTensor *target, AcTensor *out,
+                        int reduction, float beta);
+typedef int (*AcLossGradFn)(const AcTensor *input, const AcTensor *target, const AcTensor *gout,
+                            AcTensor *gx, AcTensor *gt, int reduction, float beta);
+
 typedef struct AcKernels {
     /* tensor.c */
     int (*copy)(void *dst, const void *src, size_t bytes);    /* within the device; may overlap */
@@ -215,6 +229,36 @@ typedef struct AcKernels {
     int (*adam_step)(const AdamArgs *args, int count, float *const *params,
                      const float *const *grads, float *const *exp_avg, float *const *exp_avg_sq,
                      const int64_t *sizes);
+
+    /* compare.c: out (bool) = a <op> b (AC_EQ..AC_GE), or a <op> s when b is
+       NULL; logical: AC_AND..AC_XOR; operands of any dtype, compared as
+       numbers; plan's strides: a, b. where: out = cond ? a : b, plan's
+       strides a, b, cond; its backward: g = gout where cond == picked_when,
+       else 0, plan's strides gout, cond */
+    int (*compare)(AcTensor *out, const AcTensor *a, const AcTensor *b, double s, int op,
+                   const AcBroadcast *plan);
+    int (*logical)(AcTensor *out, const AcTensor *a, const AcTensor *b, int op,
+                   const AcBroadcast *plan);
+    int (*where)(AcTensor *out, const AcTensor *cond, const AcTensor *a, const AcTensor *b,
+                 const AcBroadcast *plan);
+    int (*where_backward)(AcTensor *g, const AcTensor *gout, const AcTensor *cond, int picked_when,
+                          const AcBroadcast *plan);
+
+    /* loss.c: out gets the terms (AC_REDUCTION_NONE) or their mean or sum (one
+       value). Backward: gx and gt (either may be NULL: no gradient wanted)
+       from gout, one value per element or one for all. binary_cross_entropy
+       checks every input is in [0, 1], and cross_entropy that every target
+       is a class index, before writing: AC_ERR_ARG or AC_ERR_INDEX naming the
+       first that is not. cross_entropy: logits (N, C) or (C,), target (N,) or
+       a scalar of int64 or float32 class ids; ids (int64, N) and probs (the
+       softmax, N x C) are where it saves them for backward, or NULL. */
+    AcLossFn mse_loss, l1_loss, smooth_l1_loss, binary_cross_entropy, bce_with_logits;
+    AcLossGradFn mse_loss_backward, l1_loss_backward, smooth_l1_loss_backward;
+    AcLossGradFn binary_cross_entropy_backward, bce_with_logits_backward;
+    int (*cross_entropy)(const AcTensor *logits, const AcTensor *target, AcTensor *out,
+                         int reduction, float smoothing, int64_t *ids, float *probs);
+    int (*cross_entropy_backward)(const int64_t *ids, const float *probs, const AcTensor *gout,
+                                  AcTensor *gin, int reduction, float smoothing);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

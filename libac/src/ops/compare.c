@@ -5,24 +5,17 @@
  * exactly, as doubles, below 2^53). Only where is differentiable, in its two
  * value operands; its backward sits under it.
  *
- * One walk serves them all (broadcast_walk): it steps through the output in
- * row-major order keeping each operand's offset, so nothing is materialised.
- * These ops test masks and count predictions, not hot training loops.
+ * Here are the shapes and the broadcast plan (AcBroadcast); the walks are in
+ * the device's kernel table (kernels/cpu/compare.c for the CPU).
  *
  * Not here: arithmetic (elementwise.c), sums of bool and int64 (reduce.c).
  */
-#include "internal.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 
 /* The output shape of up to three broadcast operands, and their strides in it. */
-typedef struct {
-    int64_t shape[AC_MAX_DIMS];
-    int ndim;
-    int64_t strides[3][AC_MAX_DIMS];
-} Broadcast;
-
-static int broadcast_plan(const char *op, const AcTensor *const *in, int n, Broadcast *b)
+static int broadcast_plan(const char *op, const AcTensor *const *in, int n, AcBroadcast *b)
 {
     AcTensor shape_only;
     int i;
@@ -42,56 +35,37 @@ static int broadcast_plan(const char *op, const AcTensor *const *in, int n, Broa
     return AC_OK;
 }
 
-/* Step the row-major index of the output by one, moving each operand's offset. */
-static void broadcast_next(const Broadcast *b, int n, int64_t *index, int64_t *at)
+/* A bool tensor of plan's shape on the operands' device. */
+static AcTensor *bool_output(const char *op, const AcTensor *const *in, int n,
+                             const AcBroadcast *plan)
 {
-    int d, k;
-    for (d = b->ndim - 1; d >= 0; d--) {
-        for (k = 0; k < n; k++) at[k] += b->strides[k][d];
-        if (++index[d] < b->shape[d]) return;
-        for (k = 0; k < n; k++) at[k] -= b->strides[k][d] * b->shape[d];
-        index[d] = 0;
-    }
+    const AcTensor *on = common_device(op, in, n);
+    if (!on) return NULL;
+    return tensor_create_on(op, plan->shape, plan->ndim, AC_BOOL, NULL, 0, 0, on->device,
+                            on->device_index);
 }
 
-static int test(int op, double u, double v)
-{
-    switch (op) {
-    case AC_EQ: return u == v;
-    case AC_NE: return u != v;
-    case AC_LT: return u < v;
-    case AC_LE: return u <= v;
-    case AC_GT: return u > v;
-    default: return u >= v;
-    }
-}
-
-/* out (bool) = test(a, b) elementwise; b may be NULL for the scalar s. */
+/* out (bool) = a <kind> b (or s when b is NULL), logical ops when logical. */
 static AcTensor *compare_run(const char *op, const AcTensor *a, const AcTensor *b, double s,
                              int kind, int logical)
 {
+    const AcKernels *k;
     const AcTensor *in[2];
-    int64_t index[AC_MAX_DIMS] = {0}, at[2] = {0, 0}, i;
-    Broadcast plan;
+    AcBroadcast plan;
     AcTensor *out;
-    uint8_t *o;
+    int status;
     in[0] = a;
     in[1] = b;
     if (broadcast_plan(op, in, b ? 2 : 1, &plan)) return NULL;
-    out = tensor_create(op, plan.shape, plan.ndim, AC_BOOL, NULL, 0, 0);
-    if (!out) return NULL;
-    o = data_u8(out);
-    for (i = 0; i < out->size; i++) {
-        double u = elem_get(a, at[0]), v = b ? elem_get(b, at[1]) : s;
-        if (!logical)
-            o[i] = (uint8_t)test(kind, u, v);
-        else if (kind == AC_AND)
-            o[i] = u != 0.0 && v != 0.0;
-        else if (kind == AC_OR)
-            o[i] = u != 0.0 || v != 0.0;
-        else
-            o[i] = (u != 0.0) != (v != 0.0);
-        broadcast_next(&plan, b ? 2 : 1, index, at);
+    if (!(out = bool_output(op, in, 2, &plan))) return NULL;
+    k = kernels_for(out);
+    if (logical)
+        status = k->logical ? k->logical(out, a, b, kind, &plan) : kernel_missing(op, out);
+    else
+        status = k->compare ? k->compare(out, a, b, s, kind, &plan) : kernel_missing(op, out);
+    if (status) {
+        ac_tensor_free(out);
+        return NULL;
     }
     return out;
 }
@@ -140,19 +114,19 @@ AcTensor *ac_logical_not(const AcTensor *a)
 static AcTensor *where_grad(const AcTensor *gout, const AcTensor *cond, int picked_when,
                             const AcTensor *like)
 {
+    const AcKernels *k = kernels_for(gout);
     const AcTensor *in[2];
-    int64_t index[AC_MAX_DIMS] = {0}, at[2] = {0, 0}, i;
-    Broadcast plan;
+    AcBroadcast plan;
     AcTensor *g;
     in[0] = gout;
     in[1] = cond;
-    if (broadcast_plan("where", in, 2, &plan)) return NULL;
-    g = tensor_alloc("where", gout->shape, gout->ndim);
-    if (!g) return NULL;
-    for (i = 0; i < g->size; i++) {
-        g->data[i] = (data_u8(cond)[at[1]] != 0) == picked_when ? gout->data[i] : 0.0f;
-        broadcast_next(&plan, 2, index, at);
+    if (!k->where_backward) {
+        kernel_missing("where", gout);
+        return NULL;
     }
+    if (broadcast_plan("where", in, 2, &plan)) return NULL;
+    g = tensor_alloc_like("where", gout);
+    if (!g || k->where_backward(g, gout, cond, picked_when, &plan)) return NULL;
     return reduce_to_shape(g, like);
 }
 
@@ -170,10 +144,11 @@ static int where_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
 
 AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b)
 {
+    const AcKernels *k;
     const AcTensor *in[3];
-    int64_t index[AC_MAX_DIMS] = {0}, at[3] = {0, 0, 0}, i;
-    Broadcast plan;
+    AcBroadcast plan;
     AcTensor *out;
+    int status;
     if (tensor_check_any("where", cond, "cond") || tensor_check("where", a, "a") ||
         tensor_check("where", b, "b"))
         return NULL;
@@ -185,9 +160,11 @@ AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b)
     if (broadcast_plan("where", in, 3, &plan)) return NULL;
     out = op_output_as("where", AC_FLOAT32, plan.shape, plan.ndim, in, 3, where_backward, 0);
     if (!out) return NULL;
-    for (i = 0; i < out->size; i++) {
-        out->data[i] = data_u8(cond)[at[2]] ? a->data[at[0]] : b->data[at[1]];
-        broadcast_next(&plan, 3, index, at);
+    k = kernels_for(out);
+    status = k->where ? k->where(out, cond, a, b, &plan) : kernel_missing("where", out);
+    if (status) {
+        ac_tensor_free(out);
+        return NULL;
     }
     return out;
 }

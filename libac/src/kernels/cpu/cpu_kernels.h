@@ -100,4 +100,42 @@ int cpu_sgd_step(const SgdArgs *args, int count, float *const *params, const flo
 int cpu_adam_step(const AdamArgs *args, int count, float *const *params, const float *const *grads,
                   float *const *exp_avg, float *const *exp_avg_sq, const int64_t *sizes);
 
+/* cpu/compare.c */
+int cpu_compare(AcTensor *out, const AcTensor *a, const AcTensor *b, double s, int op,
+                const AcBroadcast *plan);
+int cpu_logical(AcTensor *out, const AcTensor *a, const AcTensor *b, int op,
+                const AcBroadcast *plan);
+int cpu_where(AcTensor *out, const AcTensor *cond, const AcTensor *a, const AcTensor *b,
+              const AcBroadcast *plan);
+int cpu_where_backward(AcTensor *g, const AcTensor *gout, const AcTensor *cond, int picked_when,
+                       const AcBroadcast *plan);
+
+/* cpu/loss.c */
+int cpu_mse_loss(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction,
+                 float beta);
+int cpu_mse_loss_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout,
+                          AcTensor *gx, AcTensor *gt, int reduction, float beta);
+int cpu_l1_loss(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction,
+                float beta);
+int cpu_l1_loss_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout,
+                         AcTensor *gx, AcTensor *gt, int reduction, float beta);
+int cpu_smooth_l1_loss(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction,
+                       float beta);
+int cpu_smooth_l1_loss_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout,
+                                AcTensor *gx, AcTensor *gt, int reduction, float beta);
+int cpu_binary_cross_entropy(const AcTensor *input, const AcTensor *target, AcTensor *out,
+                             int reduction, float beta);
+int cpu_binary_cross_entropy_backward(const AcTensor *input, const AcTensor *target,
+                                      const AcTensor *gout, AcTensor *gx, AcTensor *gt,
+                                      int reduction, float beta);
+int cpu_bce_with_logits(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction,
+                        float beta);
+int cpu_bce_with_logits_backward(const AcTensor *input, const AcTensor *target,
+                                 const AcTensor *gout, AcTensor *gx, AcTensor *gt, int reduction,
+                                 float beta);
+int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *out,
+                      int reduction, float smoothing, int64_t *ids, float *probs);
+int cpu_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout,
+                               AcTensor *gin, int reduction, float smoothing);
+
 #endif /* AC_CPU_KERNELS_H */

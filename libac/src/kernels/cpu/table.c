@@ -85,6 +85,26 @@ const AcKernels ac_cpu_kernels = {
     /* optim/ */
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
+
+    /* compare.c */
+    .compare = cpu_compare,
+    .logical = cpu_logical,
+    .where = cpu_where,
+    .where_backward = cpu_where_backward,
+
+    /* loss.c */
+    .mse_loss = cpu_mse_loss,
+    .mse_loss_backward = cpu_mse_loss_backward,
+    .l1_loss = cpu_l1_loss,
+    .l1_loss_backward = cpu_l1_loss_backward,
+    .smooth_l1_loss = cpu_smooth_l1_loss,
+    .smooth_l1_loss_backward = cpu_smooth_l1_loss_backward,
+    .binary_cross_entropy = cpu_binary_cross_entropy,
+    .binary_cross_entropy_backward = cpu_binary_cross_entropy_backward,
+    .bce_with_logits = cpu_bce_with_logits,
+    .bce_with_logits_backward = cpu_bce_with_logits_backward,
+    .cross_entropy = cpu_cross_entropy,
+    .cross_entropy_backward = cpu_cross_entropy_backward,
 };
 
 static const AcKernels no_kernels;
