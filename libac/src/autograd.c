@@ -565,6 +565,7 @@ int ac_gradient_check(AcGradcheckFn fn, AcTensor *const *inputs, int n_inputs, v
         if (inputs[i]->node)
             return error_set(AC_ERR_ARG, "gradient_check: input %d is not a leaf", i);
     }
+    if (cpu_only("gradient_check", (const AcTensor *const *)inputs, n_inputs)) return AC_ERR_DEVICE;
     previous = ac_is_grad_enabled();
     cp = ac_mem_checkpoint();
     if (cp.depth < 0) return ac_last_error_code();

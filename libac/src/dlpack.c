@@ -13,6 +13,7 @@
  */
 #include "dlpack.h"
 #include "internal.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 
@@ -61,10 +62,8 @@ static void describe(const AcTensor *t, Export *e, DLTensor *dl)
 void *ac_to_dlpack(AcTensor *t, int versioned)
 {
     Export *e;
-    if (tensor_check_any("to_dlpack", t, "tensor")) return NULL;
-    if (t->device != AC_CPU)
-        return error_null(AC_ERR_DEVICE, "to_dlpack: libac exports CPU tensors; copy this CUDA tensor "
-                          "to the CPU first");
+    if (tensor_check_any("to_dlpack", t, "tensor") || cpu_only("to_dlpack", (const AcTensor *[]){t}, 1))
+        return NULL;
     if (t->scope_depth != 0)
         return error_null(AC_ERR_SCOPE, "to_dlpack: tensor %s was made in a scope and dies with it; "
                           "keep() it first to share it", tensor_shape_str(t));

@@ -10,6 +10,7 @@
  * Not here: generating the code; recording and replaying the other nodes.
  */
 #include "graph.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 
@@ -235,6 +236,7 @@ int native_run(AcGraph *g, int32_t k, int32_t *next)
     s = &g->natives[g->native_at[k] - 1];
     for (i = 0; i < s->n_buffers; i++) {
         if (!(t = native_tensor(g, s->buffers[i]))) return ac_last_error_code();
+        if (cpu_only(g->nodes[k].op, (const AcTensor *[]){t}, 1)) return AC_ERR_DEVICE;
         s->data[i] = t->data;
     }
     s->data[s->n_buffers] = s->scratch;

@@ -23,6 +23,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "graph.h"
+#include "kernels/kernels.h"
 
 #include <errno.h>
 #include <float.h>
@@ -177,6 +178,9 @@ static int save_check(const AcGraph *g)
         if ((why = attrs_misfit(op, node->attr, node->n_attr)))
             return error_set(AC_ERR_ARG, "program_save: node %d (%s): %s%s", k, node->op, why, save_hint(node->op));
     }
+    for (k = 0; k < g->n_bufs; k++)
+        if (held_kind(g->bufs[k].kind) && cpu_only("program_save", (const AcTensor *[]){g->bufs[k].held}, 1))
+            return AC_ERR_DEVICE;
     return AC_OK;
 }
 
@@ -625,6 +629,8 @@ AcProgram *ac_program_load(const char *path)
 int ac_program_run(AcProgram *p, AcTensor *const *inputs, int n_inputs, AcTensor **outputs, int n_outputs)
 {
     if (!p) return error_set(AC_ERR_ARG, "program_run: program is NULL");
+    if (inputs && n_inputs > 0 && cpu_only("program_run", (const AcTensor *const *)inputs, n_inputs))
+        return AC_ERR_DEVICE;
     return ac_graph_replay(p->graph, inputs, n_inputs, outputs, n_outputs);
 }
 

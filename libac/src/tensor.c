@@ -646,7 +646,9 @@ static void convert(const AcTensor *src, AcTensor *dst, int64_t n)
 AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
 {
     AcTensor *out;
-    if (tensor_check_any("to_dtype", a, "tensor") || ac_dtype_size(dtype) < 0) return NULL;
+    if (tensor_check_any("to_dtype", a, "tensor") || ac_dtype_size(dtype) < 0 ||
+        cpu_only("to_dtype", &a, 1))
+        return NULL;
     if (a->dtype == AC_FLOAT32 && dtype == AC_FLOAT32) return ac_tensor_clone(a);
     out = tensor_create("to_dtype", a->shape, a->ndim, dtype, NULL, 0, 0);
     if (out) convert(a, out, a->size);
@@ -825,7 +827,8 @@ int ac_tensor_uniform_(AcTensor *t, float lo, float hi)
 {
     if (graph_recording) graph_unsupported("uniform_");
     int64_t i;
-    if (tensor_check("uniform_", t, "tensor")) return ac_last_error_code();
+    if (tensor_check("uniform_", t, "tensor") || cpu_only("uniform_", (const AcTensor *[]){t}, 1))
+        return ac_last_error_code();
     if (!isfinite(lo) || !isfinite(hi) || lo > hi)
         return error_set(AC_ERR_ARG, "uniform_: bounds [%g, %g) must be finite and ordered", lo, hi);
     for (i = 0; i < t->size; i++) t->data[i] = lo + (hi - lo) * rng_uniform();
@@ -836,7 +839,8 @@ int ac_tensor_normal_(AcTensor *t, float mean, float std)
 {
     if (graph_recording) graph_unsupported("normal_");
     int64_t i;
-    if (tensor_check("normal_", t, "tensor")) return ac_last_error_code();
+    if (tensor_check("normal_", t, "tensor") || cpu_only("normal_", (const AcTensor *[]){t}, 1))
+        return ac_last_error_code();
     if (!isfinite(mean) || !isfinite(std) || std < 0)
         return error_set(AC_ERR_ARG, "normal_: mean %g and std %g must be finite, std >= 0", mean, std);
     for (i = 0; i < t->size; i++) t->data[i] = mean + std * rng_normal();

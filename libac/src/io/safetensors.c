@@ -20,6 +20,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
+#include "kernels/kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -250,9 +251,13 @@ static int write_file(const AcStateDict *dict, const char *path, const Text *hea
 int ac_save_safetensors(const AcStateDict *dict, const char *path)
 {
     Text header = {NULL, 0, 0};
-    int rc;
+    int rc, i;
     if (!dict) return error_set(AC_ERR_ARG, "save_safetensors: dict is NULL");
     if (!path) return error_set(AC_ERR_ARG, "save_safetensors: path is NULL");
+    for (i = 0; i < ac_state_dict_size(dict); i++) {
+        const AcTensor *t = ac_state_dict_tensor(dict, i);
+        if (cpu_only("save_safetensors", &t, 1)) return AC_ERR_DEVICE;
+    }
     rc = build_header(dict, &header);
     if (rc == AC_OK) rc = write_file(dict, path, &header);
     root_free(header.data, header.cap);

@@ -17,8 +17,8 @@
  *
  * Entries take raw pointers and sizes (or the tensors, whose data lives on the
  * device). The op has checked the arguments before the call, so a CPU entry
- * cannot fail; a device's entry returns its launch's error (AC_ERR_DEVICE with
- * the runtime's message), else AC_OK.
+ * cannot fail (but for scratch memory: conv2d's); a device's entry returns its
+ * launch's error (AC_ERR_DEVICE with the runtime's message), else AC_OK.
  */
 #ifndef AC_KERNELS_H
 #define AC_KERNELS_H
@@ -47,7 +47,7 @@ typedef struct AcMap {
 
 typedef int (*AcMapFn)(const AcMap *m);
 
-/* ---- the layouts ops hand to the kernels of matmul.c, conv.c, pool.c, norm.c ---- */
+/* ---- what matmul.c, conv.c, pool.c, norm.c and optim/ hand to their kernels ---- */
 
 /* matmul: a batch of (n x k) @ (k x m) products. Output batch t multiplies a's
    matrix matmul_batch_matrix(s, s->a_stride, t) by b's, strides counted in
@@ -271,9 +271,11 @@ extern const AcKernels ac_cuda_kernels;
 const AcKernels *kernels_for(const AcTensor *t);
 /* AC_ERR_DEVICE: "op: no kernel for cuda:0"; returns the error code. */
 int kernel_missing(const char *op, const AcTensor *t);
-/* For an op with no table entries, which reads t's data on the host: AC_OK for
-   a CPU tensor (or NULL, which the op's own checks name), else kernel_missing. */
-int cpu_only(const char *op, const AcTensor *t);
+/* For an op with no table entries, which reads its tensors' data on the host:
+   AC_OK when each of the n tensors is on the CPU (or NULL), else
+   kernel_missing for the first that is not. Called once per op, before it
+   touches data:  if (cpu_only(op, (const AcTensor *[]){x, h0}, 2)) ... */
+int cpu_only(const char *op, const AcTensor *const *tensors, int n);
 /* For a tensor an op reads or writes beside its inputs (running statistics,
    optimizer state): AC_OK when b is NULL or on a's device, else the error of
    inputs on two devices. */

@@ -122,6 +122,11 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
     params.dil_w = dil_w;
     params.groups = groups;
     if (conv_check(x, weight, bias, &params)) return NULL;
+    k = kernels_for(x);
+    if (!k->conv2d) {
+        kernel_missing("conv2d", x);
+        return NULL;
+    }
     s = conv_shape(x, weight, &params);
     batched = x->ndim == 4;
     shape[0] = s.n;
@@ -135,9 +140,7 @@ AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *b
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) *ctx = params;
-    k = kernels_for(out);
-    if (k->conv2d ? k->conv2d(&s, x->data, weight->data, bias ? bias->data : NULL, out->data)
-                  : kernel_missing("conv2d", out)) {
+    if (k->conv2d(&s, x->data, weight->data, bias ? bias->data : NULL, out->data)) {
         ac_tensor_free(out);
         return NULL;
     }

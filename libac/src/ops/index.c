@@ -11,6 +11,7 @@
  * Not here: basic slicing and its write (shape.c), sort and topk (sort.c).
  */
 #include "graph.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 
@@ -165,7 +166,9 @@ static AcTensor *pick(const char *op, const AcTensor *a, int dim, const AcTensor
     Picks p, *ctx;
     AcTensor *out;
     int ndim;
-    if (tensor_check_any(op, a, "input") || tensor_check_any(op, index, "index")) return NULL;
+    if (tensor_check_any(op, a, "input") || tensor_check_any(op, index, "index") ||
+        cpu_only(op, (const AcTensor *[]){a, index}, 2))
+        return NULL;
     if (a->ndim == 0) return error_null(AC_ERR_INDEX, "%s: a 0-d tensor cannot be indexed", op);
     dim = dim_normalize(op, dim, a->ndim);
     if (dim < 0 || picks_plan(op, a, dim, index, mode, &p, &pos, shape, &ndim)) return NULL;
@@ -208,7 +211,8 @@ int ac_index_put_(AcTensor *a, int dim, const AcTensor *index, const AcTensor *v
     Picks p;
     int ndim, d, rc;
     if (tensor_check_any(op, a, "input") || tensor_check_any(op, index, "index") ||
-        tensor_check_any(op, values, "values"))
+        tensor_check_any(op, values, "values") ||
+        cpu_only(op, (const AcTensor *[]){a, index, values}, 3))
         return ac_last_error_code();
     if (a->ndim == 0) return error_set(AC_ERR_INDEX, "%s: a 0-d tensor cannot be indexed", op);
     dim = dim_normalize(op, dim, a->ndim);
@@ -277,7 +281,9 @@ AcTensor *ac_gather(const AcTensor *a, int dim, const AcTensor *index)
     AcTensor *out;
     size_t esize;
     int d;
-    if (tensor_check_any(op, a, "input") || tensor_check_any(op, index, "index")) return NULL;
+    if (tensor_check_any(op, a, "input") || tensor_check_any(op, index, "index") ||
+        cpu_only(op, (const AcTensor *[]){a, index}, 2))
+        return NULL;
     if (index->dtype != AC_INT64)
         return error_null(AC_ERR_DTYPE, "%s: index is %s; it must be int64", op, ac_dtype_name(index->dtype));
     dim = dim_normalize(op, dim, a->ndim);
@@ -325,7 +331,7 @@ AcTensor *ac_expand(const AcTensor *a, const int64_t *shape, int ndim)
     int64_t resolved[AC_MAX_DIMS];
     AcTensor *out;
     int d;
-    if (tensor_check_any("expand", a, "input")) return NULL;
+    if (tensor_check_any("expand", a, "input") || cpu_only("expand", &a, 1)) return NULL;
     if (ndim < a->ndim || ndim > AC_MAX_DIMS)
         return error_null(AC_ERR_SHAPE, "expand: %d sizes given for a tensor of shape %s (needs %d to %d)",
                           ndim, tensor_shape_str(a), a->ndim, AC_MAX_DIMS);

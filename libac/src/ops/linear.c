@@ -60,17 +60,19 @@ AcTensor *ac_linear(const AcTensor *x, const AcTensor *weight, const AcTensor *b
     int64_t shape[AC_MAX_DIMS];
     AcTensor *out;
     if (linear_check(x, weight, bias)) return NULL;
+    k = kernels_for(x);
+    if (!k->linear) {
+        kernel_missing("linear", x);
+        return NULL;
+    }
     memcpy(shape, x->shape, (size_t)x->ndim * sizeof(int64_t));
     shape[x->ndim - 1] = weight->shape[0];
     inputs[0] = x;
     inputs[1] = weight;
     inputs[2] = bias;
     out = op_output("linear", shape, x->ndim, inputs, bias ? 3 : 2, linear_backward, 0);
-    if (!out) return NULL;
-    k = kernels_for(out);
-    if (k->linear ? k->linear(linear_rows(x), weight->shape[1], weight->shape[0], x->data,
-                              weight->data, bias ? bias->data : NULL, out->data)
-                  : kernel_missing("linear", out)) {
+    if (out && k->linear(linear_rows(x), weight->shape[1], weight->shape[0], x->data, weight->data,
+                         bias ? bias->data : NULL, out->data)) {
         ac_tensor_free(out);
         return NULL;
     }

@@ -93,12 +93,15 @@ AcTensor *ac_matmul(const AcTensor *a, const AcTensor *b)
     AcTensor *out;
     if (tensor_check("matmul", a, "a") || tensor_check("matmul", b, "b")) return NULL;
     if (matmul_plan(a, b, &plan)) return NULL;
+    k = kernels_for(a);
+    if (!k->matmul) {
+        kernel_missing("matmul", a);
+        return NULL;
+    }
     inputs[0] = a;
     inputs[1] = b;
     out = op_output("matmul", plan.out_shape, plan.out_ndim, inputs, 2, matmul_backward, 0);
-    if (!out) return NULL;
-    k = kernels_for(out);
-    if (k->matmul ? k->matmul(&plan.s, a->data, b->data, out->data) : kernel_missing("matmul", out)) {
+    if (out && k->matmul(&plan.s, a->data, b->data, out->data)) {
         ac_tensor_free(out);
         return NULL;
     }

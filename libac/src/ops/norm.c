@@ -92,6 +92,11 @@ AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTenso
     AcCheckpoint cp;
     if (norm_check(x, weight, bias, running_mean, running_var, training, momentum, eps))
         return NULL;
+    k = kernels_for(x);
+    if (!k->batch_norm) {
+        kernel_missing("batch_norm", x);
+        return NULL;
+    }
     memset(&args, 0, sizeof args);
     args.n = x->shape[0];
     args.c = x->shape[1];
@@ -103,12 +108,6 @@ AcTensor *ac_batch_norm(const AcTensor *x, const AcTensor *weight, const AcTenso
     out = op_output("batch_norm", x->shape, x->ndim, inputs, n_inputs, norm_backward,
                     sizeof(BatchNormCtx) + 2 * (size_t)args.c * sizeof(float));
     if (!out) return NULL;
-    k = kernels_for(out);
-    if (!k->batch_norm) {
-        kernel_missing("batch_norm", out);
-        ac_tensor_free(out);
-        return NULL;
-    }
     ctx = op_context(out);
     args.x = x->data;
     args.y = out->data;
@@ -241,6 +240,11 @@ AcTensor *ac_layer_norm(const AcTensor *x, const int64_t *normalized_shape, int 
     AcTensor *out;
     size_t stats_bytes;
     if (layer_norm_check(x, normalized_shape, normalized_ndim, weight, bias, eps)) return NULL;
+    k = kernels_for(x);
+    if (!k->layer_norm) {
+        kernel_missing("layer_norm", x);
+        return NULL;
+    }
     memset(&args, 0, sizeof args);
     args.cols = 1;
     for (i = x->ndim - normalized_ndim; i < x->ndim; i++) args.cols *= x->shape[i];
@@ -252,12 +256,6 @@ AcTensor *ac_layer_norm(const AcTensor *x, const int64_t *normalized_shape, int 
     out = op_output("layer_norm", x->shape, x->ndim, inputs, n_inputs, layer_norm_backward,
                     sizeof(LayerNormCtx) + stats_bytes);
     if (!out) return NULL;
-    k = kernels_for(out);
-    if (!k->layer_norm) {
-        kernel_missing("layer_norm", out);
-        ac_tensor_free(out);
-        return NULL;
-    }
     args.x = x->data;
     args.y = out->data;
     args.weight = weight ? weight->data : NULL;

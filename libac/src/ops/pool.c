@@ -87,14 +87,17 @@ AcTensor *ac_max_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int strid
     if (pool_check("max_pool2d", x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, &g,
                    shape))
         return NULL;
+    k = kernels_for(x);
+    if (!k->max_pool2d) {
+        kernel_missing("max_pool2d", x);
+        return NULL;
+    }
     out = op_output("max_pool2d", shape, x->ndim, &x, 1, max_pool_backward,
                     sizeof(MaxPoolCtx) + (size_t)(g.planes * g.oh * g.ow) * sizeof(int32_t));
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) ctx->g = g;
-    k = kernels_for(out);
-    if (k->max_pool2d ? k->max_pool2d(&g, x->data, out->data, ctx ? ctx->argmax : NULL)
-                      : kernel_missing("max_pool2d", out)) {
+    if (k->max_pool2d(&g, x->data, out->data, ctx ? ctx->argmax : NULL)) {
         ac_tensor_free(out);
         return NULL;
     }
@@ -118,14 +121,18 @@ static int average_backward(AcGradNode *node, const AcTensor *gout, AcTensor **g
 /* out = the average pool of x over the windows of g (op names it). */
 static AcTensor *average(const char *op, const AcTensor *x, const PoolGeom *g, const int64_t *shape)
 {
-    const AcKernels *k;
+    const AcKernels *k = kernels_for(x);
     PoolGeom *ctx;
-    AcTensor *out = op_output(op, shape, x->ndim, &x, 1, average_backward, sizeof(PoolGeom));
+    AcTensor *out;
+    if (!k->avg_pool2d) {
+        kernel_missing(op, x);
+        return NULL;
+    }
+    out = op_output(op, shape, x->ndim, &x, 1, average_backward, sizeof(PoolGeom));
     if (!out) return NULL;
     ctx = op_context(out);
     if (ctx) *ctx = *g;
-    k = kernels_for(out);
-    if (k->avg_pool2d ? k->avg_pool2d(g, x->data, out->data) : kernel_missing(op, out)) {
+    if (k->avg_pool2d(g, x->data, out->data)) {
         ac_tensor_free(out);
         return NULL;
     }

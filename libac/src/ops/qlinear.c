@@ -15,6 +15,7 @@
  * Not here: the kernels (kernels/qgemm*.c), the recurrent layers (qrnn.c).
  */
 #include "qlinear.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -161,7 +162,8 @@ AcQLinear *ac_qlinear_pack(const AcTensor *weight, const AcTensor *bias)
     const char *op = "qlinear_pack";
     AcQLinear *q;
     if (check_matrix(op, weight, AC_FLOAT32, "weight") ||
-        (bias && check_vector(op, bias, weight->shape[0], "bias")))
+        (bias && check_vector(op, bias, weight->shape[0], "bias")) ||
+        cpu_only(op, (const AcTensor *[]){weight, bias}, 2))
         return NULL;
     q = qlinear_alloc(op, weight->shape[0], weight->shape[1], bias != NULL);
     if (!q) return NULL;
@@ -176,7 +178,8 @@ AcQLinear *ac_qlinear_new(const AcTensor *qweight, const AcTensor *scale, const 
     AcQLinear *q;
     if (check_matrix(op, qweight, AC_INT8, "qweight") ||
         check_vector(op, scale, qweight->shape[0], "scale") ||
-        (bias && check_vector(op, bias, qweight->shape[0], "bias")))
+        (bias && check_vector(op, bias, qweight->shape[0], "bias")) ||
+        cpu_only(op, (const AcTensor *[]){qweight, scale, bias}, 3))
         return NULL;
     q = qlinear_alloc(op, qweight->shape[0], qweight->shape[1], bias != NULL);
     if (!q) return NULL;
@@ -423,7 +426,7 @@ AcTensor *ac_qlinear_forward(const AcQLinear *q, const AcTensor *x)
     int64_t shape[AC_MAX_DIMS], rows = 1;
     AcTensor *out;
     int d;
-    if (qlinear_check(op, q, "layer") || tensor_check(op, x, "x")) return NULL;
+    if (qlinear_check(op, q, "layer") || tensor_check(op, x, "x") || cpu_only(op, &x, 1)) return NULL;
     if (x->ndim < 1 || x->shape[x->ndim - 1] != q->in)
         return error_null(AC_ERR_SHAPE, "%s: x %s must be (..., %lld)", op, tensor_shape_str(x),
                           (long long)q->in);

@@ -16,6 +16,7 @@
  * Not here: the int8 Linear (qlinear.c), the float layers (rnn.c).
  */
 #include "qlinear.h"
+#include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
 #include <string.h>
@@ -52,7 +53,8 @@ static int qrnn_check(QSeq *s, const AcTensor *x, const AcTensor *h0, const AcTe
 {
     const char *op = s->op;
     int64_t rows, in, features;
-    if (tensor_check(op, x, "input") || qlinear_check(op, ih, "ih") || qlinear_check(op, hh, "hh"))
+    if (tensor_check(op, x, "input") || qlinear_check(op, ih, "ih") || qlinear_check(op, hh, "hh") ||
+        cpu_only(op, (const AcTensor *[]){x, h0, c0}, 3))
         return -1;
     if (x->ndim != 3)
         return error_set(AC_ERR_SHAPE, "%s: input %s must be 3-d, %s", op, tensor_shape_str(x),

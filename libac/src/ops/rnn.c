@@ -39,6 +39,7 @@
  * Not here: stacking layers and the Python modules (aicraft/nn/rnn.py).
  */
 #include "internal.h"
+#include "kernels/kernels.h"
 #include "kernels/transpose.h"
 #include "kernels/vecmath.h"
 
@@ -285,7 +286,8 @@ static int rnn_check(const RnnKind *k, const AcTensor *x, const AcTensor *h0, co
     const char *op = k->op;
     int64_t gates, hidden;
     if (tensor_check(op, x, "input") || tensor_check(op, w_ih, "w_ih") ||
-        tensor_check(op, w_hh, "w_hh"))
+        tensor_check(op, w_hh, "w_hh") ||
+        cpu_only(op, (const AcTensor *[]){x, h0, c0, w_ih, w_hh, b_ih, b_hh}, 7))
         return -1;
     if (x->ndim != 3)
         return error_set(AC_ERR_SHAPE, "%s: input %s must be 3-d, %s", op, tensor_shape_str(x),

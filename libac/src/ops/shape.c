@@ -7,6 +7,7 @@
  * Not here: the view mechanism itself (tensor.c, autograd.c op_view).
  */
 #include "graph.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 
@@ -345,6 +346,7 @@ static AcTensor *permute_op(const char *op, const AcTensor *a, const int *perm)
     AcTensor *out;
     PermuteCtx *ctx;
     int i;
+    if (cpu_only(op, &a, 1)) return NULL;
     for (i = 0; i < a->ndim; i++) shape[i] = a->shape[perm[i]];
     out = op_output_as(op, a->dtype, shape, a->ndim, &a, 1, permute_backward, sizeof(PermuteCtx));
     if (!out) return NULL;
@@ -544,7 +546,8 @@ AcTensor *ac_slice(const AcTensor *a, const AcSlice *slices, int n_slices)
     int64_t shape[AC_MAX_DIMS];
     int ndim;
     AcTensor *out;
-    if (tensor_check_any("slice", a, "a") || slice_plan(a, slices, n_slices, &s, shape, &ndim))
+    if (tensor_check_any("slice", a, "a") || cpu_only("slice", &a, 1) ||
+        slice_plan(a, slices, n_slices, &s, shape, &ndim))
         return NULL;
     out = op_output_as("slice", a->dtype, shape, ndim, &a, 1, slice_backward, sizeof(SliceCtx));
     if (!out) return NULL;
@@ -563,6 +566,7 @@ int ac_slice_put_(AcTensor *a, const AcSlice *slices, int n_slices, const AcTens
     void *dense;
     int ndim, d, rc;
     if (tensor_check_any("slice_put_", a, "a") || tensor_check_any("slice_put_", values, "values") ||
+        cpu_only("slice_put_", (const AcTensor *[]){a, values}, 2) ||
         slice_plan(a, slices, n_slices, &s, shape, &ndim))
         return ac_last_error_code();
     for (d = 0; d < ndim; d++) size *= shape[d];
@@ -726,7 +730,7 @@ static int join_check(const char *op, AcTensor *const *tensors, int n)
             return error_set(AC_ERR_DTYPE, "%s: tensor %d is %s, tensor 0 is %s", op, i,
                              ac_dtype_name(tensors[i]->dtype), ac_dtype_name(tensors[0]->dtype));
     }
-    return AC_OK;
+    return cpu_only(op, (const AcTensor *const *)tensors, n);
 }
 
 AcTensor *ac_cat(AcTensor *const *tensors, int n, int dim)

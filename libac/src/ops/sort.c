@@ -9,6 +9,7 @@
  * Not here: gather (index.c), max/min along a dim (reduce.c).
  */
 #include "internal.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -108,7 +109,7 @@ static AcTensor *ordered(const char *op, const AcTensor *a, int dim, int64_t k, 
 AcTensor *ac_sort(const AcTensor *a, int dim, int descending, AcTensor **indices)
 {
     int64_t outer, n, inner;
-    if (tensor_check("sort", a, "input")) return NULL;
+    if (tensor_check("sort", a, "input") || cpu_only("sort", &a, 1)) return NULL;
     dim = dim_normalize("sort", dim, a->ndim);
     if (dim < 0) return NULL;
     split_at(a, dim, &outer, &n, &inner);
@@ -118,7 +119,7 @@ AcTensor *ac_sort(const AcTensor *a, int dim, int descending, AcTensor **indices
 AcTensor *ac_topk(const AcTensor *a, int64_t k, int dim, int largest, AcTensor **indices)
 {
     int64_t outer, n, inner;
-    if (tensor_check("topk", a, "input")) return NULL;
+    if (tensor_check("topk", a, "input") || cpu_only("topk", &a, 1)) return NULL;
     dim = dim_normalize("topk", dim, a->ndim);
     if (dim < 0) return NULL;
     split_at(a, dim, &outer, &n, &inner);
@@ -164,7 +165,7 @@ AcTensor *ac_cumsum(const AcTensor *a, int dim)
 {
     CumsumCtx *ctx;
     AcTensor *out;
-    if (tensor_check("cumsum", a, "input")) return NULL;
+    if (tensor_check("cumsum", a, "input") || cpu_only("cumsum", &a, 1)) return NULL;
     dim = dim_normalize("cumsum", dim, a->ndim);
     if (dim < 0) return NULL;
     out = op_output("cumsum", a->shape, a->ndim, &a, 1, cumsum_backward, sizeof(CumsumCtx));

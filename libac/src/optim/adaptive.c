@@ -8,6 +8,7 @@
  * Nothing is allocated here.
  */
 #include "optim.h"
+#include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
 #include <float.h>
@@ -77,7 +78,9 @@ int ac_adadelta_step(AcTensor *param, AcTensor *square_avg, AcTensor *acc_delta,
         return ac_last_error_code();
     if (square_avg->data == acc_delta->data)
         return error_set(AC_ERR_ARG, "%s: square_avg and acc_delta share memory", op);
-    if (optim_check_grad(op, param)) return ac_last_error_code();
+    if (optim_check_grad(op, param) ||
+        cpu_only(op, (const AcTensor *[]){param, param->grad, square_avg, acc_delta}, 4))
+        return ac_last_error_code();
     if (!param->grad || param->size == 0) return AC_OK;
 
     job.param = param->data;
@@ -180,7 +183,11 @@ int ac_rmsprop_step(AcTensor *param, AcTensor *square_avg, AcTensor *momentum_bu
             (momentum > 0.0f && grad_avg->data == momentum_buffer->data))
             return error_set(AC_ERR_ARG, "%s: grad_avg shares memory with another state", op);
     }
-    if (optim_check_grad(op, param)) return ac_last_error_code();
+    if (optim_check_grad(op, param) ||
+        cpu_only(op, (const AcTensor *[]){param, param->grad, square_avg,
+                                          momentum > 0.0f ? momentum_buffer : NULL,
+                                          centered ? grad_avg : NULL}, 5))
+        return ac_last_error_code();
     if (!param->grad || param->size == 0) return AC_OK;
 
     job.param = param->data;
@@ -234,7 +241,8 @@ int ac_adagrad_step(AcTensor *param, AcTensor *sum, int64_t step, float lr, floa
         check_at_least_zero(op, "epsilon", eps))
         return ac_last_error_code();
     if (optim_check_state(op, param, sum, "sum")) return ac_last_error_code();
-    if (optim_check_grad(op, param)) return ac_last_error_code();
+    if (optim_check_grad(op, param) || cpu_only(op, (const AcTensor *[]){param, param->grad, sum}, 3))
+        return ac_last_error_code();
     if (!param->grad || param->size == 0) return AC_OK;
 
     job.param = param->data;

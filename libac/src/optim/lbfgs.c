@@ -10,6 +10,7 @@
  * Nothing is allocated here; the caller owns every vector.
  */
 #include "optim.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 
@@ -22,10 +23,12 @@ static int check_flat(const char *op, AcTensor *const *params, int n_params, con
     int i;
     if (!params) return error_set(AC_ERR_ARG, "%s: params is NULL", op);
     if (n_params < 1) return error_set(AC_ERR_ARG, "%s: n_params %d is not >= 1", op, n_params);
-    if (tensor_check(op, flat, "flat")) return ac_last_error_code();
+    if (tensor_check(op, flat, "flat") || cpu_only(op, &flat, 1)) return ac_last_error_code();
     for (i = 0; i < n_params; i++) {
         if (!params[i]) return error_set(AC_ERR_ARG, "%s: params[%d] is NULL", op, i);
-        if (tensor_check(op, params[i], "a param")) return ac_last_error_code();
+        if (tensor_check(op, params[i], "a param") ||
+            cpu_only(op, (const AcTensor *[]){params[i], params[i]->grad}, 2))
+            return ac_last_error_code();
         if (writable && params[i]->node)
             return error_set(AC_ERR_ARG, "%s: params[%d] %s is not a leaf tensor", op, i,
                              tensor_shape_str(params[i]));
@@ -146,7 +149,7 @@ static int check_history(const char *op, AcTensor *const *vectors, const char *w
 {
     const AcTensor *v = vectors[i];
     if (!v) return error_set(AC_ERR_ARG, "%s: %s[%d] is NULL", op, what, i);
-    if (tensor_check(op, v, what)) return ac_last_error_code();
+    if (tensor_check(op, v, what) || cpu_only(op, &v, 1)) return ac_last_error_code();
     if (v->size != grad->size)
         return error_set(AC_ERR_SHAPE, "%s: %s[%d] has %lld elements but grad has %lld", op, what, i,
                          (long long)v->size, (long long)grad->size);
@@ -162,7 +165,8 @@ int ac_lbfgs_direction(const AcTensor *grad, AcTensor *const *old_dirs, AcTensor
     float *q;
     int64_t n, j;
     int i;
-    if (tensor_check(op, grad, "grad") || tensor_check(op, direction, "direction"))
+    if (tensor_check(op, grad, "grad") || tensor_check(op, direction, "direction") ||
+        cpu_only(op, (const AcTensor *[]){grad, direction}, 2))
         return ac_last_error_code();
     if (direction->size != grad->size)
         return error_set(AC_ERR_SHAPE, "%s: direction has %lld elements but grad has %lld", op,

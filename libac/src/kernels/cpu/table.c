@@ -124,9 +124,12 @@ int kernel_missing(const char *op, const AcTensor *t)
     return error_set(AC_ERR_DEVICE, "%s: no kernel for %s", op, device_name(t->device, t->device_index, name, sizeof name));
 }
 
-int cpu_only(const char *op, const AcTensor *t)
+int cpu_only(const char *op, const AcTensor *const *tensors, int n)
 {
-    return !t || t->device == AC_CPU ? AC_OK : kernel_missing(op, t);
+    int i;
+    for (i = 0; i < n; i++)
+        if (tensors[i] && tensors[i]->device != AC_CPU) return kernel_missing(op, tensors[i]);
+    return AC_OK;
 }
 
 int same_device(const char *op, const AcTensor *a, const AcTensor *b)
