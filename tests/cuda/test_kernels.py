@@ -165,3 +165,25 @@ def test_matmul_on_tensor_cores_in_tf32(shapes):
         check(lambda u, v: u @ v, a, b, rtol=2e-2, atol=2e-2)   # inputs rounded to 10 mantissa bits
     finally:
         ac.backends.cuda.matmul.allow_tf32 = False
+
+
+@pytest.mark.parametrize("rows, classes", [(64, 10), (7, 1000), (1, 3), (0, 5)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_fused(rows, classes, reduction, smoothing):
+    [x] = leaves((rows, classes), low=-5, high=5)
+    target = ac.tensor(np.random.default_rng(2).integers(0, classes, rows))
+
+    def loss(logits):
+        out = F.cross_entropy(logits, target.to(logits.device), reduction=reduction, label_smoothing=smoothing)
+        return out if reduction == "none" else out.reshape(1)
+    if rows == 0 and reduction == "mean":
+        assert np.isnan(F.cross_entropy(x.cuda(), target.cuda()).item())
+        return
+    check(loss, x)
+
+
+def test_cross_entropy_names_a_bad_target():
+    logits = ac.zeros(3, 4, device="cuda")
+    with pytest.raises(IndexError, match="position 1 is not a class index"):
+        F.cross_entropy(logits, ac.tensor([0, 7, 1], device="cuda"))

@@ -107,6 +107,12 @@ int cuda_max_pool2d_backward(const PoolGeom *g, const float *gy, const int32_t *
 int cuda_avg_pool2d(const PoolGeom *g, const float *x, float *y);
 int cuda_avg_pool2d_backward(const PoolGeom *g, const float *gy, float *dx);
 
+/* loss.cu */
+int cuda_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *out, int reduction, float smoothing,
+                       int64_t *ids, float *probs);
+int cuda_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout, AcTensor *gin,
+                                int reduction, float smoothing);
+
 /* optim.cu */
 int cuda_sgd_step(const SgdArgs *args, int count, float *const *params, const float *const *grads,
                   float *const *momentum, const int64_t *sizes);

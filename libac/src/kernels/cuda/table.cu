@@ -1,17 +1,16 @@
 /*
  * cuda/table.cu - the CUDA kernel table (builds with CUDA). An entry left out
- * is an op with no CUDA kernel: it fails with AC_ERR_DEVICE (kernels.h).
+ * is an op with no CUDA kernel: it fails with AC_ERR_DEVICE (kernels.h). The
+ * entries follow kernels.h's order, as C++ wants of designated initializers.
+ * Not here yet: batch_norm, layer_norm, embedding, compare / logical / where,
+ * and the elementwise losses (mse, l1, smooth_l1, bce, bce_with_logits).
  */
 #include "kernels/cuda/cuda_kernels.h"
 
 extern "C" const AcKernels ac_cuda_kernels = {
-    /* tensor.c */
     .copy = cuda_copy,
     .fill = cuda_fill,
-    /* autograd.c */
     .add_into = cuda_add_into,
-
-    /* elementwise.c */
     .add = cuda_add,
     .sub = cuda_sub,
     .mul = cuda_mul,
@@ -43,7 +42,6 @@ extern "C" const AcKernels ac_cuda_kernels = {
     .abs_backward = cuda_abs_backward,
     .sin_backward = cuda_sin_backward,
     .cos_backward = cuda_cos_backward,
-    /* activation.c */
     .relu = cuda_relu,
     .sigmoid = cuda_sigmoid,
     .tanh = cuda_tanh,
@@ -56,23 +54,20 @@ extern "C" const AcKernels ac_cuda_kernels = {
     .log_softmax = cuda_log_softmax,
     .softmax_backward = cuda_softmax_backward,
     .log_softmax_backward = cuda_log_softmax_backward,
-    /* dropout.c */
     .dropout = cuda_dropout,
     .dropout_backward = cuda_dropout_backward,
-    /* matmul.c, linear.c */
     .matmul = cuda_matmul,
     .matmul_grad = cuda_matmul_grad,
     .linear = cuda_linear,
     .linear_backward = cuda_linear_backward,
-    /* conv.c */
     .conv2d = cuda_conv2d,
     .conv2d_backward = cuda_conv2d_backward,
-    /* pool.c */
     .max_pool2d = cuda_max_pool2d,
     .max_pool2d_backward = cuda_max_pool2d_backward,
     .avg_pool2d = cuda_avg_pool2d,
     .avg_pool2d_backward = cuda_avg_pool2d_backward,
-    /* optim/ */
     .sgd_step = cuda_sgd_step,
     .adam_step = cuda_adam_step,
+    .cross_entropy = cuda_cross_entropy,
+    .cross_entropy_backward = cuda_cross_entropy_backward,
 };
