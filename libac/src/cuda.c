@@ -91,7 +91,7 @@ int cuda_memset_zero(int device, void *p, size_t bytes)
     (void)p, (void)bytes;
     return cuda_check_device("zeros", device);
 }
-int cuda_synchronize(int device) { return cuda_check_device("synchronize", device); }
+int cuda_synchronize(int device) { return cuda_check_device("synchronize", device < 0 ? 0 : device); }
 void *cuda_stream_of(const char *op, int device)
 {
     cuda_check_device(op, device);
