@@ -672,6 +672,10 @@ AcTensor *ac_tensor_keep(const AcTensor *t)
 {
     AcTensor *out;
     if (tensor_check_any("keep", t, "tensor")) return NULL;
+    if (!kernels_for(t)->copy) {
+        kernel_missing("keep", t);
+        return NULL;
+    }
     out = tensor_create_on("keep", t->shape, t->ndim, t->dtype, NULL, 0, 1, t->device, t->device_index);
     if (out && tensor_copy_across(out, t)) {
         ac_tensor_free(out);
@@ -757,6 +761,8 @@ int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)
                          tensor_shape_str(src), (long long)src->size, tensor_shape_str(dst),
                          (long long)dst->size);
     if (dst->device != AC_CPU || src->device != AC_CPU) {
+        if (!kernels_for(dst)->copy || !kernels_for(src)->copy)
+            return kernel_missing("copy_", kernels_for(dst)->copy ? src : dst);
         if (dst->dtype != src->dtype)
             return error_set(AC_ERR_DTYPE, "copy_: %s to %s between devices; convert the dtype on the CPU",
                              ac_dtype_name(src->dtype), ac_dtype_name(dst->dtype));
