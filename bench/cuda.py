@@ -6,8 +6,8 @@ torch.compile(mode="reduce-overhead") where it works), steps/s and device memory
 
 Models: the MNIST MLP (784-128-10, ReLU, Adam 1e-3, cross entropy) and the demo CNN
 (demos/mnist_cnn.py: two conv-ReLU-maxpool blocks, 128 hidden, dropout 0.25). Each
-step moves a uint8 batch from the host to the device, normalises it there, and runs
-forward, backward and Adam; aicraft's step runs inside `with ac.checkpoint():`.
+step converts a uint8 batch to float on the host, moves it to the device, normalises
+it there, and runs forward, backward and Adam; aicraft's step runs inside `with ac.checkpoint():`.
 Runs alternate between the frameworks, --repeats times each, for --seconds each
 after a warm-up; the GPU is synchronised before the clock stops, and the median is
 reported. Each case runs in a process of its own. Device memory: the peak allocated
@@ -51,7 +51,7 @@ def aicraft_trainer(model_name, batch):
 
     def step(images, labels):
         with ac.checkpoint():
-            x = ac.from_numpy(images).to("cuda").float().reshape(shape)
+            x = ac.from_numpy(images).float().to("cuda").reshape(shape)   # dtypes convert on the CPU
             x = (x * (1 / 255) - 0.1307) * (1 / 0.3081)
             loss = loss_fn(model(x), ac.from_numpy(labels).long().to("cuda"))
             optimizer.zero_grad()
@@ -88,7 +88,7 @@ def torch_trainer(model_name, batch, compiled):
     work = torch.compile(train, mode="reduce-overhead") if compiled else train
 
     def step(images, labels):
-        x = torch.from_numpy(images).to("cuda").float().reshape(shape)
+        x = torch.from_numpy(images).float().to("cuda").reshape(shape)   # as aicraft's step does
         x = (x * (1 / 255) - 0.1307) * (1 / 0.3081)
         work(x, torch.from_numpy(labels).long().to("cuda"))
 

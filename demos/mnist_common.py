@@ -83,7 +83,7 @@ def evaluate(model, loader, device="cpu"):
     correct = total = 0
     for x, y in loader:
         with ac.checkpoint():
-            predicted = model(x.to(device)).argmax(1).cpu().numpy()
+            predicted = model(x.to(device)).cpu().argmax(1).numpy()   # argmax has no CUDA kernel yet
             correct += int((predicted == y.numpy()).sum())
             total += len(predicted)
     model.train()
