@@ -629,7 +629,9 @@ AcProgram *ac_program_load(const char *path)
 int ac_program_run(AcProgram *p, AcTensor *const *inputs, int n_inputs, AcTensor **outputs, int n_outputs)
 {
     if (!p) return error_set(AC_ERR_ARG, "program_run: program is NULL");
-    if (inputs && n_inputs > 0 && cpu_only("program_run", (const AcTensor *const *)inputs, n_inputs))
+    /* only as many as the program takes: a wrong count is the replay's AC_ERR_ARG */
+    if (inputs && n_inputs > 0 && n_inputs == ac_program_num_inputs(p) &&
+        cpu_only("program_run", (const AcTensor *const *)inputs, n_inputs))
         return AC_ERR_DEVICE;
     return ac_graph_replay(p->graph, inputs, n_inputs, outputs, n_outputs);
 }
