@@ -24,8 +24,11 @@
 #define CHUNK 32
 
 /* Those loops are compiled for AVX-512, AVX2 and plain x86-64, the CPU picking
-   at load time; adds and halvings without contraction give the same bits on each. */
-#if defined(__GNUC__) && defined(__x86_64__)
+   at load time; adds and halvings without contraction give the same bits on each.
+   Not under ThreadSanitizer: the loader runs a program's own resolvers at
+   start-up, before TSan has started, and those crash (the tsan tests link conv
+   since the kernel table names it). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define TRANSFORM_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TRANSFORM_KERNEL
