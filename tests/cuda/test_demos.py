@@ -6,6 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from gpu import needs_gpu, seeded  # noqa: F401 (seeded: an autouse fixture)
+
+pytestmark = needs_gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

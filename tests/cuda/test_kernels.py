@@ -6,6 +6,9 @@ import pytest
 
 import aicraft as ac
 import aicraft.nn.functional as F
+from gpu import needs_gpu, seeded  # noqa: F401 (seeded: an autouse fixture)
+
+pytestmark = needs_gpu
 
 RTOL, ATOL = 1e-4, 1e-5
 BROADCASTS = [((7,), (7,)), ((3, 5), (5,)), ((4, 1, 3), (1, 6, 1)), ((1,), (2, 9)), ((0, 3), (3,)),

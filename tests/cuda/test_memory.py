@@ -5,6 +5,9 @@ import numpy as np
 
 import aicraft as ac
 from aicraft import nn, optim
+from gpu import needs_gpu, seeded  # noqa: F401 (seeded: an autouse fixture)
+
+pytestmark = needs_gpu
 
 
 def mlp_step_setup(device):
