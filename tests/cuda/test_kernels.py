@@ -190,3 +190,26 @@ def test_cross_entropy_names_a_bad_target():
     logits = ac.zeros(3, 4, device="cuda")
     with pytest.raises(IndexError, match="position 1 is not a class index"):
         F.cross_entropy(logits, ac.tensor([0, 7, 1], device="cuda"))
+
+
+@pytest.mark.parametrize("name, kw, low, high", [
+    ("mse_loss", {}, -2, 2), ("l1_loss", {}, -2, 2), ("smooth_l1_loss", dict(beta=0.5), -2, 2),
+    ("binary_cross_entropy", {}, 0.05, 0.95), ("binary_cross_entropy_with_logits", {}, -4, 4),
+])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(37,), (5, 9), (0,)])
+def test_elementwise_losses(name, kw, low, high, reduction, shape):
+    x, t = leaves(shape, shape, low=low, high=high)
+
+    def loss(u, v):
+        out = getattr(F, name)(u, v, reduction=reduction, **kw)
+        return out if reduction == "none" else out.reshape(1)
+    if shape == (0,) and reduction == "mean":
+        assert np.isnan(getattr(F, name)(x.cuda(), t.cuda(), **kw).item())
+        return
+    check(loss, x, t)
+
+
+def test_binary_cross_entropy_names_an_input_out_of_range():
+    with pytest.raises(ValueError, match="position 2 .* not a probability"):
+        F.binary_cross_entropy(ac.tensor([0.5, 0.2, 1.5], device="cuda"), ac.ones(3, device="cuda"))

@@ -108,6 +108,22 @@ int cuda_avg_pool2d(const PoolGeom *g, const float *x, float *y);
 int cuda_avg_pool2d_backward(const PoolGeom *g, const float *gy, float *dx);
 
 /* loss.cu */
+int cuda_mse_loss(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction, float beta);
+int cuda_l1_loss(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction, float beta);
+int cuda_smooth_l1_loss(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction, float beta);
+int cuda_binary_cross_entropy(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction,
+                              float beta);
+int cuda_bce_with_logits(const AcTensor *input, const AcTensor *target, AcTensor *out, int reduction, float beta);
+int cuda_mse_loss_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout, AcTensor *gx,
+                           AcTensor *gt, int reduction, float beta);
+int cuda_l1_loss_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout, AcTensor *gx,
+                          AcTensor *gt, int reduction, float beta);
+int cuda_smooth_l1_loss_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout, AcTensor *gx,
+                                 AcTensor *gt, int reduction, float beta);
+int cuda_binary_cross_entropy_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout,
+                                       AcTensor *gx, AcTensor *gt, int reduction, float beta);
+int cuda_bce_with_logits_backward(const AcTensor *input, const AcTensor *target, const AcTensor *gout, AcTensor *gx,
+                                  AcTensor *gt, int reduction, float beta);
 int cuda_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *out, int reduction, float smoothing,
                        int64_t *ids, float *probs);
 int cuda_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout, AcTensor *gin,

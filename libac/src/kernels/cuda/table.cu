@@ -2,8 +2,7 @@
  * cuda/table.cu - the CUDA kernel table (builds with CUDA). An entry left out
  * is an op with no CUDA kernel: it fails with AC_ERR_DEVICE (kernels.h). The
  * entries follow kernels.h's order, as C++ wants of designated initializers.
- * Not here yet: batch_norm, layer_norm, embedding, compare / logical / where,
- * and the elementwise losses (mse, l1, smooth_l1, bce, bce_with_logits).
+ * Not here yet: batch_norm, layer_norm, embedding, compare / logical / where.
  */
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -68,6 +67,16 @@ extern "C" const AcKernels ac_cuda_kernels = {
     .avg_pool2d_backward = cuda_avg_pool2d_backward,
     .sgd_step = cuda_sgd_step,
     .adam_step = cuda_adam_step,
+    .mse_loss = cuda_mse_loss,
+    .l1_loss = cuda_l1_loss,
+    .smooth_l1_loss = cuda_smooth_l1_loss,
+    .binary_cross_entropy = cuda_binary_cross_entropy,
+    .bce_with_logits = cuda_bce_with_logits,
+    .mse_loss_backward = cuda_mse_loss_backward,
+    .l1_loss_backward = cuda_l1_loss_backward,
+    .smooth_l1_loss_backward = cuda_smooth_l1_loss_backward,
+    .binary_cross_entropy_backward = cuda_binary_cross_entropy_backward,
+    .bce_with_logits_backward = cuda_bce_with_logits_backward,
     .cross_entropy = cuda_cross_entropy,
     .cross_entropy_backward = cuda_cross_entropy_backward,
 };
