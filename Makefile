@@ -11,6 +11,10 @@
 #                   libclang-rt-dev: apt-get install clang libclang-rt-14-dev)
 #   make fuzz-python  atheris over the Python entry points for FUZZ_SECONDS
 #   make demo       the main demo
+#   make test-cuda  the CUDA tests (tests/cuda), then again under compute-sanitizer's
+#                   memcheck; they skip without a GPU
+#   make AC_CUDA=0  any target, built without the CUDA backend (the default builds it
+#                   when nvcc is found: NVCC=path picks one)
 #   make bench      the benchmarks (PyTorch columns need `pip install torch==2.13.0`)
 #   make install PREFIX=/usr/local   header, libraries, aicraft.pc, aicraft-static.pc
 #   make dist       sdist and wheel into dist/ (python -m build)
@@ -31,10 +35,28 @@ INC     := -Ilibac/include -Ilibac/src
 LDLIBS  := -lm -lpthread
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
 
+# CUDA: the .cu files under libac/src/kernels/cuda, compiled by nvcc for sm_90 with
+# PTX for later GPUs, and cudart linked statically, so nothing needs a CUDA install
+# to run. AC_HAVE_CUDA tells the C files; the fuzz build stays CPU-only.
+NVCC      ?= $(shell command -v nvcc 2>/dev/null)
+AC_CUDA   ?= $(if $(NVCC),1,0)
+ifeq ($(AC_CUDA),1)
+# where nvcc's own install is (its TOP), even when NVCC is a wrapper script
+CUDA_HOME ?= $(realpath $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p'))
+NVCCFLAGS := -O3 -std=c++20 -gencode arch=compute_90,code=[sm_90,compute_90] -Werror all-warnings \
+             -Xcompiler -fPIC,-fno-exceptions,-fno-threadsafe-statics,-Wall,-Wextra,-Wno-missing-field-initializers
+CU_SRC    := $(sort $(wildcard libac/src/kernels/cuda/*.cu))
+CU_OBJ    := $(CU_SRC:libac/src/%.cu=build/cuda/%.o)
+CUDA_DEF  := -DAC_HAVE_CUDA=1
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+endif
+LDLIBS    += $(CUDA_LIBS)
+
 SRC       := $(sort $(wildcard libac/src/*.c libac/src/*/*.c libac/src/*/*/*.c))
-OBJ       := $(SRC:libac/src/%.c=build/obj/%.o)
-ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o)
-HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h libac/src/*/*/*.h)
+OBJ       := $(SRC:libac/src/%.c=build/obj/%.o) $(CU_OBJ)
+ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o) $(CU_OBJ)
+# build/cuda.flag holds AC_CUDA: switching it rebuilds everything.
+HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h libac/src/*/*/*.h) build/cuda.flag
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
 FUZZERS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 CDEMOS    := $(filter-out demos/c/mnist_mlp_mpi.c,$(sort $(wildcard demos/c/*.c)))
@@ -42,10 +64,10 @@ CDEMOS    := $(filter-out demos/c/mnist_mlp_mpi.c,$(sort $(wildcard demos/c/*.c)
 # else PATH's (looked up when used, so after `venv` has installed the wheel).
 MPICC      = $(firstword $(wildcard $(VENV)/bin/mpicc) $(shell command -v mpicc))
 
-.PHONY: all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python pytest mpi-demo demo bench serve bench-serve install dist dist-test docs clean venv
+.PHONY: FORCE test-cuda all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python pytest mpi-demo demo bench serve bench-serve install dist dist-test docs clean venv
 
 all: venv
-	$(PY) setup.py -q build_ext --inplace
+	AC_CUDA=$(AC_CUDA) NVCC=$(NVCC) $(PY) setup.py -q build_ext --inplace
 
 venv: $(VENV)/.ready
 
@@ -58,9 +80,19 @@ $(VENV)/.ready: tests/requirements.txt
 
 lib: build/libac.a build/libac.so
 
+build/cuda.flag: FORCE
+	@mkdir -p build
+	@echo $(AC_CUDA) | cmp -s - $@ || echo $(AC_CUDA) > $@
+
+FORCE:
+
 build/obj/%.o: libac/src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -fPIC $(INC) -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) $(CUDA_DEF) -fPIC $(INC) -c $< -o $@
+
+build/cuda/%.o: libac/src/%.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(INC) -c $< -o $@
 
 build/libac.a: $(OBJ)
 	rm -f $@
@@ -79,7 +111,7 @@ build/libac.so: $(OBJ) build/libac.map
 
 build/asan/%.o: libac/src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(SAN) $(INC) -c $< -o $@
+	$(CC) $(WARN) $(SAN) $(CUDA_DEF) $(INC) -c $< -o $@
 
 build/asan/libac.a: $(ASAN_OBJ)
 	rm -f $@
@@ -103,12 +135,12 @@ asan: $(CTESTS:tests/c/%.c=build/tests-asan/%)
 # ThreadSanitizer over the tests that run libac from several threads at once
 # (die_after_fork=0: test_threads checks that a forked child can use the pool).
 TSAN       := -fsanitize=thread -fno-omit-frame-pointer -g -O1
-TSAN_OBJ   := $(SRC:libac/src/%.c=build/tsan/%.o)
+TSAN_OBJ   := $(SRC:libac/src/%.c=build/tsan/%.o) $(CU_OBJ)
 TSAN_TESTS := test_threads test_train_threads
 
 build/tsan/%.o: libac/src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(TSAN) $(INC) -c $< -o $@
+	$(CC) $(WARN) $(TSAN) $(CUDA_DEF) $(INC) -c $< -o $@
 
 build/tsan/libac.a: $(TSAN_OBJ)
 	rm -f $@
@@ -140,6 +172,16 @@ pytest: all mpi-demo
 	$(PY) -m pytest -q tests
 
 test: venv ctest asan tsan fuzz-replay pytest
+
+# The GPU suite: every CUDA kernel against the CPU path, scopes, demos; then the
+# same under compute-sanitizer's memcheck. Each test skips without a device.
+COMPUTE_SANITIZER ?= $(firstword $(wildcard $(CUDA_HOME)/bin/compute-sanitizer) $(shell command -v compute-sanitizer 2>/dev/null))
+
+test-cuda: all
+	$(PY) -m pytest -q tests/cuda
+	@if [ -n "$(COMPUTE_SANITIZER)" ] && $(PY) -c 'import aicraft, sys; sys.exit(not aicraft.cuda.is_available())'; then \
+	  $(COMPUTE_SANITIZER) --tool memcheck --error-exitcode 1 --target-processes all $(PY) -m pytest -q tests/cuda; \
+	else echo "compute-sanitizer memcheck skipped: no CUDA device or no compute-sanitizer"; fi
 
 # ---- fuzzing -------------------------------------------------------------------
 
@@ -226,7 +268,7 @@ install: lib
 	install -m 644 build/libac.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 build/libac.so $(DESTDIR)$(PREFIX)/lib/
 	for pc in aicraft aicraft-static; do \
-	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $$pc.pc.in \
+	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CUDA_LIBS@|$(CUDA_LIBS)|' $$pc.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; done
 
 # Packaging is checked here, not in `make test`: building and installing twice

@@ -3,9 +3,15 @@
 The cdef is the block of libac/include/ac.h between the AC_CDEF markers, read at
 build time, so the header stays the one source of truth (tests/test_header_cdef.py
 checks that the built module matches it).
+
+The CUDA backend is built when nvcc is found (NVCC, else PATH) unless AC_CUDA=0,
+as the Makefile does: setup.py compiles cuda_sources() with nvcc_command() and
+links their objects with cudart, statically.
 """
 import glob
 import os
+import shutil
+import subprocess
 
 from cffi import FFI
 
@@ -42,6 +48,56 @@ def c_sources():
     return sorted(os.path.relpath(path, ROOT) for path in found)
 
 
+def nvcc():
+    """The nvcc to build the CUDA backend with, or None to build without it."""
+    if os.environ.get("AC_CUDA", "") == "0":
+        return None
+    found = os.environ.get("NVCC") or shutil.which("nvcc")
+    return found
+
+
+NVCC = nvcc()
+# Same flags as the Makefile's NVCCFLAGS: sm_90 code and PTX for later GPUs.
+NVCC_FLAGS = ["-O3", "-std=c++20", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
+              "-Werror", "all-warnings", "-Xcompiler", "-fPIC,-fno-exceptions,-fno-threadsafe-statics,-Wall,-Wextra,-Wno-missing-field-initializers",
+              "-I" + os.path.join("libac", "include"), "-I" + os.path.join("libac", "src")]
+
+
+def cuda_home():
+    """nvcc's install (its TOP), even when NVCC is a wrapper script."""
+    out = subprocess.run([NVCC, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+                         capture_output=True, text=True).stderr
+    top = [line[len("#$ TOP="):] for line in out.splitlines() if line.startswith("#$ TOP=")]
+    if not top:
+        raise RuntimeError("build_ffi: cannot find where %s is installed (AC_CUDA=0 builds without CUDA)" % NVCC)
+    return os.path.realpath(top[0])
+
+
+CUDA_LIB_DIR = os.path.join(cuda_home(), "lib64") if NVCC else None
+
+
+def cuda_sources():
+    """The .cu files, relative to the project root; none when CUDA is not built."""
+    found = glob.glob(os.path.join(ROOT, "libac", "src", "kernels", "cuda", "*.cu")) if NVCC else []
+    return sorted(os.path.relpath(path, ROOT) for path in found)
+
+
+def nvcc_command(source, obj):
+    return [NVCC] + NVCC_FLAGS + ["-c", source, "-o", obj]
+
+
+def cuda_flag_file():
+    """build/cuda.flag holding whether CUDA is built (shared with the Makefile): the
+    extension depends on it, so switching AC_CUDA rebuilds it."""
+    path = os.path.join(ROOT, "build", "cuda.flag")
+    flag = "1\n" if NVCC else "0\n"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.exists(path) or open(path).read() != flag:
+        with open(path, "w") as f:
+            f.write(flag)
+    return os.path.relpath(path, ROOT)
+
+
 # The destructor of the capsules Tensor.__dlpack__ makes (aicraft/dlpack.py): one no
 # consumer took over still has the protocol's name and gives its tensor back. It
 # takes the PyObject * as void *, as cdefs cannot name Python's types.
@@ -70,5 +126,9 @@ ffibuilder.set_source(
     include_dirs=[os.path.join("libac", "include"), os.path.join("libac", "src")],
     # No -ffast-math: NaN and inf must keep IEEE semantics.
     extra_compile_args=["-std=c99", "-O3", "-fno-math-errno", "-Wall"],
-    libraries=["m", "pthread"],
+    define_macros=[("AC_HAVE_CUDA", "1")] if NVCC else [],
+    library_dirs=[CUDA_LIB_DIR] if NVCC else [],
+    libraries=["m", "pthread"] + (["cudart_static", "dl", "rt"] if NVCC else []),
+    depends=[cuda_flag_file()] + cuda_sources() + [
+        os.path.relpath(h, ROOT) for h in glob.glob(os.path.join(ROOT, "libac", "src", "kernels", "cuda", "*.h"))],
 )

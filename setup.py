@@ -9,6 +9,8 @@ aicraft/__init__.py, read here and by the Makefile.
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 from setuptools import find_packages, setup
 from setuptools.command.build_ext import build_ext
@@ -23,20 +25,40 @@ def version():
 
 class build_ext_with_libac(build_ext):
     """build_ext, then libac.a from the extension's libac objects and ac.h, in the package
-    (in build_lib; --inplace copies them to the source tree with the extension)."""
+    (in build_lib; --inplace copies them to the source tree with the extension). With
+    CUDA (build_ffi.NVCC), the .cu files are compiled by nvcc first and linked in, and
+    libcudart_static.a goes beside libac.a, so C programs link with
+    -L get_lib() -lac -lcudart_static -ldl -lrt -lm -lpthread and no CUDA install."""
 
     def build_extension(self, ext):
+        sys.path.insert(0, ROOT)
+        import build_ffi
+        sys.path.pop(0)
+        cuda_objects = []
+        for source in build_ffi.cuda_sources():
+            obj = os.path.join(self.build_temp, os.path.splitext(source)[0] + ".o")
+            os.makedirs(os.path.dirname(obj), exist_ok=True)
+            if self.force or not os.path.exists(obj) or os.path.getmtime(obj) < max(
+                    os.path.getmtime(p) for p in [source] + ext.depends):
+                subprocess.run(build_ffi.nvcc_command(source, obj), cwd=ROOT, check=True)
+            cuda_objects.append(obj)
+        ext.extra_objects = list(ext.extra_objects or []) + cuda_objects
         super().build_extension(ext)
         sources = [s for s in ext.sources if s.startswith("libac")]
         objects = self.compiler.object_filenames(sources, output_dir=self.build_temp)
         missing = [s for s, o in zip(sources, objects) if not os.path.exists(o)]
         if missing:   # the extension was up to date: its objects may be gone
             self.compiler.compile(missing, output_dir=self.build_temp, include_dirs=ext.include_dirs,
-                                  extra_postargs=ext.extra_compile_args)
+                                  macros=ext.define_macros, extra_postargs=ext.extra_compile_args)
         package_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
         os.makedirs(os.path.join(package_dir, "lib"), exist_ok=True)
         os.makedirs(os.path.join(package_dir, "include"), exist_ok=True)
-        self.compiler.create_static_lib(objects, "ac", output_dir=os.path.join(package_dir, "lib"))
+        self.compiler.create_static_lib(objects + cuda_objects, "ac", output_dir=os.path.join(package_dir, "lib"))
+        cudart = os.path.join(os.path.join(package_dir, "lib"), "libcudart_static.a")
+        if cuda_objects:
+            shutil.copy(os.path.join(build_ffi.CUDA_LIB_DIR, "libcudart_static.a"), cudart)
+        elif os.path.exists(cudart):
+            os.remove(cudart)
         shutil.copy(os.path.join(ROOT, "libac", "include", "ac.h"), os.path.join(package_dir, "include"))
 
     def copy_extensions_to_source(self):   # build_ext --inplace

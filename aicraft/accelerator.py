@@ -1,6 +1,6 @@
 """accelerator.py - ac.accelerator as PyTorch's torch.accelerator: which accelerator
-this build can use. None so far (the CPU is not an accelerator)."""
-from aicraft import cuda
+this process can use: a CUDA GPU, or None (the CPU is not an accelerator)."""
+from aicraft import cuda, dtypes
 
 
 def is_available():
@@ -8,7 +8,12 @@ def is_available():
 
 
 def current_accelerator(check_available=False):
-    """The accelerator's device, or None when there is none."""
+    """The accelerator's device, or None when there is none (RuntimeError then, with
+    check_available)."""
+    if cuda.is_available():
+        return dtypes.device("cuda")
+    if check_available:
+        raise RuntimeError("current_accelerator: no accelerator is available")
     return None
 
 

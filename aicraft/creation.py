@@ -16,11 +16,14 @@ if TYPE_CHECKING:
 _NULL = ffi.NULL
 
 
-def _finish(p, requires_grad, *tensors):
-    """Wrap a new tensor (or raise C's error) and set requires_grad."""
+def _finish(p, requires_grad, *tensors, device=None):
+    """Wrap a new tensor (or raise C's error), move it to device (one checked_device
+    gave; None: the CPU) and set requires_grad."""
     if not p:
         raise_error(*tensors)
     t = _wrap(p)
+    if device is not None and device.type != "cpu":   # made on the CPU, then copied over
+        t = t._moved(device)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -31,10 +34,11 @@ def _shape_array(shape):
 
 
 def _target(dtype, device, what, default=dtypes.float32):
-    """The dtype a factory makes (default when None); device must be the CPU."""
-    dtypes.checked_device(device, what)
+    """The dtype a factory makes (default when None) and its device (None: the CPU),
+    as (dtype, device); DeviceError for a device that cannot be used."""
+    device = dtypes.checked_device(device, what)
     dtype = dtypes.checked(dtype, what)
-    return default if dtype is None else dtype
+    return default if dtype is None else dtype, device
 
 
 def _numeric_array(data, what, dtype=None):
@@ -56,10 +60,10 @@ def _numeric_array(data, what, dtype=None):
     return np.asarray(arr, dtype=dtype.numpy, order="C"), dtype   # (ascontiguousarray would make 0-d 1-d)
 
 
-def _from_array(arr, dtype, requires_grad):
+def _from_array(arr, dtype, requires_grad, device=None):
     shape = list(arr.shape)
     p = lib.ac_tensor_from_typed(ffi.from_buffer(arr), _shape_array(shape), len(shape), dtype.code)
-    return _finish(p, requires_grad)
+    return _finish(p, requires_grad, device=device)
 
 
 def tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
@@ -67,9 +71,9 @@ def tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
     """A new tensor holding a copy of data (numbers, nested lists, arrays, tensors).
     Its dtype is dtype, or as PyTorch infers it: bool for bools, int64 for integers,
     float32 for floats (float64 data becomes float32: aicraft computes in float32)."""
-    dtypes.checked_device(device, "tensor")
+    device = dtypes.checked_device(device, "tensor")
     arr, dtype = _numeric_array(data, "tensor", dtypes.checked(dtype, "tensor"))
-    return _from_array(arr, dtype, requires_grad)
+    return _from_array(arr, dtype, requires_grad, device)
 
 
 def as_tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None) -> Tensor:
@@ -91,8 +95,9 @@ def from_numpy(array: "np.ndarray") -> Tensor:
 def zeros(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     shape = _shape_args(shape)
-    dtype = _target(dtype, device, "zeros")
-    return _finish(lib.ac_tensor_new_typed(_shape_array(shape), len(shape), dtype.code), requires_grad)
+    dtype, device = _target(dtype, device, "zeros")
+    return _finish(lib.ac_tensor_new_typed(_shape_array(shape), len(shape), dtype.code), requires_grad,
+                   device=device)
 
 
 def empty(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
@@ -109,7 +114,8 @@ def full(size: Any, fill_value: Any, dtype: Optional[dtypes.dtype] = None, devic
         raise TypeError("full: fill_value must be a number, not %s" % type(fill_value).__name__)
     default = dtypes.bool if isinstance(fill_value, bool) else \
         dtypes.int64 if (isinstance(fill_value, int) or _is_numpy(fill_value, "integer")) else dtypes.float32
-    t = zeros(shape, dtype=_target(dtype, device, "full", default))
+    dtype, device = _target(dtype, device, "full", default)
+    t = zeros(shape, dtype=dtype, device=device)
     if lib.ac_tensor_fill_(t._ptr, value) < 0:
         raise_error(t)
     if requires_grad:
@@ -119,23 +125,26 @@ def full(size: Any, fill_value: Any, dtype: Optional[dtypes.dtype] = None, devic
 
 def ones(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    return full(_shape_args(shape), 1.0, dtype=_target(dtype, device, "ones"), requires_grad=requires_grad)
+    dtype, device = _target(dtype, device, "ones")
+    return full(_shape_args(shape), 1.0, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def rand(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1)."""
     shape = _shape_args(shape)
-    _float_only(_target(dtype, device, "rand"), "rand")
-    return _finish(lib.ac_rand(_shape_array(shape), len(shape)), requires_grad)
+    dtype, device = _target(dtype, device, "rand")
+    _float_only(dtype, "rand")
+    return _finish(lib.ac_rand(_shape_array(shape), len(shape)), requires_grad, device=device)
 
 
 def randn(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal."""
     shape = _shape_args(shape)
-    _float_only(_target(dtype, device, "randn"), "randn")
-    return _finish(lib.ac_randn(_shape_array(shape), len(shape)), requires_grad)
+    dtype, device = _target(dtype, device, "randn")
+    _float_only(dtype, "randn")
+    return _finish(lib.ac_randn(_shape_array(shape), len(shape)), requires_grad, device=device)
 
 
 def randint(low: int, high: Optional[int] = None, size: Any = None, dtype: Optional[dtypes.dtype] = None,
@@ -157,8 +166,8 @@ def randint(low: int, high: Optional[int] = None, size: Any = None, dtype: Optio
     import numpy as np
     u = rand(_shape_args((size,)))
     values = np.floor(u.numpy().astype(np.float64) * (high - low)).astype(np.int64) + low
-    return tensor(values, dtype=_target(dtype, device, "randint", dtypes.int64),
-                  requires_grad=requires_grad)
+    dtype, device = _target(dtype, device, "randint", dtypes.int64)
+    return tensor(values, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _float_only(dtype, what):
@@ -172,21 +181,26 @@ def _like(other, what):
     return other.shape
 
 
+def _like_device(input, device):
+    """A *_like factory's device: the given one, else input's (as PyTorch)."""
+    return input.device if device is None else device
+
+
 def zeros_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
-    return zeros(_like(input, "zeros_like"), dtype=dtype or input.dtype, device=device,
+    return zeros(_like(input, "zeros_like"), dtype=dtype or input.dtype, device=_like_device(input, device),
                  requires_grad=requires_grad)
 
 
 def ones_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
-    return ones(_like(input, "ones_like"), dtype=dtype or input.dtype, device=device,
+    return ones(_like(input, "ones_like"), dtype=dtype or input.dtype, device=_like_device(input, device),
                 requires_grad=requires_grad)
 
 
 def full_like(input: Tensor, fill_value: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
-    return full(_like(input, "full_like"), fill_value, dtype=dtype or input.dtype, device=device,
+    return full(_like(input, "full_like"), fill_value, dtype=dtype or input.dtype, device=_like_device(input, device),
                 requires_grad=requires_grad)
 
 
@@ -197,12 +211,12 @@ def empty_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any 
 
 def rand_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
-    return rand(_like(input, "rand_like"), dtype=dtype, device=device, requires_grad=requires_grad)
+    return rand(_like(input, "rand_like"), dtype=dtype, device=_like_device(input, device), requires_grad=requires_grad)
 
 
 def randn_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
-    return randn(_like(input, "randn_like"), dtype=dtype, device=device, requires_grad=requires_grad)
+    return randn(_like(input, "randn_like"), dtype=dtype, device=_like_device(input, device), requires_grad=requires_grad)
 
 
 def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Optional[dtypes.dtype] = None,
@@ -216,9 +230,9 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Op
         raise TypeError("arange: start, end and step must be numbers")
     integral = all((isinstance(v, int) or _is_numpy(v, "integer")) and not isinstance(v, bool)
                    for v in (start, end, step))
-    dtype = _target(dtype, device, "arange", dtypes.int64 if integral else dtypes.float32)
+    dtype, device = _target(dtype, device, "arange", dtypes.int64 if integral else dtypes.float32)
     if dtype is dtypes.float32:
-        return _finish(lib.ac_arange(*bounds), requires_grad)
+        return _finish(lib.ac_arange(*bounds), requires_grad, device=device)
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     import numpy as np
@@ -226,7 +240,7 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Op
     out = zeros(count, dtype=dtypes.int64)      # libac allocates first, so its memory limit holds
     if count:
         np.frombuffer(ffi.buffer(out._ptr.data, 8 * count), np.int64)[:] = np.arange(start, end, step)
-    out = out if dtype is dtypes.int64 else out.to(dtype)
+    out = (out if dtype is dtypes.int64 else out.to(dtype)).to(device)
     if requires_grad:
         out.requires_grad_(True)
     return out
@@ -240,7 +254,8 @@ def eye(n: int, m: Optional[int] = None, dtype: Optional[dtypes.dtype] = None, d
     if not (-(2 ** 63) <= n < 2 ** 63 and -(2 ** 63) <= m < 2 ** 63):
         raise ValueError("eye: n and m must fit in 64 bits")
     t = _finish(lib.ac_eye(n, m), False)
-    return t.to(_target(dtype, device, "eye")).requires_grad_(requires_grad)
+    dtype, device = _target(dtype, device, "eye")
+    return t.to(dtype).to(device).requires_grad_(requires_grad)
 
 
 def _tensor_list(tensors, what):

@@ -8,7 +8,7 @@ a clear error rather than a silent narrowing. Other integer data (int8, int16,
 int32, uint16, ...) is held as int64 (wider, so every value is kept); `ac.int32`
 names int64.
 
-A device is "cpu" for now; the CUDA backend adds "cuda".
+A device is "cpu" or "cuda" ("cuda:1"); a CUDA one needs a GPU (ac.cuda.is_available()).
 
 NumPy is imported only when a dtype is compared with or converted to NumPy's, so
 that `import aicraft` alone does not load it.
@@ -125,7 +125,7 @@ def of_numpy(np_dtype):
 
 
 class device:
-    """Where a tensor lives: device("cpu") (also "cpu:0"); "cuda" needs the CUDA backend."""
+    """Where a tensor lives: device("cpu") (also "cpu:0"), device("cuda") or "cuda:1"."""
 
     __slots__ = ("type", "index")
 
@@ -166,13 +166,25 @@ CPU = device("cpu")
 
 
 def checked_device(d, what):
-    """d ("cpu", a device, None) as the CPU device; DeviceError for a device aicraft lacks."""
+    """d ("cpu", "cuda", "cuda:1", a device, None: the CPU) as a device a tensor can be
+    on now: device("cpu") or device("cuda", index). DeviceError naming what asked, with
+    CUDA's reason, when the device cannot be used."""
     if d is None:
         return CPU
     if not isinstance(d, device):
         d = device(d)
-    if d.type != "cpu":
-        from aicraft.errors import DeviceError
-        raise DeviceError("%s: device %s is not available: this aicraft build runs on the CPU "
-                          "(ac.cuda.is_available() is False)" % (what, d))
-    return CPU
+    if d.type == "cpu":
+        return CPU
+    from aicraft.errors import DeviceError
+    if d.type != "cuda":
+        raise DeviceError("%s: device %s is not available: aicraft runs on the CPU and CUDA" % (what, d))
+    from aicraft._ffi import lib
+    from aicraft.errors import last_error
+    count = lib.ac_cuda_device_count()
+    index = 0 if d.index is None else d.index
+    if count < 0:
+        reason = last_error()[1].split("is not available: ", 1)[-1]
+        raise DeviceError("%s: cuda:%d is not available: %s" % (what, index, reason))
+    if not 0 <= index < count:
+        raise DeviceError("%s: device %s is not available: %d CUDA device%s" % (what, d, count, "s"[:count != 1]))
+    return device("cuda", index)

@@ -53,13 +53,17 @@ def memory_stats() -> Dict[str, int]:
     has made so far: flat across warm training steps), spare_grad_bytes
     (dropped grads kept for their parameter's next backward, not in bytes_in_use)
     and root_cached_bytes (freed root tensors each thread keeps for the next of
-    the same size, such as the next batch; not in bytes_in_use)."""
+    the same size, such as the next batch; not in bytes_in_use); for CUDA,
+    cuda_mallocs (flat across warm training steps too), device_bytes_in_use and
+    device_peak_bytes (CUDA tensors' data, all devices) and device_reserved
+    (device memory held, in use or cached)."""
     stats = ffi.new("AcMemStats *")
     if lib.ac_memory_stats(stats) < 0:
         raise_error()
     return {name: getattr(stats, name) for name in
             ("bytes_in_use", "peak_bytes", "live_tensors", "live_nodes", "arena_reserved", "memory_limit",
-             "heap_allocations", "spare_grad_bytes", "root_cached_bytes")}
+             "heap_allocations", "spare_grad_bytes", "root_cached_bytes", "cuda_mallocs",
+             "device_bytes_in_use", "device_peak_bytes", "device_reserved")}
 
 
 def set_memory_limit(limit: int) -> None:

@@ -419,13 +419,12 @@ class Tensor:
 
     @property
     def device(self) -> dtypes.device:
-        _live(self)
-        return dtypes.CPU
+        p = _live(self)
+        return dtypes.CPU if p.device == 0 else dtypes.device("cuda", p.device_index)
 
     @property
     def is_cuda(self) -> builtins.bool:
-        _live(self)
-        return False
+        return _live(self).device == 1
 
     def is_floating_point(self) -> builtins.bool:
         return _live(self).dtype == 0
@@ -510,9 +509,12 @@ class Tensor:
     # ---- conversion --------------------------------------------------------
 
     def numpy(self) -> "np.ndarray":
-        """A NumPy copy: float32, int64 or bool, as the tensor's dtype."""
+        """A NumPy copy: float32, int64 or bool, as the tensor's dtype (CPU tensors only)."""
         import numpy as np
         p = _live(self)
+        if p.device != 0:
+            raise TypeError("numpy: can't convert %s device type tensor to numpy. Use Tensor.cpu() to "
+                            "copy the tensor to host memory first." % self.device)
         shape = _shape_of(p)
         kind = _DTYPE[p.dtype]
         if p.size == 0:
@@ -533,20 +535,24 @@ class Tensor:
         return to_capsule(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        """(1, 0): DLPack's CPU."""
-        _live(self)
-        return (1, 0)
+        """(1, 0): DLPack's CPU; (2, index) for a CUDA tensor (which __dlpack__ refuses)."""
+        p = _live(self)
+        return (1, 0) if p.device == 0 else (2, p.device_index)
+
+    def _host(self) -> "Tensor":
+        """self on the CPU: itself, or a copy of a CUDA tensor (waits for the device), no graph."""
+        return self if _live(self).device == 0 else self.detach().cpu()
 
     def item(self) -> Union[int, builtins.float, builtins.bool]:
         p = _live(self)
         if p.size != 1:
             raise RuntimeError("item: a tensor with %d elements cannot be converted to a Python number" % p.size)
-        if p.dtype == 0:
+        if p.dtype == 0 and p.device == 0:
             return p.data[0]
-        return self.numpy().reshape(()).item()     # int for int64, bool for bool
+        return self._host().numpy().reshape(()).item()     # int for int64, bool for bool
 
     def tolist(self) -> Any:
-        return self.numpy().tolist()
+        return self._host().numpy().tolist()
 
     def __float__(self) -> builtins.float:
         return float(self.item())
@@ -574,7 +580,9 @@ class Tensor:
     def __repr__(self) -> str:
         p = _live(self)
         import numpy as np
-        body = np.array2string(self.numpy(), precision=4, separator=", ", prefix="tensor(")
+        body = np.array2string(self._host().numpy(), precision=4, separator=", ", prefix="tensor(")
+        if p.device != 0:    # PyTorch's place for it: after the values
+            body += ", device='%s'" % self.device
         if p.size == 0 and p.dtype != 0:
             return "tensor(%s, dtype=%r)" % (body, self.dtype)
         if p.node:
@@ -659,7 +667,9 @@ class Tensor:
 
     def __reduce__(self):
         from aicraft.creation import tensor
-        return tensor, (self.numpy(), self.dtype, None, bool(_live(self).requires_grad))
+        p = _live(self)
+        return tensor, (self._host().numpy(), self.dtype, None if p.device == 0 else str(self.device),
+                        bool(p.requires_grad))
 
     # ---- in place (no graph) -----------------------------------------------
 
@@ -787,14 +797,45 @@ class Tensor:
                 device = arg
             elif arg is not None and not isinstance(arg, bool):
                 raise TypeError("to: expected a dtype, a device or a tensor, not %s" % type(arg).__name__)
-        dtypes.checked_device(device, "to")
+        target = None if device is None else dtypes.checked_device(device, "to")
         dtype = dtypes.checked(dtype, "to")
-        if dtype is None or dtype.code == _live(self).dtype:
-            return self.clone() if copy else self
-        p = lib.ac_to_dtype(self._ptr, dtype.code)
-        if p:
-            return _wrap(p)
-        raise_error(self)
+        moving = target is not None and target != self.device
+        out = self
+        if moving and self.is_cuda:       # off the GPU first: dtypes convert on the CPU
+            out = out._moved(target)
+        if dtype is not None and dtype.code != _live(out).dtype:
+            p = lib.ac_to_dtype(out._ptr, dtype.code)
+            if not p:
+                raise_error(out)
+            out = _wrap(p)
+        if moving and not self.is_cuda:
+            out = out._moved(target)
+        return self.clone() if out is self and copy else out
+
+    def _moved(self, target: dtypes.device) -> "Tensor":
+        """A differentiable copy on target, a device checked_device gave."""
+        p = lib.ac_tensor_to(self._ptr, 0 if target.type == "cpu" else 1, target.index or 0)
+        if not p:
+            raise_error(self)
+        return _wrap(p)
+
+    def _move_(self, target: dtypes.device) -> None:
+        """Put this root tensor's data on target in place (Module.to): the same Tensor,
+        a leaf as before; its grad is dropped."""
+        p = _live(self)
+        previous = lib.ac_set_grad_enabled(0)
+        try:
+            q = lib.ac_tensor_to(p, 0 if target.type == "cpu" else 1, target.index or 0)
+            if q and q.scope_depth:      # a scope is open: the module's tensor must outlive it
+                q = lib.ac_tensor_keep(q)
+        finally:
+            lib.ac_set_grad_enabled(previous)
+        if not q:
+            raise_error(self)
+        if p.requires_grad:
+            lib.ac_tensor_set_requires_grad(q, 1)
+        self._ptr = q
+        lib.ac_tensor_free(p)
 
     def type(self, dtype: Any = None) -> Any:
         """The dtype's name ("aicraft.FloatTensor"), or self converted to dtype."""
@@ -824,8 +865,8 @@ class Tensor:
         return self.to(dtypes.float16)
 
     def cpu(self) -> "Tensor":
-        _live(self)
-        return self
+        """self on the CPU: itself, or a differentiable copy (which waits for the GPU)."""
+        return self._moved(dtypes.CPU) if self.is_cuda else self
 
     def cuda(self, device: Any = None) -> "Tensor":
         return self.to(dtypes.device("cuda") if device is None else device)

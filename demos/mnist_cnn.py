@@ -58,6 +58,7 @@ def main():
                                               test_batch_size=TEST_BATCH)
 
     model = make_model()
+    model.to(args.device)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     optimizer = optim.Adam(model.parameters(), lr=args.lr)
     steps = args.epochs * len(train_loader)
@@ -65,7 +66,7 @@ def main():
         if args.schedule == "cosine" else None
     print(model)
 
-    fit(model, train_loader, test_loader, loss_fn, optimizer, args.epochs, scheduler)
+    fit(model, train_loader, test_loader, loss_fn, optimizer, args.epochs, scheduler, device=args.device)
     save_weights(model, args.out)
     ac.export(model, ac.zeros(TEST_BATCH, 1, 28, 28), args.program)
     print("program exported to %s" % args.program)

@@ -23,6 +23,7 @@ def argument_parser(doc, epochs, out):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="threads for large ops")
     parser.add_argument("--data", default="data", help="where MNIST is (or will be) kept")
+    parser.add_argument("--device", default="cpu", help='where to train: "cpu" or "cuda"')
     parser.add_argument("--out", default=os.path.join("data", out),
                         help="where to save the trained weights")
     return parser
@@ -54,14 +55,15 @@ def progress(loader, epoch):
     return tqdm(loader, desc="epoch %d" % epoch, leave=False, mininterval=0.5)
 
 
-def train_one_epoch(model, batches, loss_fn, optimizer, scheduler=None, losses=None):
+def train_one_epoch(model, batches, loss_fn, optimizer, scheduler=None, losses=None, device="cpu"):
     """Sum of the step losses over `batches`; each step's loss is appended to `losses`
     when given. Each step runs inside `with ac.checkpoint():`, so its memory is handed
-    back in one move when it ends."""
+    back in one move when it ends (on a GPU too: the batch copied to the device is
+    in the step's scope)."""
     epoch_loss = 0.0
     for x, y in batches:
         with ac.checkpoint():
-            loss = loss_fn(model(x), y)
+            loss = loss_fn(model(x.to(device)), y.to(device))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -75,13 +77,13 @@ def train_one_epoch(model, batches, loss_fn, optimizer, scheduler=None, losses=N
 
 
 @ac.no_grad()
-def evaluate(model, loader):
+def evaluate(model, loader, device="cpu"):
     """(correct, total) over the loader's batches, in eval mode."""
     model.eval()
     correct = total = 0
     for x, y in loader:
         with ac.checkpoint():
-            predicted = model(x).argmax(1).numpy()
+            predicted = model(x.to(device)).cpu().argmax(1).numpy()   # argmax has no CUDA kernel yet
             correct += int((predicted == y.numpy()).sum())
             total += len(predicted)
     model.train()
@@ -89,16 +91,16 @@ def evaluate(model, loader):
 
 
 def fit(model, train_loader, test_loader, loss_fn, optimizer, epochs, scheduler=None,
-        losses=None, show_progress=False):
-    """Train for `epochs` epochs, printing each one's mean loss and test accuracy;
-    returns the last (correct, total)."""
+        losses=None, show_progress=False, device="cpu"):
+    """Train for `epochs` epochs on device (where the model is), printing each one's
+    mean loss and test accuracy; returns the last (correct, total)."""
     samples = len(train_loader.dataset)
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         batches = progress(train_loader, epoch) if show_progress else train_loader
-        epoch_loss = train_one_epoch(model, batches, loss_fn, optimizer, scheduler, losses)
+        epoch_loss = train_one_epoch(model, batches, loss_fn, optimizer, scheduler, losses, device)
         seconds = time.perf_counter() - start
-        correct, total = evaluate(model, test_loader)
+        correct, total = evaluate(model, test_loader, device)
         print("epoch %d: loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s)"
               % (epoch, epoch_loss / len(train_loader), 100.0 * correct / total, seconds,
                  samples / seconds))
@@ -107,6 +109,8 @@ def fit(model, train_loader, test_loader, loss_fn, optimizer, epochs, scheduler=
 
 
 def save_weights(model, path):
+    """Save the weights from the CPU (the model moves there)."""
+    model.to("cpu")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     ac.save(model.state_dict(), path)
     print("weights saved to %s" % path)

@@ -2,6 +2,7 @@
 
     python demos/mnist_mlp.py                 # 5 epochs, Adam 1e-3, batch 64
     python demos/mnist_mlp.py --epochs 1 --out /tmp/mlp.safetensors
+    python demos/mnist_mlp.py --device cuda   # on a GPU
 
 Fetches MNIST into --data on first use, prints each epoch's mean training
 loss and test accuracy, saves the weights as safetensors (which
@@ -60,13 +61,14 @@ def main():
                                               test_batch_size=1000, flatten=True)
 
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    model.to(args.device)
     loss_fn = nn.CrossEntropyLoss()
     optimizer = optim.Adam(model.parameters(), lr=args.lr)
     print(model)
 
     losses = []
     fit(model, train_loader, test_loader, loss_fn, optimizer, args.epochs, losses=losses,
-        show_progress=True)
+        show_progress=True, device=args.device)
     save_weights(model, args.out)
     if plot_losses(losses, len(train_loader), args.plot):
         print("loss curve drawn in %s" % args.plot)

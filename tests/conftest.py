@@ -3,6 +3,8 @@
 Gradient checks compare aicraft's analytic gradients with central differences
 of a float64 NumPy implementation of the same function, written in the test.
 """
+import os
+
 import numpy as np
 
 
@@ -50,3 +52,14 @@ def check_gradients(ac_fn, f64_fn, arrays, rtol=1e-4, atol=1e-5, seed=0):
         assert got.shape == expected.shape, "input %d: grad shape %s, expected %s" % (i, got.shape, expected.shape)
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg="gradient of input %d" % i)
     return out
+
+
+def c_link_libs():
+    """What a C program linking libac.a statically adds after it: CUDA's runtime when
+    this build has CUDA (the package carries libcudart_static.a beside libac.a), then
+    libm and pthreads."""
+    import aicraft as ac
+    cuda = []
+    if os.path.exists(os.path.join(ac.get_lib(), "libcudart_static.a")):
+        cuda = ["-L" + ac.get_lib(), "-lcudart_static", "-ldl", "-lrt"]
+    return cuda + ["-lm", "-lpthread"]

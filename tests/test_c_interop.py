@@ -9,6 +9,7 @@ import pytest
 
 import aicraft as ac
 from aicraft import nn
+from conftest import c_link_libs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
@@ -22,7 +23,7 @@ def mlp_forward(tmp_path_factory):
     exe = str(tmp_path_factory.mktemp("interop") / "mlp_forward")
     subprocess.run([CC, "-std=c99", "-O2", "-I", os.path.join(ROOT, "libac", "include"),
                     os.path.join(ROOT, "tests", "interop", "mlp_forward.c"),
-                    os.path.join(ROOT, "build", "libac.a"), "-lm", "-lpthread", "-o", exe],
+                    os.path.join(ROOT, "build", "libac.a"), *c_link_libs(), "-o", exe],
                    check=True)
     return exe
 
@@ -63,7 +64,7 @@ def test_c_predict_demo_counts_what_python_counts(tmp_path):
     exe = str(tmp_path / "predict")
     subprocess.run([CC, "-std=c99", "-O2", "-I", os.path.join(ROOT, "libac", "include"),
                     os.path.join(ROOT, "demos", "c", "predict.c"), os.path.join(ROOT, "build", "libac.a"),
-                    "-lm", "-lpthread", "-o", exe], check=True)
+                    *c_link_libs(), "-o", exe], check=True)
     rng = np.random.default_rng(5)
     images = rng.integers(0, 256, (300, 28, 28)).astype(np.uint8)
     labels = rng.integers(0, 10, 300).astype(np.uint8)

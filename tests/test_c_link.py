@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 import aicraft
+from conftest import c_link_libs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "demos", "c", "linear_regression.c")
@@ -43,7 +44,7 @@ def test_package_carries_header_and_static_library(tmp_path):
     assert os.path.isfile(os.path.join(aicraft.get_include(), "ac.h"))
     lib = os.path.join(aicraft.get_lib(), "libac.a")
     exe = str(tmp_path / "linreg")
-    subprocess.run([CC, "-std=c99", DEMO, "-I", aicraft.get_include(), lib, "-lm", "-lpthread",
+    subprocess.run([CC, "-std=c99", DEMO, "-I", aicraft.get_include(), lib, *c_link_libs(),
                     "-o", exe], check=True)
     run = run_without_loader_path(exe)
     assert run.returncode == 0, run.stderr

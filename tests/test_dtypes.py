@@ -315,12 +315,13 @@ def test_devices_on_the_cpu():
     assert x.device == ac.device("cpu") == "cpu" and str(x.device) == "cpu" and not x.is_cuda
     assert ac.device("cuda:1").index == 1 and ac.device("cpu").type == "cpu"
     assert ac.zeros(2, device="cpu").device == x.device and ac.tensor([1], device=ac.device("cpu"))
-    assert not ac.cuda.is_available() and ac.cuda.device_count() == 0
-    assert not ac.accelerator.is_available() and ac.accelerator.current_accelerator() is None
     assert not ac.backends.mps.is_available()
-    for move in (lambda: x.to("cuda"), lambda: x.cuda(), lambda: ac.zeros(2, device="cuda")):
-        with pytest.raises(ac.DeviceError, match="cuda"):
-            move()
+    if not ac.cuda.is_available():
+        assert ac.cuda.device_count() == 0
+        assert not ac.accelerator.is_available() and ac.accelerator.current_accelerator() is None
+        for move in (lambda: x.to("cuda"), lambda: x.cuda(), lambda: ac.zeros(2, device="cuda")):
+            with pytest.raises(ac.DeviceError, match="cuda"):
+                move()
     assert issubclass(ac.DeviceError, RuntimeError)
     with pytest.raises(ValueError):
         ac.device("tpu")

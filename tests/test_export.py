@@ -15,6 +15,7 @@ import pytest
 import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn
+from conftest import c_link_libs
 
 rng = np.random.default_rng(21)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -277,7 +278,7 @@ def test_c_run_model_demo_predicts_what_python_predicts(tmp_path):
     exe = str(tmp_path / "run_model")
     subprocess.run([CC, "-std=c99", "-O2", "-I", os.path.join(ROOT, "libac", "include"),
                     os.path.join(ROOT, "demos", "c", "run_model.c"), os.path.join(ROOT, "build", "libac.a"),
-                    "-lm", "-lpthread", "-o", exe], check=True)
+                    *c_link_libs(), "-o", exe], check=True)
 
     draw = np.random.default_rng(3)   # its own: the count should not depend on the tests before it
 

@@ -584,6 +584,7 @@ def test_integer_arange_past_the_limit_fails_before_numpy_allocates():
 def test_memory_stats_fields():
     s = ac.memory_stats()
     assert set(s) == {"bytes_in_use", "peak_bytes", "live_tensors", "live_nodes", "arena_reserved",
-                      "memory_limit", "heap_allocations", "spare_grad_bytes", "root_cached_bytes"}
+                      "memory_limit", "heap_allocations", "spare_grad_bytes", "root_cached_bytes",
+                      "cuda_mallocs", "device_bytes_in_use", "device_peak_bytes", "device_reserved"}
     assert all(isinstance(v, int) for v in s.values())
     assert s["peak_bytes"] >= s["bytes_in_use"] >= 0

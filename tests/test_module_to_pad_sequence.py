@@ -22,10 +22,11 @@ def test_to_accepts_cpu_and_float32_and_returns_self():
 
 def test_to_refuses_other_devices_and_dtypes():
     m = nn.Linear(2, 3)
-    with pytest.raises(ac.DeviceError, match="CPU"):
-        m.to("cuda")
-    with pytest.raises(ac.DeviceError, match="CPU"):
-        m.to(ac.device("cuda"))
+    if not ac.cuda.is_available():
+        with pytest.raises(ac.DeviceError, match="Module.to: cuda:0 is not available"):
+            m.to("cuda")
+        with pytest.raises(ac.DeviceError, match="Module.to: cuda:0 is not available"):
+            m.to(ac.device("cuda"))
     with pytest.raises(TypeError, match="float32"):
         m.to(ac.int64)
     with pytest.raises(TypeError, match="float32"):

@@ -12,6 +12,7 @@ import pytest
 
 import aicraft as ac
 from aicraft import nn
+from conftest import c_link_libs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
@@ -149,7 +150,7 @@ def test_ac_profile_traces_a_whole_c_run(tmp_path):
     exe = str(tmp_path / "mlp_forward")
     subprocess.run([CC, "-std=c99", "-O2", "-I", os.path.join(ROOT, "libac", "include"),
                     os.path.join(ROOT, "tests", "interop", "mlp_forward.c"),
-                    os.path.join(ROOT, "build", "libac.a"), "-lm", "-lpthread", "-o", exe],
+                    os.path.join(ROOT, "build", "libac.a"), *c_link_libs(), "-o", exe],
                    check=True)
     model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 5))
     ac.save(model.state_dict(), str(tmp_path / "mlp.safetensors"))

@@ -250,29 +250,42 @@ class Module:
     # ---- devices, dtypes and sharing ---------------------------------------
 
     def to(self, *args, **kwargs):
-        """PyTorch's Module.to for what aicraft has: the CPU and float32. Accepts a
-        device ("cpu", "cpu:0", or an object whose .type is "cpu"), the dtype
-        float32, or a tensor (its device and dtype); returns self. Any other device
-        or dtype raises, rather than leaving the module where it was unnoticed."""
+        """PyTorch's Module.to for what aicraft has: a device ("cpu", "cuda", "cuda:1", a
+        device), the dtype float32, or a tensor (its device and dtype); returns self.
+        Parameters and buffers move to the device in place (the same Tensor objects,
+        so make the optimizer after, or before: it holds those objects; grads are
+        dropped). Any other device or dtype raises, rather than leaving the module
+        where it was unnoticed."""
         unknown = set(kwargs) - {"device", "dtype", "non_blocking", "memory_format", "copy"}
         if unknown:
             raise TypeError("Module.to() got an unexpected keyword argument %r" % sorted(unknown)[0])
         if len(args) > 3:
             raise TypeError("Module.to() takes at most 3 positional arguments, got %d" % len(args))
+        device = None
         for arg in list(args) + [kwargs.get("device"), kwargs.get("dtype")]:
             if arg is None or isinstance(arg, bool):   # None, or non_blocking given positionally
                 continue
             if isinstance(arg, Tensor):
-                arg = arg.dtype
+                device, arg = arg.device, arg.dtype
             if isinstance(arg, (str, dtypes.device)):
-                dtypes.checked_device(arg, "Module.to")
+                device = dtypes.checked_device(arg, "Module.to")
             elif dtypes.checked(arg, "Module.to") is not dtypes.float32:
                 raise TypeError("Module.to(): aicraft modules hold float32 only, not %s" % (arg,))
+        if device is not None:
+            for module in self.modules():
+                for registry in (module._parameters, module._buffers):
+                    for t in registry.values():
+                        if t is not None and t.device != device:
+                            t._move_(device)
         return self
 
+    def cuda(self, device=None):
+        """self.to("cuda") (or the given device)."""
+        return self.to(dtypes.device("cuda") if device is None else device)
+
     def cpu(self):
-        """Returns self: parameters already live in CPU memory."""
-        return self
+        """self.to("cpu")."""
+        return self.to(dtypes.CPU)
 
     def float(self):
         """Returns self: parameters are already float32."""

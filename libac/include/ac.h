@@ -81,6 +81,10 @@ typedef struct {
                                   backward; not in bytes_in_use, like cached blocks */
     int64_t root_cached_bytes; /* freed root allocations each thread keeps for the next
                                   of the same size; not in bytes_in_use */
+    int64_t cuda_mallocs;        /* cudaMalloc calls libac has made (flat once warm) */
+    int64_t device_bytes_in_use; /* CUDA tensors' data, all devices; not in bytes_in_use */
+    int64_t device_peak_bytes;   /* the highest device_bytes_in_use seen */
+    int64_t device_reserved;     /* device bytes held from cudaMalloc, in use or cached */
 } AcMemStats;
 
 AcCheckpoint ac_mem_checkpoint(void);    /* open a scope on this thread */
@@ -601,6 +605,29 @@ typedef int (*AcGradHook)(AcTensor *leaf, void *user);
 /* Set leaf's hook (a leaf that requires grad; one hook a tensor: this one replaces
    any earlier); hook NULL removes it. user is passed to the hook as it is. */
 int ac_tensor_set_grad_hook(AcTensor *leaf, AcGradHook hook, void *user);
+
+/* ---- CUDA -------------------------------------------------------------------- */
+/* A build with CUDA (nvcc found at build time, not AC_CUDA=0) links cudart
+   statically and initialises it on the first call below that needs a device,
+   never when libac is loaded. Without a driver or device those calls fail with
+   AC_ERR_DEVICE and cudart's reason ("CUDA driver version is insufficient ...");
+   a build without CUDA says so. One stream per device: work runs in issue order,
+   and reading a CUDA tensor's data back waits for it. */
+
+int ac_cuda_is_built(void);              /* 1 when this build has the CUDA backend, else 0 */
+int ac_cuda_is_available(void);          /* 1 when a device can be used, else 0; never an error */
+int ac_cuda_device_count(void);          /* >= 1, or < 0 (AC_ERR_DEVICE, the reason) */
+int ac_cuda_is_initialized(void);        /* 1 once a call has initialised cudart, else 0 */
+int ac_cuda_synchronize(int device);     /* wait for device's stream; -1: every device */
+/* Let CUDA matmul, linear and the like run on the tensor cores in TF32 (inputs
+   rounded to a 10-bit mantissa, sums in float32): faster, less exact. Off by
+   default; the setting is process-wide. allow is 0 or 1. */
+int ac_cuda_set_allow_tf32(int allow);
+int ac_cuda_allow_tf32(void);            /* the setting: 0 or 1 */
+/* t copied to device (AC_CPU, or AC_CUDA number device_index), in the current
+   scope: differentiable (backward copies the gradient back), even to t's own
+   device. A copy to the CPU waits until the data is there. */
+AcTensor *ac_tensor_to(const AcTensor *t, int device, int device_index);
 
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops

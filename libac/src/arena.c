@@ -180,6 +180,7 @@ int ac_memory_stats(AcMemStats *out)
     out->heap_allocations = __atomic_load_n(&g_heap_allocations, __ATOMIC_RELAXED);
     out->spare_grad_bytes = __atomic_load_n(&g_spare_grad_bytes, __ATOMIC_RELAXED);
     out->root_cached_bytes = __atomic_load_n(&g_root_cached_bytes, __ATOMIC_RELAXED);
+    device_memory_stats(out);
     return AC_OK;
 }
 
@@ -316,6 +317,7 @@ static void arena_pop_to(ThreadArena *ta, int new_depth)
         ta->bytes = s->bytes;
         ta->tensors = s->tensors;
         ta->nodes = s->nodes;
+        device_arena_pop(ta->depth);
         while (ta->top != s->block) {
             ArenaBlock *b = ta->top;
             ta->top = b->prev;
@@ -647,6 +649,10 @@ AcCheckpoint ac_mem_checkpoint(void)
     s->bytes = ta->bytes;
     s->tensors = ta->tensors;
     s->nodes = ta->nodes;
+    if (device_arena_mark(ta->depth)) {
+        ta->depth--;
+        return cp;
+    }
     cp.depth = ta->depth;
     cp.serial = s->serial;
     return cp;

@@ -76,17 +76,17 @@ const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int
     return first ? first : &cpu_placeholder;
 }
 
+/* on: the device of the output; NULL for the inputs' device. */
 static AcTensor *make_output(const char *op, int dtype, const int64_t *shape, int ndim,
                              const AcTensor *share, const AcTensor *const *inputs, int n_inputs,
-                             AcBackwardFn backward, size_t ctx_bytes)
+                             AcBackwardFn backward, size_t ctx_bytes, const AcTensor *on)
 {
     int record = 0, i;
-    const AcTensor *on;
     AcTensor *out;
     AcGradNode *node;
     if (n_inputs < 0 || n_inputs > AC_MAX_INPUTS)
         return error_null(AC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, AC_MAX_INPUTS);
-    if (!(on = common_device(op, inputs, n_inputs))) return NULL;
+    if (!on && !(on = common_device(op, inputs, n_inputs))) return NULL;
     for (i = 0; i < n_inputs && !grad_disabled; i++)
         if (inputs[i] && inputs[i]->requires_grad) record = 1;
     out = tensor_create_on(op, shape, ndim, dtype, share, record ? node_head_bytes() + ctx_bytes : 0,
@@ -114,20 +114,29 @@ AcTensor *op_output(const char *op, const int64_t *shape, int ndim, const AcTens
         if (inputs[i] && inputs[i]->dtype != AC_FLOAT32)
             return error_null(AC_ERR_DTYPE, "%s: input %d is %s; this op computes in float32 "
                               "(convert it first)", op, i, ac_dtype_name(inputs[i]->dtype));
-    return make_output(op, AC_FLOAT32, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes);
+    return make_output(op, AC_FLOAT32, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes, NULL);
 }
 
 AcTensor *op_output_as(const char *op, int dtype, const int64_t *shape, int ndim,
                        const AcTensor *const *inputs, int n_inputs, AcBackwardFn backward,
                        size_t ctx_bytes)
 {
-    return make_output(op, dtype, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes);
+    return make_output(op, dtype, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes, NULL);
+}
+
+AcTensor *op_output_on(const char *op, const AcTensor *a, int device, int device_index,
+                       AcBackwardFn backward)
+{
+    AcTensor on = {0};
+    on.device = device;
+    on.device_index = device_index;
+    return make_output(op, a->dtype, a->shape, a->ndim, NULL, &a, 1, backward, 0, &on);
 }
 
 AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
                   AcBackwardFn backward, size_t ctx_bytes)
 {
-    return make_output(op, a->dtype, shape, ndim, a, &a, 1, backward, ctx_bytes);
+    return make_output(op, a->dtype, shape, ndim, a, &a, 1, backward, ctx_bytes, NULL);
 }
 
 void *op_context(const AcTensor *out) { return out->node ? out->node->context : NULL; }
@@ -215,21 +224,23 @@ static int topo_sort(AcGradNode *root, NodeList *order)
 
 static int leaf_accumulate(AcTensor *leaf, const AcTensor *g)
 {
-    int64_t i;
-    if (leaf->grad) {
-        float *dst = leaf->grad->data;
-        const float *src = g->data;
-        for (i = 0; i < g->size; i++) dst[i] += src[i];
-        return AC_OK;
-    }
+    const AcKernels *k = kernels_for(leaf);
+    char a[32], b[32];
+    if (g->device != leaf->device || g->device_index != leaf->device_index)
+        return error_set(AC_ERR_DEVICE, "backward: a gradient on %s for a tensor on %s",
+                         device_name(g->device, g->device_index, a, sizeof a),
+                         device_name(leaf->device, leaf->device_index, b, sizeof b));
+    if (!k->add_into || !k->copy) return kernel_missing("backward", leaf);
+    if (leaf->grad) return k->add_into(leaf->grad->data, g->data, g->size);
     /* A leaf's grad lives in the leaf's home, never in backward's scope. */
     leaf->grad = grad_new(leaf);
     if (!leaf->grad) return AC_ERR_MEMORY;
-    memcpy(leaf->grad->data, g->data, (size_t)g->size * sizeof(float));
-    if (leaf->scope_depth > 0 && scope_hold_at(leaf->grad, leaf->scope_depth)) {
+    if (k->copy(leaf->grad->data, g->data, (size_t)g->size * sizeof(float)) ||
+        (leaf->scope_depth > 0 && scope_hold_at(leaf->grad, leaf->scope_depth))) {
+        int rc = ac_last_error_code();
         ac_tensor_free(leaf->grad);
         leaf->grad = NULL;
-        return AC_ERR_MEMORY;
+        return rc;
     }
     return AC_OK;
 }
@@ -404,7 +415,8 @@ static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
     previous = ac_set_grad_enabled(0);
     if (!grad) {
         grad = ac_full(out->shape, out->ndim, 1.0f);
-        if (!grad) rc = AC_ERR_MEMORY;
+        if (grad && out->device != AC_CPU) grad = ac_tensor_to(grad, out->device, out->device_index);
+        if (!grad) rc = ac_last_error_code();
     }
     if (rc == AC_OK && !out->node) {
         rc = leaf_accumulate(out, grad);

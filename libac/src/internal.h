@@ -89,6 +89,22 @@ int64_t bytes_allocated(void);
 /* The serial of the calling thread's innermost scope; 0 at root. */
 uint32_t current_serial(void);
 
+/* ---- device_arena.c ------------------------------------------------------ */
+
+/* Device memory for a CUDA tensor's data: in the thread's device arena while a
+   scope is open (unless at_root), else from the root size-class cache; device
+   becomes the calling thread's current CUDA device. NULL and the error (naming
+   op) on failure. */
+void *device_alloc(const char *op, int device, size_t bytes, int at_root);
+/* Give back a root device_alloc of bytes (to the cache). */
+void device_free_root(int device, void *p, size_t bytes);
+/* arena.c's hooks: note the device arenas' positions as the scope at depth opens;
+   move them back when it ends. */
+int device_arena_mark(int depth);
+void device_arena_pop(int depth);
+/* Fill the device fields of out. */
+void device_memory_stats(AcMemStats *out);
+
 /* ---- tensor.c ------------------------------------------------------------ */
 
 /* A graph node's hold on its input t: a root t gets a reference (scope_hold);
@@ -176,6 +192,10 @@ AcTensor *op_output(const char *op, const int64_t *shape, int ndim,
 AcTensor *op_output_as(const char *op, int dtype, const int64_t *shape, int ndim,
                        const AcTensor *const *inputs, int n_inputs, AcBackwardFn backward,
                        size_t ctx_bytes);
+/* A copy of a's shape and dtype, uninitialised, on device (AcDevice) number
+   device_index: the copies between devices. */
+AcTensor *op_output_on(const char *op, const AcTensor *a, int device, int device_index,
+                       AcBackwardFn backward);
 /* As op_output, but the output is a view sharing a's data (reshape, squeeze),
    of a's dtype. */
 AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
@@ -208,6 +228,12 @@ static inline int64_t index_offset(int64_t index, const int64_t *size, const int
    converted to dtype; AC_ERR_SHAPE, naming op, when it does not broadcast. */
 int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, int ndim, int dtype,
                    void *out);
+
+/* ---- ops/device.c -------------------------------------------------------- */
+
+/* dst's data = src's: the same dtype and size, on any two devices (a copy to
+   the host waits for the device). */
+int tensor_copy_across(AcTensor *dst, const AcTensor *src);
 
 /* ---- io/state_dict.c ----------------------------------------------------- */
 

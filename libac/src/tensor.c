@@ -207,6 +207,7 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
     int64_t size;
     size_t head, data_bytes, total;
     int scoped = !at_root && current_depth() > 0;
+    void *device_data = NULL;   /* a CUDA tensor's data, in device memory */
     TensorBox *box;
     AcTensor *t;
     if (shape_check(op, shape, ndim, &size)) return NULL;
@@ -218,15 +219,22 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
     if (ac_dtype_size(dtype) < 0) return NULL;
     if (device != AC_CPU && !share) {
         char name[32];
-        return error_null(AC_ERR_DEVICE, "%s: %s is not available: this build has no CUDA backend", op,
-                          device_name(device, device_index, name, sizeof name));
+        if (device != AC_CUDA)
+            return error_null(AC_ERR_DEVICE, "%s: %s is not a device", op,
+                              device_name(device, device_index, name, sizeof name));
+        device_data = device_alloc(op, device_index, (size_t)size * (size_t)ac_dtype_size(dtype), !scoped);
+        if (!device_data) return NULL;
     }
     head = round_up(sizeof(TensorBox));
     node_bytes = round_up(node_bytes);
-    data_bytes = share ? 0 : round_up((size_t)size * (size_t)ac_dtype_size(dtype));
+    data_bytes = share || device_data ? 0 : round_up((size_t)size * (size_t)ac_dtype_size(dtype));
     total = head + node_bytes + data_bytes;
     box = scoped ? arena_alloc(total) : root_alloc(total);
-    if (!box) return NULL;
+    if (!box) {
+        if (device_data && !scoped)
+            device_free_root(device_index, device_data, (size_t)size * (size_t)ac_dtype_size(dtype));
+        return NULL;
+    }
     memset(box, 0, head + node_bytes);
     box->alloc_bytes = total;
     t = box_header(box, shape, ndim, size, dtype);
@@ -244,6 +252,8 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
             if (!scoped) root_free(box, total);
             return NULL;
         }
+    } else if (device_data) {
+        t->data = device_data;
     } else {
         t->data = (float *)((char *)box + head + node_bytes);
     }
@@ -396,6 +406,8 @@ int ac_tensor_free(AcTensor *t)
         if (box->spare_grad)
             root_free_set_aside(box->spare_grad, ((TensorBox *)box->spare_grad)->alloc_bytes);
         if (box->release) box->release(box->release_ctx);
+        else if (dead->device == AC_CUDA && !dead->base)
+            device_free_root(dead->device_index, dead->data, (size_t)dead->size * elem_size(dead));
         root_free(box, box->alloc_bytes);
         for (i = 0; i < n_held; i++)
             if (drop_reference(held[i])) free_stack_push(&s, held[i]);
@@ -668,9 +680,16 @@ AcTensor *ac_tensor_detach(const AcTensor *t)
 AcTensor *ac_tensor_keep(const AcTensor *t)
 {
     AcTensor *out;
-    if (tensor_check_any("keep", t, "tensor") || cpu_only("keep", &t, 1)) return NULL;
-    out = tensor_create("keep", t->shape, t->ndim, t->dtype, NULL, 0, 1);
-    if (out) memcpy(out->data, t->data, (size_t)t->size * elem_size(t));
+    if (tensor_check_any("keep", t, "tensor")) return NULL;
+    if (!kernels_for(t)->copy) {
+        kernel_missing("keep", t);
+        return NULL;
+    }
+    out = tensor_create_on("keep", t->shape, t->ndim, t->dtype, NULL, 0, 1, t->device, t->device_index);
+    if (out && tensor_copy_across(out, t)) {
+        ac_tensor_free(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -699,7 +718,8 @@ static size_t spare_data_bytes(const AcTensor *g)
 static int spare_grad_keep(AcTensor *t, AcTensor *g)
 {
     TensorBox *box = (TensorBox *)t;
-    if (box->spare_grad || g->node || g->base || g->grad || g->requires_grad ||
+    /* A CUDA grad goes back to the device cache instead (its data is not in its box). */
+    if (box->spare_grad || g->device != AC_CPU || g->node || g->base || g->grad || g->requires_grad ||
         __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) != 1)
         return 0;
     root_set_aside(((TensorBox *)g)->alloc_bytes);
@@ -713,7 +733,9 @@ AcTensor *grad_new(AcTensor *leaf)
 {
     TensorBox *box = (TensorBox *)leaf;
     AcTensor *g = box->spare_grad;
-    if (!g) return tensor_create("backward", leaf->shape, leaf->ndim, AC_FLOAT32, NULL, 0, 1);
+    if (!g)
+        return tensor_create_on("backward", leaf->shape, leaf->ndim, AC_FLOAT32, NULL, 0, 1, leaf->device,
+                                leaf->device_index);
     if (root_take_back(((TensorBox *)g)->alloc_bytes)) return NULL;
     MARK_IN_USE(g->data, spare_data_bytes(g));
     box->spare_grad = NULL;
@@ -742,12 +764,19 @@ int ac_tensor_zero_grad(AcTensor *t)
 int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)
 {
     if (!dst || !src) return error_set(AC_ERR_ARG, "copy_: %s is NULL", dst ? "src" : "dst");
-    if (cpu_only("copy_", (const AcTensor *[]){dst, src}, 2)) return AC_ERR_DEVICE;
     if (graph_recording) graph_note_write("copy_", dst);
     if (dst->size != src->size)
         return error_set(AC_ERR_SHAPE, "copy_: source %s has %lld elements, destination %s has %lld",
                          tensor_shape_str(src), (long long)src->size, tensor_shape_str(dst),
                          (long long)dst->size);
+    if (dst->device != AC_CPU || src->device != AC_CPU) {
+        if (!kernels_for(dst)->copy || !kernels_for(src)->copy)
+            return kernel_missing("copy_", kernels_for(dst)->copy ? src : dst);
+        if (dst->dtype != src->dtype)
+            return error_set(AC_ERR_DTYPE, "copy_: %s to %s between devices; convert the dtype on the CPU",
+                             ac_dtype_name(src->dtype), ac_dtype_name(dst->dtype));
+        return tensor_copy_across(dst, src);
+    }
     convert(src, dst, src->size);
     return AC_OK;
 }

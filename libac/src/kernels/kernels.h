@@ -152,6 +152,8 @@ typedef struct AcKernels {
     /* tensor.c */
     int (*copy)(void *dst, const void *src, size_t bytes);    /* within the device; may overlap */
     int (*fill)(AcTensor *t, double value);                   /* every element, in t's dtype */
+    /* autograd.c */
+    int (*add_into)(float *dst, const float *src, int64_t n);  /* dst += src: a leaf's grad */
 
     /* elementwise.c: out = f(in...) over an AcMap; u, v are in[0], in[1] */
     AcMapFn add, sub, mul, div, pow;   /* u + v, u - v, u * v, u / v, powf(u, v) */

@@ -10,6 +10,7 @@
 /* cpu/tensor.c */
 int cpu_copy(void *dst, const void *src, size_t bytes);
 int cpu_fill(AcTensor *t, double value);
+int cpu_add_into(float *dst, const float *src, int64_t n);
 
 /* cpu/elementwise.c */
 int cpu_add(const AcMap *m);

@@ -7,6 +7,8 @@ const AcKernels ac_cpu_kernels = {
     /* tensor.c */
     .copy = cpu_copy,
     .fill = cpu_fill,
+    /* autograd.c */
+    .add_into = cpu_add_into,
 
     /* elementwise.c */
     .add = cpu_add,

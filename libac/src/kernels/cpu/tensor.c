@@ -1,5 +1,6 @@
 /*
- * cpu/tensor.c - the CPU's kernels for tensor.c: copies and fills.
+ * cpu/tensor.c - the CPU's kernels for tensor.c (copies and fills) and for
+ * autograd.c (adding into a leaf's grad).
  */
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -24,5 +25,12 @@ int cpu_fill(AcTensor *t, double value)
     } else {   /* one byte: bool, uint8 or int8 */
         memset(t->data, data_u8(t)[0], (size_t)t->size);
     }
+    return AC_OK;
+}
+
+int cpu_add_into(float *dst, const float *src, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++) dst[i] += src[i];
     return AC_OK;
 }
