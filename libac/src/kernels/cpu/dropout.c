@@ -113,6 +113,34 @@ int cpu_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64
 }
 
 typedef struct {
+    float *out;
+    int64_t n;
+    uint64_t key;
+} UniformsJob;
+
+static void uniforms_task(void *ctx, int64_t begin, int64_t end)
+{
+    const UniformsJob *job = ctx;
+    int64_t c, b;
+    for (c = begin; c < end; c++) {
+        const int64_t b1 = (c + 1) * DROPOUT_CHUNK < job->n ? (c + 1) * DROPOUT_CHUNK : job->n;
+        Stream st;
+        stream_seed(&st, job->key, c);
+        for (b = c * DROPOUT_CHUNK; b < b1; b++) job->out[b] = stream_uniform(&st);
+    }
+}
+
+void cpu_dropout_uniforms(float *out, int64_t n)
+{
+    UniformsJob job;
+    job.out = out;
+    job.n = n;
+    job.key = rng_next64();
+    parallel_for((n + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK, DROPOUT_GRAIN / DROPOUT_CHUNK + 1, uniforms_task,
+                 &job);
+}
+
+typedef struct {
     const float *g;
     float *gin;
     const uint8_t *keep;
