@@ -47,6 +47,30 @@ def test_backward_scatter_adds_against_central_differences():
     assert np.all(wt.grad.numpy()[[2, 3]] == 0)   # rows never picked get nothing
 
 
+@pytest.mark.parametrize("dim", [1, 203, 70001])
+def test_backward_does_not_depend_on_thread_count(dim):
+    # repeated ids (their rows' sums keep the id order) and a padding row, columns split
+    weight = rng.standard_normal((50, dim)).astype(np.float32)
+    ids = rng.integers(0, 50, (7, 13))
+    g = rng.standard_normal((7, 13, dim)).astype(np.float32)
+    grads = []
+    previous = ac.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            ac.set_num_threads(threads)
+            wt = ac.tensor(weight, requires_grad=True)
+            F.embedding(ac.tensor(ids), wt, padding_idx=int(ids[0, 0])).backward(ac.tensor(g))
+            grads.append(wt.grad.numpy())
+    finally:
+        ac.set_num_threads(previous)
+    for other in grads[1:]:
+        assert np.array_equal(grads[0], other)
+    expected = np.zeros((50, dim))
+    np.add.at(expected, ids.reshape(-1), g.reshape(-1, dim).astype(np.float64))
+    expected[ids[0, 0]] = 0
+    np.testing.assert_allclose(grads[0], expected, rtol=1e-5, atol=1e-5)
+
+
 def test_gradient_flows_through_embedding_into_an_lstm():
     emb, lstm = nn.Embedding(5, 3), nn.LSTM(3, 4)
     out, _ = lstm(emb(ac.tensor([[0, 1], [3, 1], [1, 1]])))

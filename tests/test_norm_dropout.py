@@ -230,18 +230,36 @@ def test_dropout_same_seed_same_mask():
     assert not np.array_equal(first, second)
 
 
-def test_dropout_mask_does_not_depend_on_thread_count():
-    x = ac.ones(100000)
-    masks = []
+# (shape, feature dropout): one draw per element or per channel plane, over more
+# than one chunk of draws (4096 per stream) and an odd last chunk.
+@pytest.mark.parametrize("shape, feature", [((100003,), False), ((5, 1701, 3, 3), True)])
+def test_dropout_mask_does_not_depend_on_thread_count(shape, feature):
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    results = []
     previous = ac.get_num_threads()
     try:
-        for threads in (1, 2):
+        for threads in (1, 2, 3):
             ac.set_num_threads(threads)
             ac.manual_seed(7)
-            masks.append(F.dropout(x, 0.4).numpy())
+            xt = ac.tensor(x, requires_grad=True)
+            y = (F.dropout2d if feature else F.dropout)(xt, 0.4)
+            y.backward(ac.tensor(g))
+            results.append((y.numpy(), xt.grad.numpy(), ac.rand(3).numpy()))
     finally:
         ac.set_num_threads(previous)
-    assert np.array_equal(*masks)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.array_equal(a, b)
+
+
+def test_dropout_chunks_draw_different_masks():
+    ac.manual_seed(3)
+    kept = F.dropout(ac.ones(3 * 4096), 0.5).numpy() != 0
+    chunks = kept.reshape(3, 4096)
+    assert not np.array_equal(chunks[0], chunks[1]) and not np.array_equal(chunks[1], chunks[2])
+    # each chunk's mask is a fair draw: 6 standard deviations of 4096 draws
+    assert np.all(np.abs(chunks.mean(axis=1) - 0.5) < 6 * 0.5 / 64)
 
 
 def test_dropout_edges():

@@ -177,6 +177,8 @@ int same_shape(const AcTensor *a, const AcTensor *b);
 /* This thread's generator: uniform in [0, 1) and standard normal. */
 float rng_uniform(void);
 float rng_normal(void);
+/* 64 bits of this thread's generator: a key for streams derived from it. */
+uint64_t rng_next64(void);
 
 /* ---- autograd.c ---------------------------------------------------------- */
 

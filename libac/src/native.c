@@ -10,17 +10,9 @@
  * Not here: generating the code; recording and replaying the other nodes.
  */
 #include "graph.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 #include <string.h>
-
-/* n draws from the calling thread's generator, in order: dropout's masks draw the
-   same numbers as the op does. */
-static void native_uniform(float *out, int64_t n)
-{
-    int64_t i;
-    for (i = 0; i < n; i++) out[i] = rng_uniform();
-}
 
 /* The table of kernels a segment may call (AcNativeFn's kernels). */
 typedef struct {
@@ -30,7 +22,8 @@ typedef struct {
     void (*uniform)(float *out, int64_t n);
 } NativeKernels;
 
-static const NativeKernels native_kernels = {gemm, native_uniform};
+/* uniform: dropout's draws, the same numbers as the op's. */
+static const NativeKernels native_kernels = {gemm, cpu_dropout_uniforms};
 
 typedef struct GraphNative {
     AcNativeFn fn;

@@ -562,6 +562,12 @@ int ac_manual_seed(uint64_t seed)
 
 float rng_uniform(void) { return (float)(rng_next() >> 8) * (1.0f / 16777216.0f); }
 
+uint64_t rng_next64(void)
+{
+    const uint64_t high = rng_next();
+    return high << 32 | rng_next();
+}
+
 float rng_normal(void)
 {
     float u1, u2, r;

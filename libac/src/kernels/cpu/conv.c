@@ -27,8 +27,9 @@
  *
  * Threads share out the images: each worker slot has its own scratch and
  * claims images one by one. dW is summed per fixed chunk of images (chunks
- * that depend on the shapes only), then over chunks in order, so the result
- * is the same for any thread count.
+ * that depend on the shapes only), then over chunks in order (the threads
+ * split that sum by elements of dW), so the result is the same for any
+ * thread count.
  *
  * Not here: the shapes, checks and graph wiring (ops/conv.c), the GEMM
  * (kernels/gemm.c).
@@ -59,6 +60,9 @@
 #define DW_CHUNKS 16
 /* ... whose partial sums together hold at most this many floats. */
 #define DW_PART_BUDGET (1 << 22)
+/* Floats of dW per task and per block when the parts are summed: a block stays in L1. */
+#define DW_SUM_GRAIN 16384
+#define DW_SUM_BLOCK 2048
 #define BIAS_GRAIN 16384
 
 typedef struct {
@@ -590,6 +594,36 @@ static int64_t dw_chunk_images(const ConvGeom *g)
     return (g->n + chunks - 1) / chunks;
 }
 
+typedef struct {
+    float *parts;                /* chunks parts of size floats each, back to back */
+    int64_t size, chunks;
+} PartsJob;
+
+/* Elements [begin, end) of the parts added into the first, a block at a time. */
+static void sum_parts_task(void *ctx, int64_t begin, int64_t end)
+{
+    const PartsJob *job = ctx;
+    int64_t q, c;
+    for (q = begin; q < end; q += DW_SUM_BLOCK) {
+        const int64_t n = min64(DW_SUM_BLOCK, end - q);
+        for (c = 1; c < job->chunks; c++) add_into(job->parts + q, job->parts + c * job->size + q, n);
+    }
+}
+
+/*
+ * The parts added into the first, split among the threads by elements: each
+ * element has one writer and adds its chunks in chunk order, so the sum is the
+ * same for any thread count.
+ */
+static void add_parts(float *parts, int64_t size, int64_t chunks)
+{
+    PartsJob job;
+    job.parts = parts;
+    job.size = size;
+    job.chunks = chunks;
+    if (chunks > 1) parallel_for(size, DW_SUM_GRAIN, sum_parts_task, &job);
+}
+
 /*
  * dW (and db from the ones row) = the sum of the chunks' parts, in chunk
  * order, added up in the first part, then transposed out of it per group.
@@ -597,8 +631,8 @@ static int64_t dw_chunk_images(const ConvGeom *g)
 static void sum_parts(const ConvGeom *g, float *parts, int64_t chunks, float *dw, float *db)
 {
     const int64_t kb = g->k + g->ones_row;
-    int64_t c, grp;
-    for (c = 1; c < chunks; c++) add_into(parts, parts + c * g->f * kb, g->f * kb);
+    int64_t grp;
+    add_parts(parts, g->f * kb, chunks);
     for (grp = 0; grp < g->groups; grp++) {
         const float *part = parts + grp * kb * g->fg;
         matrix_transpose(dw + grp * g->fg * g->k, g->k, part, g->fg, g->k, g->fg, 0);
@@ -630,7 +664,7 @@ static int winograd_weight_gradient(ConvJob *job, float *dw)
     const ConvGeom *g = &job->g;
     const int64_t usize = WINOGRAD_POINTS * g->f * g->c;
     const int64_t blocks = (g->n + g->tile_images - 1) / g->tile_images;
-    int64_t chunks = min64(min64(blocks, DW_CHUNKS), DW_PART_BUDGET / usize), per_chunk, c;
+    int64_t chunks = min64(min64(blocks, DW_CHUNKS), DW_PART_BUDGET / usize), per_chunk;
     int status;
     if (chunks < 1) chunks = 1;
     per_chunk = (blocks + chunks - 1) / chunks;
@@ -640,7 +674,7 @@ static int winograd_weight_gradient(ConvJob *job, float *dw)
     if (!job->dw_parts) return AC_ERR_MEMORY;
     status = conv_run(job, chunks, winograd_scratch(g), weight_grad_winograd);
     if (status != AC_OK) return status;
-    for (c = 1; c < chunks; c++) add_into(job->dw_parts, job->dw_parts + c * usize, usize);
+    add_parts(job->dw_parts, usize, chunks);
     winograd_filters_grad(job->dw_parts, g->f, g->c, dw);
     return AC_OK;
 }

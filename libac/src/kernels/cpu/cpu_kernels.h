@@ -66,6 +66,9 @@ int cpu_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64
                 float scale);
 int cpu_dropout_backward(const float *g, float *gin, const uint8_t *keep, int64_t blocks,
                          int64_t block, float scale);
+/* The n uniforms that dropout over n one-element blocks compares with p, drawn the
+   same way: the mlir backend's masks (native.c) are the op's. */
+void cpu_dropout_uniforms(float *out, int64_t n);
 
 /* cpu/compare.c */
 int cpu_compare(AcTensor *out, const AcTensor *a, const AcTensor *b, double s, int op,

@@ -2,8 +2,10 @@
  * cpu/embedding.c - the CPU's kernels for embedding.c: the check of the ids,
  * the row gather and its scatter-add backward.
  *
- * Backward adds the rows in the order of the ids, serially, so a weight row
- * that is picked several times gets the same sum whatever the thread count.
+ * Backward splits the columns of the weight gradient among the threads: each
+ * element has one writer, which adds the rows in the order of the ids, so a
+ * weight row that is picked several times gets the same sum whatever the
+ * thread count.
  */
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -55,16 +57,36 @@ int cpu_embedding(const AcTensor *ids, const float *weight, int64_t dim, float *
     return AC_OK;
 }
 
+typedef struct {
+    const AcTensor *ids;
+    const float *gout;
+    float *dw;
+    int64_t dim, padding_idx;
+} ScatterJob;
+
+/* Columns [begin, end) of every picked row, the ids in order. */
+static void scatter_task(void *ctx, int64_t begin, int64_t end)
+{
+    const ScatterJob *job = ctx;
+    int64_t i, j;
+    for (i = 0; i < job->ids->size; i++) {
+        const int64_t row = (int64_t)elem_get(job->ids, i);
+        const float *g = job->gout + i * job->dim;
+        float *d = job->dw + row * job->dim;
+        if (row == job->padding_idx) continue;
+        for (j = begin; j < end; j++) d[j] += g[j];
+    }
+}
+
 int cpu_embedding_backward(const AcTensor *ids, const float *gout, int64_t dim,
                            int64_t padding_idx, float *dw)
 {
-    int64_t i, j;
-    for (i = 0; i < ids->size; i++) {
-        const int64_t row = (int64_t)elem_get(ids, i);
-        const float *g = gout + i * dim;
-        float *d = dw + row * dim;
-        if (row == padding_idx) continue;
-        for (j = 0; j < dim; j++) d[j] += g[j];
-    }
+    ScatterJob job;
+    job.ids = ids;
+    job.gout = gout;
+    job.dw = dw;
+    job.dim = dim;
+    job.padding_idx = padding_idx;
+    parallel_for(dim, EMBEDDING_GRAIN / (ids->size + 1) + 1, scatter_task, &job);
     return AC_OK;
 }
