@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_kernels.h"   /* cpu_dropout_uniforms: the mask is the CPU's */
 #include "kernels/cuda/runtime.h"
 }
 

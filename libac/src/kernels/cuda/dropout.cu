@@ -1,7 +1,7 @@
 /*
  * cuda/dropout.cu - the CUDA kernels for dropout.c. The mask is drawn on the
- * host from the calling thread's generator, as the CPU draws it (so a seed
- * gives the same mask on both devices), copied to the device, and applied
+ * host from the CPU's streams (cpu_dropout_uniforms, so a seed gives the same
+ * mask on both devices), copied to the device, and applied
  * there. keep is host memory (the node's context); without a graph the mask is
  * drawn into the host scratch instead.
  */
@@ -37,15 +37,19 @@ int cuda_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int6
     int rc = AC_OK;
     if (!s) return AC_ERR_DEVICE;
     if (blocks * block == 0) return AC_OK;
-    if (!mask) {
-        mask = (uint8_t *)scratch_alloc((size_t)blocks);
-        if (!mask) return AC_ERR_MEMORY;
+    float *u = (float *)scratch_alloc((size_t)blocks * sizeof(float));
+    if (!u) return AC_ERR_MEMORY;
+    if (!mask && !(mask = (uint8_t *)scratch_alloc((size_t)blocks))) {
+        scratch_free(u, (size_t)blocks * sizeof(float));
+        return AC_ERR_MEMORY;
     }
-    for (int64_t b = 0; b < blocks; b++) mask[b] = (uint8_t)(rng_uniform() >= p);
+    cpu_dropout_uniforms(u, blocks);   /* the draws cpu_dropout compares with p */
+    for (int64_t b = 0; b < blocks; b++) mask[b] = (uint8_t)(u[b] >= p);
     d = mask_on_device(mask, blocks, s);   /* staged: the host mask may be freed after */
     if (!d) rc = AC_ERR_DEVICE;
     else apply_mask<<<cuda_blocks(blocks * block), CUDA_THREADS, 0, s>>>(x, out, d, blocks * block, block, scale);
     if (!keep) scratch_free(mask, (size_t)blocks);
+    scratch_free(u, (size_t)blocks * sizeof(float));
     return rc ? rc : cuda_check_launch("dropout");
 }
 
