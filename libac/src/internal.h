@@ -180,6 +180,36 @@ float rng_normal(void);
 /* 64 bits of this thread's generator: a key for streams derived from it. */
 uint64_t rng_next64(void);
 
+/* The generator behind them (and dropout's per-chunk streams): xoshiro128+,
+   seeded by splitmix64. */
+static inline void xoshiro_seed(uint32_t s[4], uint64_t seed)
+{
+    int i;
+    for (i = 0; i < 2; i++) {
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        s[2 * i] = (uint32_t)z;
+        s[2 * i + 1] = (uint32_t)(z >> 32) | 1u;
+    }
+}
+
+static inline uint32_t xoshiro_next(uint32_t s[4])
+{
+    const uint32_t result = s[0] + s[3], t = s[1] << 9;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = (s[3] << 11) | (s[3] >> 21);
+    return result;
+}
+
+/* Uniform in [0, 1) from a 32-bit draw's top 24 bits. */
+static inline float uniform_from_bits(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
+
 /* ---- autograd.c ---------------------------------------------------------- */
 
 /* Make op's float32 output of the given shape, uninitialised; every input must

@@ -529,38 +529,17 @@ static AC_THREAD_LOCAL uint32_t rng_state[4] = {0x9e3779b9u, 0x243f6a88u, 0xb7e1
 static AC_THREAD_LOCAL int rng_has_spare;
 static AC_THREAD_LOCAL float rng_spare;
 
-static uint32_t rotl(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
-
-static uint32_t rng_next(void)
-{
-    uint32_t *s = rng_state;
-    uint32_t result = s[0] + s[3], t = s[1] << 9;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 11);
-    return result;
-}
+static uint32_t rng_next(void) { return xoshiro_next(rng_state); }
 
 int ac_manual_seed(uint64_t seed)
 {
     if (graph_recording) graph_unsupported("manual_seed");
-    int i;
-    for (i = 0; i < 2; i++) {
-        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        rng_state[2 * i] = (uint32_t)z;
-        rng_state[2 * i + 1] = (uint32_t)(z >> 32) | 1u;
-    }
+    xoshiro_seed(rng_state, seed);
     rng_has_spare = 0;
     return AC_OK;
 }
 
-float rng_uniform(void) { return (float)(rng_next() >> 8) * (1.0f / 16777216.0f); }
+float rng_uniform(void) { return uniform_from_bits(rng_next()); }
 
 uint64_t rng_next64(void)
 {

@@ -21,42 +21,15 @@ typedef struct {
     uint32_t s[4];
 } Stream;
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Chunk c's stream: its state from splitmix64 started at key + c * 2^32 (a distinct
-   start per chunk), the way ac_manual_seed seeds the generator. */
+/* Chunk c's stream: seeded from key + c * 2^32 (a distinct start per chunk), the
+   way ac_manual_seed seeds the generator. */
 static void stream_seed(Stream *st, uint64_t key, int64_t c)
 {
-    uint64_t x = key + ((uint64_t)c << 32);
-    int i;
-    for (i = 0; i < 2; i++) {
-        const uint64_t z = splitmix64(&x);
-        st->s[2 * i] = (uint32_t)z;
-        st->s[2 * i + 1] = (uint32_t)(z >> 32) | 1u;
-    }
+    xoshiro_seed(st->s, key + ((uint64_t)c << 32));
 }
-
-static uint32_t rotl(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
 
 /* Uniform in [0, 1) with 24 bits, as rng_uniform. */
-static float stream_uniform(Stream *st)
-{
-    uint32_t *s = st->s;
-    const uint32_t result = s[0] + s[3], t = s[1] << 9;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 11);
-    return (float)(result >> 8) * (1.0f / 16777216.0f);
-}
+static float stream_uniform(Stream *st) { return uniform_from_bits(xoshiro_next(st->s)); }
 
 typedef struct {
     const float *x;
