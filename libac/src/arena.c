@@ -121,15 +121,16 @@ static AC_THREAD_LOCAL ThreadArena *tls_arena;
 
 /* ---- counters ------------------------------------------------------------ */
 
-static void add_bytes(int64_t delta)
+void counter_add(int64_t *value, int64_t *peak, int64_t delta)
 {
-    int64_t now = __atomic_add_fetch(&g_bytes_in_use, delta, __ATOMIC_RELAXED);
-    int64_t peak = __atomic_load_n(&g_peak_bytes, __ATOMIC_RELAXED);
-    while (now > peak &&
-           !__atomic_compare_exchange_n(&g_peak_bytes, &peak, now, 1,
-                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    int64_t now = __atomic_add_fetch(value, delta, __ATOMIC_RELAXED);
+    int64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
+    while (now > seen &&
+           !__atomic_compare_exchange_n(peak, &seen, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
 }
+
+static void add_bytes(int64_t delta) { counter_add(&g_bytes_in_use, &g_peak_bytes, delta); }
 
 /* Would taking bytes more go past the limit? Sets the error if so. */
 static int over_limit(const char *what, size_t bytes)

@@ -72,14 +72,7 @@ static pthread_key_t device_key;
 static pthread_once_t device_key_once = PTHREAD_ONCE_INIT;
 static AC_THREAD_LOCAL DeviceArena *tls_device;
 
-static void add_in_use(int64_t delta)
-{
-    int64_t now = __atomic_add_fetch(&g_in_use, delta, __ATOMIC_RELAXED);
-    int64_t peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
-    while (now > peak &&
-           !__atomic_compare_exchange_n(&g_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-}
+static void add_in_use(int64_t delta) { counter_add(&g_in_use, &g_peak, delta); }
 
 void device_memory_stats(AcMemStats *out)
 {

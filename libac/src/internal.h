@@ -47,6 +47,9 @@ const char *tensor_shape_str(const AcTensor *t);
 
 /* ---- arena.c ------------------------------------------------------------- */
 
+/* *value += delta, atomically, raising *peak to the new value when it is higher. */
+void counter_add(int64_t *value, int64_t *peak, int64_t delta);
+
 /* Allocate bytes (64-byte aligned) in the current scope's arena; NULL and
    AC_ERR_MEMORY on failure. Only valid while a scope is open. */
 void *arena_alloc(size_t bytes);
