@@ -245,6 +245,24 @@ int input_needs_grad(const AcGradNode *node, int i);
    it does nothing; a failed allocation sets it. */
 float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status);
 
+/* Elements a copying task (shape.c, join.c) takes at least, and the rows of
+   row_elements each that make one. */
+#define COPY_GRAIN 16384
+static inline int64_t rows_grain(int64_t row_elements)
+{
+    return row_elements >= COPY_GRAIN ? 1 : COPY_GRAIN / (row_elements > 0 ? row_elements : 1);
+}
+
+/* Whether an op on these tensors will record a graph node. */
+static inline int records_graph(AcTensor *const *tensors, int n)
+{
+    int i;
+    if (!ac_is_grad_enabled()) return 0;
+    for (i = 0; i < n; i++)
+        if (tensors[i]->requires_grad) return 1;
+    return 0;
+}
+
 /* Offset of the index-th element of a row-major walk over n dims. */
 static inline int64_t index_offset(int64_t index, const int64_t *size, const int64_t *stride, int n)
 {
