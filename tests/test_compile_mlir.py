@@ -21,6 +21,17 @@ needs_tools = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 rng = np.random.default_rng(21)
 
 
+def step_losses(run, x, y, steps, after_step=None):
+    """The losses of `steps` calls of run(x, y), each in its own checkpoint."""
+    losses = []
+    for _ in range(steps):
+        with ac.checkpoint():
+            losses.append(run(x, y).item())
+        if after_step is not None:
+            after_step()
+    return losses
+
+
 def tensor(*shape):
     return ac.tensor(rng.standard_normal(shape).astype(np.float32))
 
@@ -51,10 +62,7 @@ def sgd_regression(backend, steps):
         opt.step()
         return loss
     run = ac.compile(step, backend=backend) if backend else step
-    losses = []
-    for _ in range(steps):
-        with ac.checkpoint():
-            losses.append(run(x, y).item())
+    losses = step_losses(run, x, y, steps)
     return losses, [w.numpy(), b.numpy(), w.grad.numpy(), b.grad.numpy()], run
 
 
@@ -87,10 +95,7 @@ def mse_steps(backend, make_opt, steps, x, y):
         opt.step()
         return loss
     run = ac.compile(step, backend=backend) if backend else step
-    losses = []
-    for _ in range(steps):
-        with ac.checkpoint():
-            losses.append(run(x, y).item())
+    losses = step_losses(run, x, y, steps)
     return losses, [p.numpy() for p in model.parameters()], [p.grad.numpy() for p in model.parameters()], run
 
 
@@ -133,11 +138,7 @@ def test_adam_steps_with_dropout_and_cosine_schedule_end_where_eager_ends():
             return loss
         run = ac.compile(step, backend=backend) if backend else step
         ac.manual_seed(1)
-        losses = []
-        for _ in range(50):
-            with ac.checkpoint():
-                losses.append(run(x, y).item())
-            sched.step()
+        losses = step_losses(run, x, y, 50, after_step=sched.step)
         return losses, [p.numpy() for p in model.parameters()], run
     eager, compiled = train(None), train("mlir")
     found, n_nodes = segments(compiled[2])
