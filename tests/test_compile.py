@@ -5,6 +5,7 @@ and stack, softmax/cross-entropy, broadcasts, reductions), per-call state
 signatures retrace and are capped, bad inputs fail clearly, ops a graph cannot
 replay fall back to eager with a warning, and 1,000 compiled calls leave
 memory flat."""
+import copy
 import warnings
 
 import numpy as np
@@ -312,6 +313,45 @@ def test_two_param_groups_read_their_own_learning_rates_per_call():
             sched.step()
         results.append(params_of(model))
     assert_same_bits(results[0], results[1])
+
+
+def test_a_learning_rate_set_in_any_way_is_read_per_call_in_c():
+    results = []
+    for compiled in (False, True):
+        w = ac.zeros(3, requires_grad=True)
+        opt = optim.SGD([w], lr=0.1)
+        x, y = ac.tensor(np.arange(3, dtype=np.float32)), ac.tensor(np.ones(3, np.float32))
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.mse_loss(x * w, y)
+            loss.backward()
+            opt.step()
+            return loss
+        run = ac.compile(step) if compiled else step
+        group = opt.param_groups[0]
+        losses = [run(x, y).item()]
+        group["lr"] = 0.05
+        losses.append(run(x, y).item())
+        group.update(lr=0.2)
+        losses.append(run(x, y).item())
+        group |= {"lr": 0.01}
+        losses.append(run(x, y).item())
+        copied = copy.deepcopy(group)   # a group of its own: writing it changes nothing here
+        copied["lr"] = 100.0
+        losses.append(run(x, y).item())
+        if compiled:
+            with pytest.raises(TypeError):
+                group["lr"] = "fast"
+            assert group["lr"] == 0.01
+        opt.load_state_dict(opt.state_dict())   # new groups: a new recording reads them
+        run = ac.compile(step) if compiled else step
+        opt.param_groups[0]["lr"] = 0.3
+        losses.append(run(x, y).item())
+        losses.append(run(x, y).item())
+        results.append((losses, w.numpy()))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
 def test_grad_mode_and_constants_are_part_of_the_signature():

@@ -181,7 +181,7 @@ class Optimizer:
                 state[key] = entries
         groups = []
         for group, saved in zip(self.param_groups, saved_groups):
-            new_group = dict(saved)
+            new_group = _trace.ParamGroup(saved)
             new_group["params"] = group["params"]
             self._check_group(new_group)
             groups.append(new_group)
