@@ -238,13 +238,13 @@ class _Replay:
 
 
 def _lean_call(replay, module):
-    """replay's call, one closure with all it reads bound (each attribute looked
-    up per call costs a compiled step of a few microseconds a few percent).
-    call(args) sets the inputs from args, which must be tensors only, and runs
-    ac_graph_call: it returns _UNFIT, having run nothing, when args or the grad
-    mode or the Module's mode are not the graph's. call(leaves, True) runs the
-    inputs the caller set and checked (ac_graph_replay), where a misfit is an
-    error. Either way the outputs as fn returns them."""
+    """replay's call, one closure with all it reads bound (a compiled step can
+    take 1.3 us, and each attribute lookup costs it about 1%). call(args) sets
+    the inputs from args, which must be tensors only, and runs ac_graph_call: it
+    returns _UNFIT, having run nothing, when args or the grad mode or the
+    Module's mode are not the graph's. call(leaves, True) runs the inputs the
+    caller set and checked (ac_graph_replay), where a misfit is an error. Either
+    way the outputs as fn returns them."""
     graph, layout, training = replay.graph, replay.layout, replay.training
     inputs, n_inputs, outputs, n_outputs = replay.inputs, replay.n_inputs, replay.outputs, replay.n_outputs
     items, counters = replay.items, replay.counters
