@@ -3,11 +3,13 @@
 aicraft.compile starts and stops it; the optimizers tell it which of their
 scalar arguments change from call to call (the learning rate a scheduler sets,
 Adam's step count), and zero_grad records its call even for a parameter that
-has no gradient yet. Nothing here imports the rest of aicraft but _ffi.
+has no gradient yet. Their param groups are ParamGroups, which keep the values
+a compiled call reads in C memory. Nothing here imports the rest of aicraft but
+_ffi.
 """
 import threading
 
-from aicraft._ffi import lib
+from aicraft._ffi import ffi, lib
 
 _local = threading.local()
 
@@ -57,3 +59,42 @@ def start(trace):
 
 def stop():
     _local.trace = None
+
+
+class ParamGroup(dict):
+    """An optimizer's param group: a dict, as PyTorch's, that also keeps a C double
+    for each key a compiled step reads (cell), written whenever the key is set, so
+    that a compiled call reads the learning rate in C (ac_graph_bind_scalar)."""
+
+    __slots__ = ("_cells",)
+
+    def cell(self, key):
+        """The double holding self[key] from now on."""
+        try:
+            cells = self._cells
+        except AttributeError:
+            cells = self._cells = {}
+        cell = cells.get(key)
+        if cell is None:
+            cell = cells[key] = ffi.new("double *", self[key])
+        return cell
+
+    def __setitem__(self, key, value):
+        try:
+            cell = self._cells.get(key)
+        except AttributeError:
+            cell = None
+        if cell is not None:
+            cell[0] = value   # first: a value C cannot take leaves the group as it was
+        dict.__setitem__(self, key, value)
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __reduce__(self):   # a copy is a group of its own: the cells stay with this one
+        return type(self), (dict(self),)

@@ -86,26 +86,16 @@ class CompiledFunction:
         self._module = fn if hasattr(fn, "training") and hasattr(fn, "parameters") else None
         self._graphs = {}
         self._last = None        # the _Replay of the last call, when it takes only tensors
+        self._fast = None        # its _lean_call
         self._warned_full = False
         self.example_inputs = example_inputs
         functools.update_wrapper(self, fn.forward if self._module is not None else fn)
 
     def __call__(self, *args, **kwargs):
-        # The fast path: the last signature again, with tensors only. C checks the
-        # shapes, dtypes, grad mode and that no graph records (ac_graph_call);
-        # Python the Module's mode. Anything else goes the slow path.
-        replay = self._last
-        if (replay is not None and not kwargs and len(args) == replay.n_inputs
-                and (self._module is None or self._module.training == replay.training)):
-            inputs = replay.inputs
-            k = 0   # a counter, not enumerate: 0.07 us less a call
-            try:
-                for a in args:
-                    inputs[k] = a._ptr
-                    k += 1
-            except (AttributeError, TypeError):   # not all tensors: the slow path says which
-                return self._call(args, kwargs)
-            result = replay.run(args, False)
+        # The fast path: the last signature again, with tensors only (_lean_call).
+        fast = self._fast
+        if fast is not None and not kwargs:
+            result = fast(args)
             if result is not _UNFIT:
                 return result
         return self._call(args, kwargs)
@@ -125,11 +115,11 @@ class CompiledFunction:
             if replay is _UNCOMPILED:
                 return self._fn(*args)
             if _all_tensors(args):
-                self._last = replay
+                self._remember(replay)
             inputs = replay.inputs
             for k, i in enumerate(replay.positions):
                 inputs[k] = _live(leaves[i])
-            return replay.run(leaves, True)
+            return replay.call(leaves, True)
         if len(self._graphs) >= _MAX_SIGNATURES:
             if not self._warned_full:
                 self._warned_full = True
@@ -137,6 +127,10 @@ class CompiledFunction:
                               "eagerly" % (getattr(self, "__name__", "fn"), _MAX_SIGNATURES), stacklevel=3)
             return self._fn(*args)
         return self._record(key, args, leaves)
+
+    def _remember(self, replay):
+        self._last = replay
+        self._fast = replay.call
 
     def _signature(self, args):
         """(key, leaves): the signature of args, and their tensors and constants in
@@ -182,6 +176,7 @@ class CompiledFunction:
         if failure is None:
             training = self._module.training if self._module is not None else None
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars, training)
+            replay.call = _lean_call(replay, self._module)
             if self.backend == "mlir":
                 try:
                     replay.native = _mlir.lower(graph)
@@ -191,7 +186,7 @@ class CompiledFunction:
                                   "runs on replay: %s" % (str(e).splitlines() or [type(e).__name__])[0],
                                   stacklevel=4)
             if _all_tensors(args):
-                self._last = replay
+                self._remember(replay)
         else:
             lib.ac_clear_error()
             self._graphs[key] = _UNCOMPILED
@@ -226,7 +221,7 @@ class _Replay:
     """One recorded graph and how to call it."""
 
     __slots__ = ("graph", "positions", "layout", "inputs", "n_inputs", "outputs", "n_outputs", "items",
-                 "counters", "training", "native")
+                 "counters", "cells", "training", "native", "call")
 
     def __init__(self, graph, positions, layout, n_outputs, scalars, training):
         self.graph = graph
@@ -236,38 +231,60 @@ class _Replay:
         self.n_inputs = len(positions)
         self.outputs = ffi.new("AcTensor *[]", max(n_outputs, 1))
         self.n_outputs = n_outputs
-        self.items, self.counters = _per_call(graph, scalars)
+        self.items, self.counters, self.cells = _per_call(graph, scalars)
         self.training = training
         self.native = None   # the mlir backend's loaded code for the graph's native segments
+        self.call = None     # _lean_call's closure
 
-    def run(self, args, checked):
-        """Replay on self.inputs, set from args' tensors; the outputs as fn returns
-        them, or _UNFIT when the inputs or grad mode are not the graph's (unless the
-        caller checked them: then that is an error)."""
-        graph = self.graph
-        for item in self.items:   # [mapping, key, value the graph holds, ((node, attr), ...)]
-            value = item[0][item[1]]
-            if value != item[2]:
-                item[2] = value
-                for node, attr in item[3]:
-                    if _set_scalar(graph, node, attr, value) < 0:
-                        raise_error()
-        for mapping, key, node, attr in self.counters:
-            if _set_scalar(graph, node, attr, mapping[key] + 1) < 0:
-                raise_error()
-        outputs = self.outputs
+
+def _lean_call(replay, module):
+    """replay's call, one closure with all it reads bound (a compiled step can
+    take 1.3 us, and each attribute lookup costs it about 1%). call(args) sets
+    the inputs from args, which must be tensors only, and runs ac_graph_call: it
+    returns _UNFIT, having run nothing, when args or the grad mode or the
+    Module's mode are not the graph's. call(leaves, True) runs the inputs the
+    caller set and checked (ac_graph_replay), where a misfit is an error. Either
+    way the outputs as fn returns them."""
+    graph, layout, training = replay.graph, replay.layout, replay.training
+    inputs, n_inputs, outputs, n_outputs = replay.inputs, replay.n_inputs, replay.outputs, replay.n_outputs
+    items, counters = replay.items, replay.counters
+    replay_checked = lib.ac_graph_replay
+
+    def call(args, checked=False):
+        if not checked:
+            if module is not None and module.training != training:
+                return _UNFIT
+            try:   # one or two inputs unpacked (0.05 us less than the loop); not tensors: the slow path
+                if n_inputs == 2:
+                    a, b = args
+                    inputs[0] = a._ptr
+                    inputs[1] = b._ptr
+                elif n_inputs == 1:
+                    a, = args
+                    inputs[0] = a._ptr
+                else:
+                    k = 0
+                    for a in args:
+                        inputs[k] = a._ptr
+                        k += 1
+                    if k != n_inputs:
+                        return _UNFIT
+            except (AttributeError, TypeError, ValueError, IndexError):
+                return _UNFIT
+        if items or counters:   # (a param group's lr needs neither: C reads it)
+            _set_per_call(graph, items, counters)
         if checked:
-            rc = lib.ac_graph_replay(graph, self.inputs, self.n_inputs, outputs, self.n_outputs)
-            rc = rc or 1   # AC_OK: it ran
+            rc = replay_checked(graph, inputs, n_inputs, outputs, n_outputs) or 1   # AC_OK: it ran
         else:
-            rc = _graph_call(graph, self.inputs, self.n_inputs, outputs, self.n_outputs)
+            rc = _graph_call(graph, inputs, n_inputs, outputs, n_outputs)
         if rc != 1:
             if rc == 0:
                 return _UNFIT
             raise_error(*args)
-        for mapping, key, _, _ in self.counters:
-            mapping[key] += 1
-        if self.layout is Tensor:   # one tensor: wrapped inline, as tensor.py's hot ops do
+        if counters:
+            for mapping, key, _, _ in counters:
+                mapping[key] += 1
+        if layout is Tensor:   # one tensor: wrapped inline, as tensor.py's hot ops do
             p = outputs[0]
             if _open_scopes:
                 return _wrap_scoped(p)
@@ -275,18 +292,39 @@ class _Replay:
             t._ptr = p
             t._scope = None
             return t
-        return _unflatten([_wrap(outputs[k]) for k in range(self.n_outputs)], self.layout)
+        return _unflatten([_wrap(outputs[k]) for k in range(n_outputs)], layout)
+    return call
+
+
+def _set_per_call(graph, items, counters):
+    """Set the graph's per-call scalars that Python reads (_per_call)."""
+    for item in items:   # [mapping, key, value the graph holds, ((node, attr), ...)]
+        value = item[0][item[1]]
+        if value != item[2]:
+            item[2] = value
+            for node, attr in item[3]:
+                if _set_scalar(graph, node, attr, value) < 0:
+                    raise_error()
+    for mapping, key, node, attr in counters:
+        if _set_scalar(graph, node, attr, mapping[key] + 1) < 0:
+            raise_error()
 
 
 def _per_call(graph, scalars):
-    """Trace.scalars as (items, counters) for _Replay.run: an item per mapping and
-    key (an optimizer's lr is read once a call, whatever the number of parameters
-    it steps), [mapping, key, value, ((node, attr), ...)], value the one the graph
-    holds (None where the recorded ones differ, so the first call sets them); a
-    counter per scalar, (mapping, key, node, attr). LATER scalars are set here."""
-    items, counters = {}, []
+    """Trace.scalars as (items, counters, cells) for _lean_call. A param group's
+    value (an optimizer's lr) is bound to the group's C cell, which the graph reads
+    itself (cells keeps them alive); another mapping's is an item, read once a call
+    whatever the number of parameters it steps: [mapping, key, value, ((node,
+    attr), ...)], value the one the graph holds (None where the recorded ones
+    differ, so the first call sets them). A counter per scalar, (mapping, key,
+    node, attr). LATER scalars are set here."""
+    items, counters, cells = {}, [], []
     for node, attr, how, mapping, key, value in scalars:
-        if how == _trace.ITEM:
+        if how == _trace.ITEM and isinstance(mapping, _trace.ParamGroup):
+            cells.append(mapping.cell(key))
+            if lib.ac_graph_bind_scalar(graph, node, attr, cells[-1]) < 0:
+                raise_error()
+        elif how == _trace.ITEM:
             item = items.setdefault((id(mapping), key), [mapping, key, value, []])
             if item[2] != value:
                 item[2] = None
@@ -295,7 +333,7 @@ def _per_call(graph, scalars):
             counters.append((mapping, key, node, attr))
         elif lib.ac_graph_set_scalar(graph, node, attr, value) < 0:
             raise_error()
-    return [[m, k, v, tuple(targets)] for m, k, v, targets in items.values()], tuple(counters)
+    return [[m, k, v, tuple(targets)] for m, k, v, targets in items.values()], tuple(counters), cells
 
 
 def _flatten(result):

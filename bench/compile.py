@@ -27,6 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 import numpy as np  # noqa: E402
 
@@ -34,6 +35,7 @@ import aicraft as ac  # noqa: E402
 import aicraft.nn.functional as F  # noqa: E402
 from aicraft import _mlir, nn, optim  # noqa: E402
 from common import host, host_line  # noqa: E402
+from compile_steps import regression_data, regression_step, training_step  # noqa: E402
 
 try:
     import torch
@@ -59,24 +61,9 @@ def timed(fn, calls):
 # ---- cases: each returns {column: one-call function}, called `calls` times per timing ----
 
 def fduai_case(use_torch_compile):
-    rng = np.random.default_rng(0)
-    x_np = rng.random((256, 1), dtype=np.float32)
-    y_np = (2 * x_np + 1 + 0.01 * rng.standard_normal((256, 1))).astype(np.float32)
+    x_np, y_np = regression_data()
     x, y = ac.tensor(x_np), ac.tensor(y_np)
-
-    def ac_step():
-        w = ac.zeros(1, requires_grad=True)
-        b = ac.zeros(1, requires_grad=True)
-        opt = optim.SGD([w, b], lr=0.1)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.mse_loss(x * w + b, y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-    eager_step = ac_step()
+    eager_step = regression_step(ac)[0]
 
     def eager():
         for _ in range(100):
@@ -90,21 +77,12 @@ def fduai_case(use_torch_compile):
         return run
     cases = {"aicraft eager": eager}
     for backend in BACKENDS:
-        cases[backend] = steps(ac.compile(ac_step(), backend=backend))
+        cases[backend] = steps(ac.compile(regression_step(ac)[0], backend=backend))
     if torch is not None:
         tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
 
         def torch_steps(compile_step):
-            w = torch.zeros(1, requires_grad=True)
-            b = torch.zeros(1, requires_grad=True)
-            opt = torch.optim.SGD([w, b], lr=0.1)
-
-            def step(x, y):
-                opt.zero_grad()
-                loss = torch.nn.functional.mse_loss(x * w + b, y)
-                loss.backward()
-                opt.step()
-                return loss
+            step = regression_step(torch)[0]
             return torch.compile(step) if compile_step else step
 
         torch_step = torch_steps(False)
@@ -179,17 +157,6 @@ def inference_case(make_ac, make_torch, shape, use_torch_compile):
     return cases
 
 
-def adam_step(model, opt, cross_entropy):
-    """One training step, the same code for aicraft and PyTorch (their APIs agree)."""
-    def step(x, y):
-        opt.zero_grad()
-        loss = cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 def adam_case(use_torch_compile):
     rng = np.random.default_rng(2)
     x_np = rng.standard_normal((32, 784)).astype(np.float32)
@@ -198,7 +165,7 @@ def adam_case(use_torch_compile):
 
     def ac_step():
         model = mlp_ac()
-        return adam_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy)
+        return training_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy)
     eager_step = ac_step()
 
     def eager():
@@ -218,8 +185,8 @@ def adam_case(use_torch_compile):
 
         def torch_step():
             model = mlp_torch()
-            return adam_step(model, torch.optim.Adam(model.parameters(), lr=1e-3),
-                             torch.nn.functional.cross_entropy)
+            return training_step(model, torch.optim.Adam(model.parameters(), lr=1e-3),
+                                 torch.nn.functional.cross_entropy)
         teager = torch_step()
         cases["torch eager"] = lambda: teager(tx, ty)
         if use_torch_compile:
@@ -234,7 +201,7 @@ def compile_time_ms(backend):
     x, y = ac.tensor(rng.standard_normal((32, 784)).astype(np.float32)), ac.tensor(rng.integers(0, 10, 32))
     model = mlp_ac()
     _mlir.clear_cache()   # each time a build from scratch
-    compiled = ac.compile(adam_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy),
+    compiled = ac.compile(training_step(model, optim.Adam(model.parameters(), lr=1e-3), F.cross_entropy),
                           backend=backend)
     start = time.perf_counter()
     with ac.checkpoint():

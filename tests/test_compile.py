@@ -5,6 +5,7 @@ and stack, softmax/cross-entropy, broadcasts, reductions), per-call state
 signatures retrace and are capped, bad inputs fail clearly, ops a graph cannot
 replay fall back to eager with a warning, and 1,000 compiled calls leave
 memory flat."""
+import copy
 import warnings
 
 import numpy as np
@@ -14,6 +15,7 @@ import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn, optim
 from aicraft._ffi import lib
+from compile_steps import training_step
 
 rng = np.random.default_rng(12)
 
@@ -43,17 +45,6 @@ def cnn():
         nn.Flatten(), nn.Linear(6 * 2 * 2, 16), nn.Tanh(), nn.Dropout(0.25), nn.Linear(16, 3))
 
 
-def train_step(model, opt):
-    """The step the tests compile: zero_grad, cross-entropy, backward, the update."""
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 def train(make_model, make_opt, x, y, steps, compiled, scheduled=False):
     """Losses and final parameters of `steps` training steps, eager or compiled."""
     ac.manual_seed(0)
@@ -61,7 +52,7 @@ def train(make_model, make_opt, x, y, steps, compiled, scheduled=False):
     opt = make_opt(model.parameters())
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if scheduled else None
 
-    step = train_step(model, opt)
+    step = training_step(model, opt, F.cross_entropy)
 
     run = ac.compile(step) if compiled else step
     ac.manual_seed(1)
@@ -253,7 +244,7 @@ def test_adam_steps_alternating_batch_shapes_match_eager():
         model = mlp()
         opt = optim.Adam(model.parameters(), lr=0.01)
 
-        step = train_step(model, opt)
+        step = training_step(model, opt, F.cross_entropy)
         run = ac.compile(step) if compiled else step
         ac.manual_seed(1)
         losses = [run(x, y).item() for x, y in batches]
@@ -299,19 +290,46 @@ def test_two_param_groups_read_their_own_learning_rates_per_call():
                          {"params": model[1].parameters(), "lr": 0.02}], momentum=0.5)
         sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
         x, y = ac.tensor(np.ones((5, 4), np.float32)), ac.tensor(np.zeros((5, 2), np.float32))
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt, F.mse_loss)
         run = ac.compile(step) if compiled else step
         for _ in range(6):
             run(x, y)
             sched.step()
         results.append(params_of(model))
     assert_same_bits(results[0], results[1])
+
+
+def test_a_learning_rate_set_in_any_way_is_read_per_call_in_c():
+    results = []
+    for compiled in (False, True):
+        w = ac.zeros(3, requires_grad=True)
+        opt = optim.SGD([w], lr=0.1)
+        x, y = ac.tensor(np.arange(3, dtype=np.float32)), ac.tensor(np.ones(3, np.float32))
+        step = training_step(lambda x: x * w, opt, F.mse_loss)
+        run = ac.compile(step) if compiled else step
+        group = opt.param_groups[0]
+        losses = [run(x, y).item()]
+        group["lr"] = 0.05
+        losses.append(run(x, y).item())
+        group.update(lr=0.2)
+        losses.append(run(x, y).item())
+        group |= {"lr": 0.01}
+        losses.append(run(x, y).item())
+        copied = copy.deepcopy(group)   # a group of its own: writing it changes nothing here
+        copied["lr"] = 100.0
+        losses.append(run(x, y).item())
+        if compiled:
+            with pytest.raises(TypeError):
+                group["lr"] = "fast"
+            assert group["lr"] == 0.01
+        opt.load_state_dict(opt.state_dict())   # new groups: a new recording reads them
+        run = ac.compile(step) if compiled else step
+        opt.param_groups[0]["lr"] = 0.3
+        losses.append(run(x, y).item())
+        losses.append(run(x, y).item())
+        results.append((losses, w.numpy()))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
 def test_grad_mode_and_constants_are_part_of_the_signature():
@@ -435,7 +453,7 @@ def test_thousand_compiled_steps_leave_memory_flat():
     opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = tensor(8, 20), ac.tensor(rng.integers(0, 5, 8))
 
-    step = train_step(model, opt)
+    step = training_step(model, opt, F.cross_entropy)
     compiled = ac.compile(step)
     for _ in range(20):
         with ac.checkpoint():

@@ -14,6 +14,7 @@ import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import _mlir, nn, optim
 from aicraft._ffi import ffi, lib
+from compile_steps import regression_data, regression_step, training_step
 
 MISSING = _mlir.missing_tool()
 needs_tools = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
@@ -48,21 +49,10 @@ def segments(compiled):
 
 def sgd_regression(backend, steps):
     """FDUAI's case: y = 2x + 1 + noise, w and b scalars, MSE, SGD lr 0.1."""
-    data = np.random.default_rng(0)
-    x_np = data.random((256, 1), dtype=np.float32)
-    x = ac.tensor(x_np)
-    y = ac.tensor((2 * x_np + 1 + 0.01 * data.standard_normal((256, 1))).astype(np.float32))
-    w, b = ac.zeros(1, requires_grad=True), ac.zeros(1, requires_grad=True)
-    opt = optim.SGD([w, b], lr=0.1)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(x * w + b, y)
-        loss.backward()
-        opt.step()
-        return loss
+    x_np, y_np = regression_data()
+    step, w, b = regression_step(ac)
     run = ac.compile(step, backend=backend) if backend else step
-    losses = step_losses(run, x, y, steps)
+    losses = step_losses(run, ac.tensor(x_np), ac.tensor(y_np), steps)
     return losses, [w.numpy(), b.numpy(), w.grad.numpy(), b.grad.numpy()], run
 
 
@@ -86,14 +76,8 @@ def mse_steps(backend, make_opt, steps, x, y):
     ac.manual_seed(4)
     model = mse_mlp()
     opt = make_opt(model.parameters())
-
-    def step(x, y):
-        opt.zero_grad()
-        out = model(x)
-        loss = F.mse_loss(out * 0.5 - out.mean(dim=0) + (out ** 2).sum() * 0.01, y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = training_step(model, opt, lambda out, y: F.mse_loss(out * 0.5 - out.mean(dim=0)
+                                                               + (out ** 2).sum() * 0.01, y))
     run = ac.compile(step, backend=backend) if backend else step
     losses = step_losses(run, x, y, steps)
     return losses, [p.numpy() for p in model.parameters()], [p.grad.numpy() for p in model.parameters()], run
@@ -129,13 +113,7 @@ def test_adam_steps_with_dropout_and_cosine_schedule_end_where_eager_ends():
         model = dropout_mlp()
         opt = optim.Adam(model.parameters(), lr=0.01)
         sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=50)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt, F.cross_entropy)
         run = ac.compile(step, backend=backend) if backend else step
         ac.manual_seed(1)
         losses = step_losses(run, x, y, 50, after_step=sched.step)
@@ -164,13 +142,7 @@ def test_cnn_train_steps_and_eval_match_eager():
         ac.manual_seed(0)
         model = cnn()
         opt = optim.Adam(model.parameters(), lr=0.01)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt, F.cross_entropy)
         run = ac.compile(step, backend=backend) if backend else step
         ac.manual_seed(1)
         losses = [run(x, y).item() for _ in range(5)]
@@ -361,13 +333,7 @@ def test_cross_entropy_step_is_one_native_step_and_bad_targets_fail_cleanly(smoo
         ac.manual_seed(0)
         model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
         opt = optim.Adam(model.parameters(), lr=0.01)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y, label_smoothing=smoothing)
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt, lambda out, y: F.cross_entropy(out, y, label_smoothing=smoothing))
         run = ac.compile(step, backend=backend) if backend else step
         losses = [run(x, y).item() for _ in range(30)]
         return losses, model, run
@@ -394,14 +360,8 @@ def test_derived_backward_through_softmax_and_log_softmax():
         ac.manual_seed(9)
         model = nn.Sequential(nn.Linear(7, 16), nn.Sigmoid(), nn.Linear(16, 4))
         opt = optim.SGD(model.parameters(), lr=0.2)
-
-        def step(x, t):
-            opt.zero_grad()
-            out = model(x)
-            loss = -(F.log_softmax(out, dim=1) * t).sum() / 12.0 + (F.softmax(out, dim=-1) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt, lambda out, t: -(F.log_softmax(out, dim=1) * t).sum() / 12.0
+                             + (F.softmax(out, dim=-1) ** 2).mean())
         run = ac.compile(step, backend=backend) if backend else step
         return [run(x, target).item() for _ in range(15)], model, run
     eager, compiled = train(None), train("mlir")

@@ -88,7 +88,7 @@ class Optimizer:
         seen = {id(p) for group in self.param_groups for p in group["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
-        group = dict(param_group)
+        group = _trace.ParamGroup(param_group)
         group["params"] = params
         for name, default in self.defaults.items():
             group.setdefault(name, default)
@@ -181,7 +181,7 @@ class Optimizer:
                 state[key] = entries
         groups = []
         for group, saved in zip(self.param_groups, saved_groups):
-            new_group = dict(saved)
+            new_group = _trace.ParamGroup(saved)
             new_group["params"] = group["params"]
             self._check_group(new_group)
             groups.append(new_group)

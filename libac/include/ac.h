@@ -629,6 +629,13 @@ int ac_cuda_allow_tf32(void);            /* the setting: 0 or 1 */
    device. A copy to the CPU waits until the data is there. */
 AcTensor *ac_tensor_to(const AcTensor *t, int device, int device_index);
 
+/* ---- Compiled calls: scalars read from memory ------------------------------ */
+/* Scalar argument attr of node (as for ac_graph_set_scalar) is *source at every
+   later replay or call of g: read in C when the run starts, so a caller that
+   writes a learning rate to source when it changes pays nothing per call. source
+   must stay valid while g lives; binding an attr again replaces its source. */
+int ac_graph_bind_scalar(struct AcGraph *g, int node, int attr, const double *source);
+
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real

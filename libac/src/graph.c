@@ -299,6 +299,7 @@ int ac_graph_free(AcGraph *g)
     if (g->inputs) root_free(g->inputs, (size_t)g->cap_inputs * sizeof *g->inputs);
     if (g->outputs) root_free(g->outputs, (size_t)g->n_outputs * sizeof *g->outputs);
     if (g->run) root_free(g->run, (size_t)g->n_bufs * sizeof *g->run);
+    if (g->bindings) root_free(g->bindings, (size_t)g->cap_bindings * sizeof *g->bindings);
     native_free(g);
     root_free(g, sizeof *g);
     return AC_OK;

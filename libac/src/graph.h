@@ -86,6 +86,11 @@ typedef struct {
 } GraphBuffer;
 
 typedef struct {
+    int32_t node, attr;
+    const double *source;    /* read into the node's attr at each run (ac_graph_bind_scalar) */
+} GraphBinding;
+
+typedef struct {
     const AcTensor *t;
     int32_t inside_op;       /* made inside a recorded op (a grad, a saved value) */
 } GraphBorn;
@@ -104,6 +109,8 @@ struct AcGraph {
     struct GraphNative *natives;  /* native segments (native.c); NULL when none */
     int32_t n_natives, cap_natives;
     int32_t *native_at;      /* per node: 1 + the segment starting there, or 0 */
+    GraphBinding *bindings;
+    int32_t n_bindings, cap_bindings;
 };
 
 /* Run the native segment starting at node k (native.c); *next gets the node

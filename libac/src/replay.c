@@ -14,15 +14,47 @@
 
 #include <string.h>
 
+/* AC_OK when node has a scalar argument attr; op names the caller in errors. */
+static int scalar_check(const char *op, const AcGraph *g, int node, int attr)
+{
+    if (!g) return error_set(AC_ERR_ARG, "%s: graph is NULL", op);
+    if (node < 0 || node >= g->n_nodes)
+        return error_set(AC_ERR_INDEX, "%s: node %d is out of range [0, %d)", op, node, g->n_nodes);
+    if (attr < 0 || attr >= g->nodes[node].n_attr)
+        return error_set(AC_ERR_INDEX, "%s: %s (node %d) has %d scalar arguments, not %d", op,
+                         g->nodes[node].op, node, g->nodes[node].n_attr, attr + 1);
+    return AC_OK;
+}
+
 int ac_graph_set_scalar(AcGraph *g, int node, int attr, double value)
 {
-    if (!g) return error_set(AC_ERR_ARG, "graph_set_scalar: graph is NULL");
-    if (node < 0 || node >= g->n_nodes)
-        return error_set(AC_ERR_INDEX, "graph_set_scalar: node %d is out of range [0, %d)", node, g->n_nodes);
-    if (attr < 0 || attr >= g->nodes[node].n_attr)
-        return error_set(AC_ERR_INDEX, "graph_set_scalar: %s (node %d) has %d scalar arguments, not %d",
-                         g->nodes[node].op, node, g->nodes[node].n_attr, attr + 1);
+    if (scalar_check("graph_set_scalar", g, node, attr)) return ac_last_error_code();
     g->nodes[node].attr[attr] = value;
+    return AC_OK;
+}
+
+int ac_graph_bind_scalar(AcGraph *g, int node, int attr, const double *source)
+{
+    GraphBinding *b;
+    int32_t i;
+    if (scalar_check("graph_bind_scalar", g, node, attr)) return ac_last_error_code();
+    if (!source) return error_set(AC_ERR_ARG, "graph_bind_scalar: source is NULL");
+    for (i = 0; i < g->n_bindings; i++)
+        if (g->bindings[i].node == node && g->bindings[i].attr == attr) break;
+    if (i == g->cap_bindings) {
+        int32_t cap = g->cap_bindings ? 2 * g->cap_bindings : 8;
+        b = root_alloc((size_t)cap * sizeof *b);
+        if (!b) return ac_last_error_code();
+        if (g->n_bindings) memcpy(b, g->bindings, (size_t)g->n_bindings * sizeof *b);
+        if (g->bindings) root_free(g->bindings, (size_t)g->cap_bindings * sizeof *b);
+        g->bindings = b;
+        g->cap_bindings = cap;
+    }
+    if (i == g->n_bindings) g->n_bindings++;
+    b = &g->bindings[i];
+    b->node = node;
+    b->attr = attr;
+    b->source = source;
     return AC_OK;
 }
 
@@ -118,6 +150,8 @@ static int replay_run(AcGraph *g, AcTensor *const *inputs, AcTensor **outputs)
     else {
         g->state = GRAPH_RUNNING;
         previous_grad = ac_set_grad_enabled(g->grad_enabled);
+        for (i = 0; i < g->n_bindings; i++)
+            g->nodes[g->bindings[i].node].attr[g->bindings[i].attr] = *g->bindings[i].source;
         for (i = 0; i < g->n_bufs; i++) g->run[i] = g->bufs[i].held;
         for (i = 0; i < n_inputs; i++) g->run[g->inputs[i]] = inputs[i];
         for (i = 0; i < n_outputs && g->native_at; i++)   /* native code writes them in place */

@@ -2,7 +2,8 @@
  * test_graph.c - a C program records a training step (zero_grad, forward,
  * loss, backward, SGD and Adam updates) with ac_graph_begin/end and replays
  * it: the same bits as eager steps, no heap allocation per replay, memory
- * flat; ops the graph cannot replay fail it by name; bad calls fail cleanly.
+ * flat; ops the graph cannot replay fail it by name; bad calls fail cleanly;
+ * a scalar bound to memory is read from it at each call.
  */
 #include "ac.h"
 #include "test.h"
@@ -313,6 +314,42 @@ static void test_call_runs_only_what_fits_the_graph(void)
     ac_tensor_free(wrong);
 }
 
+static void test_bound_scalar_is_read_at_each_call(void)
+{
+    const int64_t shape[1] = {3};
+    AcTensor *x = ac_full(shape, 1, 1.5f), *e, *y, *out = NULL;
+    AcGraph *g = ac_graph_begin();
+    double scale = 3.0, other = 5.0;
+    ac_graph_input(g, x);
+    e = ac_exp(x);
+    y = ac_mul_scalar(e, 2.0f);
+    CHECK(ac_graph_end(g, &y, 1) == AC_OK);
+    CHECK(ac_graph_bind_scalar(g, 1, 0, &scale) == AC_OK);
+    CHECK(ac_graph_call(g, &x, 1, &out, 1) == 1);
+    CHECK(out && out->data[2] == expf(1.5f) * 3.0f);
+    ac_tensor_free(out);
+    scale = 0.25;   /* read when the call starts: no set_scalar */
+    CHECK(ac_graph_replay(g, &x, 1, &out, 1) == AC_OK);
+    CHECK(out->data[0] == expf(1.5f) * 0.25f);
+    ac_tensor_free(out);
+    CHECK(ac_graph_bind_scalar(g, 1, 0, &other) == AC_OK);   /* replaces the source */
+    scale = 7.0;
+    CHECK(ac_graph_call(g, &x, 1, &out, 1) == 1 && out->data[1] == expf(1.5f) * 5.0f);
+    ac_tensor_free(out);
+    CHECK(ac_graph_bind_scalar(NULL, 1, 0, &scale) == AC_ERR_ARG);
+    CHECK(ac_graph_bind_scalar(g, 1, 0, NULL) == AC_ERR_ARG);
+    CHECK(ac_graph_bind_scalar(g, 0, 0, &scale) == AC_ERR_INDEX);   /* exp has no scalars */
+    CHECK(strstr(ac_last_error(), "graph_bind_scalar: exp (node 0) has 0 scalar arguments") != NULL);
+    CHECK(ac_graph_bind_scalar(g, 2, 0, &scale) == AC_ERR_INDEX);
+    CHECK(ac_graph_bind_scalar(g, 1, 1, &scale) == AC_ERR_INDEX);
+    CHECK(ac_graph_call(g, &x, 1, &out, 1) == 1 && out->data[0] == expf(1.5f) * 5.0f);   /* still usable */
+    ac_tensor_free(out);
+    ac_graph_free(g);
+    ac_tensor_free(y);
+    ac_tensor_free(e);
+    ac_tensor_free(x);
+}
+
 int main(void)
 {
     AcMemStats start = stats(), end;
@@ -323,6 +360,7 @@ int main(void)
     RUN(test_bad_calls_fail_cleanly);
     RUN(test_accepts_tells_which_inputs_replay_takes);
     RUN(test_call_runs_only_what_fits_the_graph);
+    RUN(test_bound_scalar_is_read_at_each_call);
     end = stats();
     CHECK(end.live_tensors == start.live_tensors);
     CHECK(end.bytes_in_use == start.bytes_in_use);
