@@ -1,7 +1,7 @@
 """_scope.py - the Python side of libac's scopes: which ac.checkpoint() scopes are
 open on which thread, and the tensor wrappers each one marks dead when it ends.
 
-Beneath tensor.py (which wraps tensors into the open scope) and memory.py (which
+Beneath _wrapping.py (which wraps tensors into the open scope) and memory.py (which
 opens and closes them); it knows nothing of Tensor beyond its `_ptr` slot.
 
 A wrapper's `_ptr` is set to NULL when its scope ends, so a dead tensor reaches C

@@ -15,8 +15,9 @@ from typing import Any, Callable, Sequence, Tuple, Union
 from aicraft import _mlir, _trace
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes
+from aicraft._wrapping import _live, _wrap, _wrap_scoped
 from aicraft.errors import last_error, raise_error
-from aicraft.tensor import Tensor, _live, _wrap, _wrap_scoped
+from aicraft.tensor import Tensor
 from aicraft.autograd import no_grad
 
 __all__ = ["compile", "export", "load_program"]

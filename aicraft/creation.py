@@ -6,9 +6,11 @@ NumPy reads Python data here, and is imported by the first function that needs i
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from aicraft import dtypes
+from aicraft._args import _as_dim, _as_int, _is_numpy, _scalar, _shape_args
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _live, _wrap
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _as_dim, _as_int, _is_numpy, _live, _scalar, _shape_args, _wrap
+from aicraft.tensor import Tensor
 
 if TYPE_CHECKING:
     import numpy as np

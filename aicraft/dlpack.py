@@ -89,7 +89,7 @@ def from_dlpack(ext: Any) -> "Tensor":
     PyTorch tensor, an aicraft tensor) or a DLPack capsule. float32, int64 and bool,
     row-major contiguous and writable, on the CPU; anything else raises, saying what
     to convert. ext's memory lives as long as the tensor."""
-    from aicraft.tensor import _wrap
+    from aicraft._wrapping import _wrap
     capsule = _capsule_of(ext)
     for versioned in (1, 0):
         if _capsule_is_valid(capsule, _NAMES[versioned]):

@@ -2,9 +2,11 @@
 
 Names and arguments follow torch.nn.functional.
 """
+from aicraft._args import _is_numpy, _scalar
 from aicraft._ffi import lib
+from aicraft._wrapping import _wrap
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _is_numpy, _scalar, _wrap
+from aicraft.tensor import Tensor
 
 _REDUCTIONS = {"none": lib.AC_REDUCTION_NONE, "mean": lib.AC_REDUCTION_MEAN, "sum": lib.AC_REDUCTION_SUM}
 

@@ -3,9 +3,10 @@
 Each takes a Tensor first, as torch's do, and forwards to the method.
 """
 from aicraft._ffi import lib
+from aicraft._wrapping import _wrap
 from aicraft.dtypes import float32
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _wrap
+from aicraft.tensor import Tensor
 
 _METHODS = (
     "add", "sub", "mul", "div", "pow", "matmul", "neg",

@@ -8,7 +8,8 @@ them when fn returns.
 from aicraft._ffi import ffi, lib
 from aicraft.errors import raise_error
 from aicraft._scope import Scope, stack
-from aicraft.tensor import Tensor, _live
+from aicraft._wrapping import _live
+from aicraft.tensor import Tensor
 
 
 class _Call:

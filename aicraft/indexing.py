@@ -11,8 +11,9 @@ from collections import namedtuple
 
 from aicraft._args import _as_dim, _as_int, _is_numpy, _shape_args, _scalar
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _live, _unary, _wrap
 from aicraft.errors import ShapeError, raise_error
-from aicraft.tensor import Tensor, _live, _unary, _wrap
+from aicraft.tensor import Tensor
 
 _NULL = ffi.NULL
 _sort_result = namedtuple("sort", ["values", "indices"])

@@ -23,10 +23,12 @@ import os
 import struct
 from collections.abc import Mapping
 
+from aicraft._args import _is_numpy
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _live, _wrap
 from aicraft.creation import from_numpy
 from aicraft.errors import FormatError, raise_error
-from aicraft.tensor import Tensor, _is_numpy, _live, _wrap
+from aicraft.tensor import Tensor
 
 __all__ = ["save", "load"]
 

@@ -106,8 +106,8 @@ def phases_worker(steps):
     import aicraft.distributed as dist
     from aicraft import nn, optim
     from aicraft._ffi import lib
+    from aicraft._wrapping import _live
     from aicraft.nn.parallel import DistributedDataParallel
-    from aicraft.tensor import _live
 
     dist.init_process_group("mpi")
     group = dist.default_group("bench")

@@ -1,8 +1,8 @@
 """Sphinx configuration of aicraft's API reference (`make docs`).
 
 Sphinx's autodoc imports the package, so it documents what exists at run time:
-the Tensor methods and ac.* functions built in loops (functions.py, tensor.py's
-operator factories) are there with their docstrings, which static readers miss.
+the Tensor methods and ac.* functions built in loops (functions.py, the method
+builders of _wrapping.py) are there with their docstrings, which static readers miss.
 """
 import os
 import re

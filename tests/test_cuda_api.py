@@ -90,7 +90,7 @@ def test_copy_to_the_cpu_is_a_differentiable_copy():
     assert x.to("cpu") is x and x.cpu() is x
     p = lib.ac_tensor_to(x._ptr, lib.AC_CPU, 0)
     assert p != ffi.NULL and p != x._ptr
-    from aicraft.tensor import _wrap
+    from aicraft._wrapping import _wrap
     y = _wrap(p)
     (y * y).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)

@@ -23,7 +23,8 @@ import time
 from typing import Any, List, Optional
 
 from aicraft._ffi import ffi
-from aicraft.tensor import Tensor, _live
+from aicraft._wrapping import _live
+from aicraft.tensor import Tensor
 
 __all__ = ["ReduceOp", "is_available", "init_process_group", "is_initialized", "get_rank",
            "get_world_size", "all_reduce", "broadcast", "all_gather", "barrier",

@@ -12,13 +12,15 @@ also when forward runs inside `with ac.checkpoint():`.
 """
 import math
 
+from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _wrap
 from aicraft.creation import ones, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
-from aicraft.tensor import Tensor, _as_int, _wrap
+from aicraft.tensor import Tensor
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
            "Dropout", "Dropout2d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",

@@ -9,14 +9,16 @@ value, rather than being silently ignored; its deprecated size_average and
 reduce are not taken.
 """
 import aicraft.functional as _base
+from aicraft._args import _scalar
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _wrap
 from aicraft.errors import ShapeError, raise_error
 from aicraft.functional import _input, _reduction, _target
 from aicraft.nn.conv import (adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d,  # noqa: F401
                              dropout, dropout2d, max_pool2d)
 from aicraft.nn.norm import layer_norm  # noqa: F401
 from aicraft.nn.rnn import embedding
-from aicraft.tensor import Tensor, _scalar, _wrap
+from aicraft.tensor import Tensor
 
 # Every public function of aicraft.functional, including ones added there later.
 for _name, _value in list(vars(_base).items()):

@@ -5,9 +5,11 @@ generator, seeded by ac.manual_seed), records no graph, and returns the tensor.
 """
 import math
 
+from aicraft._args import _scalar
 from aicraft._ffi import lib
+from aicraft._wrapping import _live
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _live, _scalar
+from aicraft.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]

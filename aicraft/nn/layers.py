@@ -8,12 +8,13 @@ import math
 from collections import OrderedDict
 from typing import Any
 
+from aicraft._args import _as_dim, _as_int
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _wrap
 from aicraft.creation import zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.module import Module, Parameter
-from aicraft.tensor import _as_dim, _as_int, _wrap
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "GELU", "Softmax", "LogSoftmax", "Flatten",
            "Identity", "Sequential", "ModuleList"]

@@ -12,9 +12,11 @@ from collections import OrderedDict, namedtuple
 from typing import Any, Dict, Iterator, Mapping, Tuple, TypeVar
 
 from aicraft import dtypes
+from aicraft._args import _is_numpy
 from aicraft._ffi import lib
+from aicraft._wrapping import _live, _shape_of
 from aicraft.errors import raise_error
-from aicraft.tensor import Tensor, _is_numpy, _live, _shape_of
+from aicraft.tensor import Tensor
 
 M = TypeVar("M", bound="Module")
 

@@ -4,13 +4,15 @@ re-exports it), one C call each (libac's norm.c).
 Parameter names and initialisation are PyTorch's: `weight` (ones) and `bias`
 (zeros), of normalized_shape, when elementwise_affine.
 """
+from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _wrap
 from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
-from aicraft.tensor import Tensor, _as_int, _wrap
+from aicraft.tensor import Tensor
 
 __all__ = ["LayerNorm", "layer_norm"]
 

@@ -10,13 +10,15 @@ stacks layers, joins directions and shapes the states.
 """
 import math
 
+from aicraft._args import _as_int, _is_numpy
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _live, _wrap
 from aicraft.autograd import no_grad
 from aicraft.creation import cat, stack, tensor, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
 from aicraft.nn.module import Module, Parameter
-from aicraft.tensor import Tensor, _as_int, _is_numpy, _live, _wrap
+from aicraft.tensor import Tensor
 
 __all__ = ["Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "embedding"]
 

@@ -20,7 +20,8 @@ from aicraft.nn.module import Module, Parameter
 from aicraft.nn.norm import LayerNorm
 from aicraft.creation import zeros
 from aicraft.dtypes import bool as bool_, float32
-from aicraft.tensor import Tensor, _as_int
+from aicraft._args import _as_int
+from aicraft.tensor import Tensor
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
 

@@ -16,12 +16,13 @@ root, and the history's vectors are reused once it is full, so steps inside
 from numbers import Integral
 
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _live
 from aicraft.autograd import enable_grad
 from aicraft.creation import tensor as _tensor
 from aicraft.creation import zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.optim.optimizer import Optimizer
-from aicraft.tensor import Tensor, _live
+from aicraft.tensor import Tensor
 
 
 def _dot(a, b):

@@ -16,10 +16,11 @@ from typing import Any, Callable, Dict, Iterable, Optional
 
 from aicraft import _trace
 from aicraft._ffi import lib
+from aicraft._wrapping import _live, _wrap
 from aicraft.autograd import enable_grad
 from aicraft.creation import tensor as _tensor
 from aicraft.errors import ShapeError, raise_error
-from aicraft.tensor import Tensor, _live, _wrap
+from aicraft.tensor import Tensor
 
 _SET_MESSAGE = ("optimizer parameters need to be organized in ordered collections, but the ordering "
                 "of tensors in sets will change between runs. Please use a list instead.")

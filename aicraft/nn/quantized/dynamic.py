@@ -10,12 +10,14 @@ state_dict() shares its memory (the int8 `weight`, its `weight_scale` and the
 load_state_dict() writes into it. ac.save stores them as safetensors I8 and F32.
 """
 from aicraft import dtypes
+from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _live, _wrap
 from aicraft.creation import zeros
 from aicraft.errors import raise_error
 from aicraft.nn import layers, rnn
 from aicraft.nn.module import Module
-from aicraft.tensor import Tensor, _as_int, _live, _wrap
+from aicraft.tensor import Tensor
 
 __all__ = ["Linear", "LSTM", "GRU"]
 

@@ -8,7 +8,8 @@ import math
 from aicraft.autograd import no_grad
 from aicraft.nn.utils import rnn
 from aicraft.creation import tensor
-from aicraft.tensor import Tensor, _scalar
+from aicraft._args import _scalar
+from aicraft.tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
 

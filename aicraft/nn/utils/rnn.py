@@ -3,7 +3,8 @@ lengths, made with cat and stack, so gradients reach every sequence.
 """
 from aicraft.creation import cat, full, stack
 from aicraft.errors import ShapeError
-from aicraft.tensor import Tensor, _scalar
+from aicraft._args import _scalar
+from aicraft.tensor import Tensor
 
 __all__ = ["pad_sequence"]
 
