@@ -155,7 +155,8 @@ static void test_alpha_beta(void)
     }
 }
 
-/* Leading dimensions that are multiples of 512 floats take the packing paths. */
+/* Leading dimensions that are multiples of 512 floats take the packing paths
+   (op(A) transposed at 512, untransposed at 1024). */
 static void test_power_of_two_leading_dimensions(void)
 {
     int ta, tb;
@@ -165,6 +166,8 @@ static void test_power_of_two_leading_dimensions(void)
             t.trans_a = ta;
             t.trans_b = tb;
             t.pad = 512 - (ta ? t.m : t.k);  /* lda = 512 */
+            run_case(&t);
+            t.pad = 1024 - (ta ? t.m : t.k);  /* lda = 1024 */
             run_case(&t);
             t.pad = 1024 - 50;
             if (!ta && !tb) run_case(&t);   /* ldb = ldc = 1024 */
