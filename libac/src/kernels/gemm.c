@@ -246,7 +246,9 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                                               : job->b + pc * job->ldb + jc;
                 /* full panels the kernels pack as they go */
                 int packed_later = job->trans_b || b_packed ? 0 : nc / nr * nr;
-                int ir, jr;
+                int ir, jr, panels = (nc + nr - 1) / nr;
+                /* the depth steps of the next packed A-panel each kernel fetches */
+                int next_share = (tile.kc + panels - 1) / panels;
                 bbuf = abuf + a_floats;
                 if (job->keep_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
                 if (!b_packed && packed_later < nc)
@@ -268,12 +270,17 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                         tile.a_depth = mr;
                     }
                     tile.m = mc - ir < mr ? mc - ir : mr;
+                    tile.a_next = ir + mr < mc && ir + mr >= in_place
+                                      ? abuf + (int64_t)(ir + mr - in_place) * tile.kc : NULL;
+                    tile.next_from = 0;
                     for (jr = 0; jr < nc; jr += nr) {
+                        tile.next_to = (int)min64(tile.next_from + next_share, tile.kc);
                         tile.b = bbuf + (int64_t)jr * tile.kc;
                         tile.b_source = ir == 0 && jr < packed_later ? b + jr : NULL;
                         tile.n = nc - jr < nr ? nc - jr : nr;
                         tile.c = job->c + (ic + ir) * job->ldc + jc + jr;
                         kern->kernel(&tile);
+                        tile.next_from = tile.next_to;
                     }
                 }
             }

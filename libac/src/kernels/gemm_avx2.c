@@ -196,6 +196,8 @@ avx2_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
     int p, kc = t->kc;
     ROW_PREFETCH(0) ROW_PREFETCH(1) ROW_PREFETCH(2) ROW_PREFETCH(3) ROW_PREFETCH(4)
     ROW_PREFETCH(5)
+    /* n = 2048 runs 1.02-1.03x faster; AVX-512's 12-row panels gain nothing */
+    gemm_fetch_next_a(t, AVX2_MR);
     for (p = 0; p < kc; p++) {
         __m256 b0, b1;
         if (copy_b) {
