@@ -16,11 +16,8 @@
 #define AVX512_MR 12
 #define AVX512_NR 32
 #define AVX512_TARGET __attribute__((target("avx512f")))
-/* How far ahead the kernel that packs B fetches B's rows (often in other pages,
-   and from L3 or memory): into L2 far enough ahead to hide L3's latency, then
-   into L1 shortly before use (gemm_avx2.c). */
-#define PREFETCH_ROWS_L2 32
-#define PREFETCH_ROWS_L1 4
+/* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
+#define PREFETCH_ROWS 8
 /* How far ahead the kernel fetches a packed B-panel streamed from L2. */
 #define PREFETCH_STEPS 8
 
@@ -147,13 +144,8 @@ avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
     for (p = 0; p < kc; p++) {
         __m512 b0, b1;
         if (copy_b) {
-            /* a row's 32 floats may straddle three lines: fetch all */
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L2 * ldb), _MM_HINT_T1);
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L2 * ldb + 16), _MM_HINT_T1);
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L2 * ldb + 31), _MM_HINT_T1);
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L1 * ldb), _MM_HINT_T0);
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L1 * ldb + 16), _MM_HINT_T0);
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L1 * ldb + 31), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
             b0 = _mm512_loadu_ps(src);
             b1 = _mm512_loadu_ps(src + 16);
             _mm512_storeu_ps(bp, b0);
