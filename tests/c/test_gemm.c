@@ -207,6 +207,7 @@ static void test_same_bits_on_two_threads(void)
         {0, 0, 250, 90, 500, 1024}, {1, 1, 301, 299, 703, 512},
     };
     size_t s;
+    int threads = ac_get_num_threads();
     for (s = 0; s < sizeof cases / sizeof cases[0]; s++) {
         int ta = (int)cases[s][0], tb = (int)cases[s][1];
         int64_t m = cases[s][2], n = cases[s][3], k = cases[s][4], lda = cases[s][5];
@@ -223,7 +224,7 @@ static void test_same_bits_on_two_threads(void)
         free(one);
         free(two);
     }
-    ac_set_num_threads(1);
+    ac_set_num_threads(threads);
 }
 
 static void test_every_kernel_set(void)
