@@ -155,7 +155,8 @@ static void test_alpha_beta(void)
     }
 }
 
-/* Leading dimensions that are multiples of 512 floats take the packing paths. */
+/* Leading dimensions that are multiples of 512 floats take the packing paths
+   (op(A) transposed at 512, untransposed at 1024). */
 static void test_power_of_two_leading_dimensions(void)
 {
     int ta, tb;
@@ -165,6 +166,8 @@ static void test_power_of_two_leading_dimensions(void)
             t.trans_a = ta;
             t.trans_b = tb;
             t.pad = 512 - (ta ? t.m : t.k);  /* lda = 512 */
+            run_case(&t);
+            t.pad = 1024 - (ta ? t.m : t.k);  /* lda = 1024 */
             run_case(&t);
             t.pad = 1024 - 50;
             if (!ta && !tb) run_case(&t);   /* ldb = ldc = 1024 */
@@ -191,6 +194,39 @@ static void test_empty_sizes(void)
     CHECK(ac_sgemm(0, 0, 3, 4, 0, 1.0f, NULL, 1, NULL, 4, 0.0f, (float[12]){0}, 4) == AC_OK);
 }
 
+/*
+ * The same bits on 1 and 2 threads (test_threads checks the default set for
+ * more counts): rows split with op(B) kept or not, columns split, a few rows,
+ * A-panels read in place (lda 512) and packed (lda 1024), the depth in slices.
+ */
+static void test_same_bits_on_two_threads(void)
+{
+    static const int64_t cases[][6] = {   /* trans_a, trans_b, m, n, k, lda */
+        {0, 0, 300, 200, 700, 700}, {0, 0, 700, 600, 300, 300}, {0, 1, 64, 784, 128, 128},
+        {1, 0, 784, 128, 64, 784},  {0, 0, 3, 4099, 300, 300}, {0, 0, 250, 90, 500, 512},
+        {0, 0, 250, 90, 500, 1024}, {1, 1, 301, 299, 703, 512},
+    };
+    size_t s;
+    int threads = ac_get_num_threads();
+    for (s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+        int ta = (int)cases[s][0], tb = (int)cases[s][1];
+        int64_t m = cases[s][2], n = cases[s][3], k = cases[s][4], lda = cases[s][5];
+        float *a = random_matrix((ta ? k : m) * lda), *b = random_matrix(k * n);
+        float *one = malloc((size_t)(m * n) * sizeof(float));
+        float *two = malloc((size_t)(m * n) * sizeof(float));
+        ac_set_num_threads(1);
+        CHECK(ac_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, tb ? k : n, 0.0f, one, n) == AC_OK);
+        ac_set_num_threads(2);
+        CHECK(ac_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, tb ? k : n, 0.0f, two, n) == AC_OK);
+        CHECK(memcmp(one, two, (size_t)(m * n) * sizeof(float)) == 0);
+        free(a);
+        free(b);
+        free(one);
+        free(two);
+    }
+    ac_set_num_threads(threads);
+}
+
 static void test_every_kernel_set(void)
 {
     static const char *const names[] = {"avx512", "avx2", "generic"};
@@ -205,6 +241,7 @@ static void test_every_kernel_set(void)
         RUN(test_alpha_beta);
         RUN(test_power_of_two_leading_dimensions);
         RUN(test_empty_sizes);
+        RUN(test_same_bits_on_two_threads);
     }
     CHECK(gemm_use_kernels("no-such-set") == 0);
     CHECK(gemm_use_kernels(NULL) == 1);

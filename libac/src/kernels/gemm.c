@@ -246,7 +246,9 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                                               : job->b + pc * job->ldb + jc;
                 /* full panels the kernels pack as they go */
                 int packed_later = job->trans_b || b_packed ? 0 : nc / nr * nr;
-                int ir, jr;
+                int ir, jr, panels = (nc + nr - 1) / nr;
+                /* the depth steps of the next packed A-panel each kernel fetches */
+                int next_share = (tile.kc + panels - 1) / panels;
                 bbuf = abuf + a_floats;
                 if (job->keep_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
                 if (!b_packed && packed_later < nc)
@@ -268,12 +270,17 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                         tile.a_depth = mr;
                     }
                     tile.m = mc - ir < mr ? mc - ir : mr;
+                    tile.a_next = ir + mr < mc && ir + mr >= in_place
+                                      ? abuf + (int64_t)(ir + mr - in_place) * tile.kc : NULL;
+                    tile.next_from = 0;
                     for (jr = 0; jr < nc; jr += nr) {
+                        tile.next_to = (int)min64(tile.next_from + next_share, tile.kc);
                         tile.b = bbuf + (int64_t)jr * tile.kc;
                         tile.b_source = ir == 0 && jr < packed_later ? b + jr : NULL;
                         tile.n = nc - jr < nr ? nc - jr : nr;
                         tile.c = job->c + (ic + ir) * job->ldc + jc + jr;
                         kern->kernel(&tile);
+                        tile.next_from = tile.next_to;
                     }
                 }
             }
@@ -386,12 +393,16 @@ void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     job.lda = lda;
     job.ldb = ldb;
     job.ldc = ldc;
-    /* Rows whose starts are 2 KiB apart share few cache sets: pack those. A
-       transposed op(A) is read in place only when shallow: a panel then takes
-       a cache line per depth step, 4 KB at most, and the MLP's weight gradient
-       (784x64^T . 64x128) runs 4% faster than with it packed; deeper, the
-       lines would crowd B out of L1. */
-    job.a_in_place = lda % 512 != 0 && (!trans_a || k <= TRANSPOSED_IN_PLACE_DEPTH);
+    /* A panel read in place must not crowd a few L1 sets: pack it when its rows
+       start 4 KiB apart (all in one set; 2 KiB apart they use two, and n = 512
+       runs 3% faster in place than packed, 6% slower packed at 4 KiB), or when
+       a transposed op(A)'s depth steps are 2 KiB apart. A transposed op(A) is
+       read in place only when shallow: a panel then takes a cache line per
+       depth step, 4 KB at most, and the MLP's weight gradient (784x64^T .
+       64x128) runs 4% faster than with it packed; deeper, the lines would
+       crowd B out of L1. */
+    job.a_in_place = trans_a ? lda % 512 != 0 && k <= TRANSPOSED_IN_PLACE_DEPTH
+                             : lda % 1024 != 0;
     /* Split the longer side: each task packs all of the other operand, and that
        operand is then the smaller one to pack twice. */
     job.split_rows = m >= n;

@@ -29,7 +29,9 @@ typedef void (*GemmPackFn)(const float *x, int64_t ld, int depth_contiguous,
  * When b_source is set (only for a full panel, n == nr), the kernel packs
  * the panel as it goes: row p of B is read at b_source + p*ldb and also
  * stored to the panel at b. When beta == 0, C is only written, never read
- * (it may hold NaN).
+ * (it may hold NaN). a_next is the next A-panel when it is packed, else NULL;
+ * a kernel may fetch its depth steps [next_from, next_to) into L2
+ * (gemm_fetch_next_a).
  */
 typedef struct {
     int kc, m, n;
@@ -41,9 +43,25 @@ typedef struct {
     float *c;
     int64_t ldc;
     float alpha, beta;
+    const float *a_next;
+    int next_from, next_to;
 } GemmTile;
 
 typedef void (*GemmKernelFn)(const GemmTile *tile);
+
+/*
+ * The kernel's share of the next packed A-panel, into L2 a cache line at a
+ * time: the kernels for one A-panel each fetch a slice of the next one, so
+ * that it comes from L2, not L3, when its turn comes (a packed block of A
+ * outgrows L2 from n = 1024 on).
+ */
+static inline void gemm_fetch_next_a(const GemmTile *t, int mr)
+{
+    int64_t q;
+    if (!t->a_next) return;
+    for (q = (int64_t)t->next_from * mr; q < (int64_t)t->next_to * mr; q += 16)
+        __builtin_prefetch(t->a_next + q, 0, 2);
+}
 
 /*
  * A few rows of A times B with nothing packed, for when packing B would cost
