@@ -393,16 +393,14 @@ static void forward_winograd(ConvJob *job, float *scratch, int64_t block)
 {
     const ConvGeom *g = &job->g;
     const int64_t n0 = block * g->tile_images, n1 = min64(n0 + g->tile_images, g->n);
-    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
     winograd_conv(job->x + n0 * g->c * g->h * g->w, n1 - n0, g->c, g->h, g->w, job->wt, g->f,
-                  job->bias, scratch, scratch + WINOGRAD_POINTS * g->c * tiles,
-                  job->out + n0 * g->f * g->p);
+                  job->bias, scratch, job->out + n0 * g->f * g->p);
 }
 
-/* The scratch of one Winograd block: transformed input and output. */
-static int64_t winograd_scratch(const ConvGeom *g)
+/* The scratch of one Winograd block. */
+static int64_t winograd_block_scratch(const ConvGeom *g)
 {
-    return WINOGRAD_POINTS * (g->c + g->f) * g->tile_images * winograd_tiles(g->h, g->w);
+    return winograd_scratch(g->tile_images, g->c, g->f, g->h, g->w);
 }
 
 static void forward_block(ConvJob *job, float *scratch, int64_t block)
@@ -434,7 +432,7 @@ int cpu_conv2d(const ConvShape *s, const float *x, const float *w, const float *
         if (u) winograd_filters(w, job.g.f, job.g.c, 0, u);
         job.wt = u;
         status = u ? conv_run(&job, (job.g.n + job.g.tile_images - 1) / job.g.tile_images,
-                              winograd_scratch(&job.g), forward_winograd)
+                              winograd_block_scratch(&job.g), forward_winograd)
                    : AC_ERR_MEMORY;
         ac_mem_restore(cp);
         return status;
@@ -546,10 +544,8 @@ static void backward_winograd(ConvJob *job, float *scratch, int64_t block)
 {
     const ConvGeom *g = &job->g;
     const int64_t n0 = block * g->tile_images, n1 = min64(n0 + g->tile_images, g->n);
-    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
     winograd_conv(job->gy + n0 * g->f * g->p, n1 - n0, g->f, g->h, g->w, job->wt, g->c, NULL,
-                  scratch, scratch + WINOGRAD_POINTS * g->f * tiles,
-                  job->dx + n0 * g->c * g->h * g->w);
+                  scratch, job->dx + n0 * g->c * g->h * g->w);
 }
 
 /* One chunk of images, a block at a time: dx for each, their dW summed into the chunk's part. */
@@ -645,13 +641,12 @@ static void weight_grad_winograd(ConvJob *job, float *scratch, int64_t chunk)
 {
     const ConvGeom *g = &job->g;
     const int64_t n0 = chunk * job->chunk_images, n1 = min64(n0 + job->chunk_images, g->n);
-    const int64_t tiles = g->tile_images * winograd_tiles(g->h, g->w);
     float *part = job->dw_parts + chunk * WINOGRAD_POINTS * g->f * g->c;
     int64_t n;
     for (n = n0; n < n1; n += g->tile_images)
         winograd_weight_grad(job->x + n * g->c * g->h * g->w, job->gy + n * g->f * g->p,
-                             min64(n + g->tile_images, n1) - n, g->c, g->f, g->h, g->w, scratch,
-                             scratch + WINOGRAD_POINTS * g->c * tiles, part, n != n0);
+                             min64(n + g->tile_images, n1) - n, g->c, g->f, g->h, g->w, scratch, part,
+                             n != n0);
 }
 
 /*
@@ -672,7 +667,7 @@ static int winograd_weight_gradient(ConvJob *job, float *dw)
     job->chunk_images = per_chunk * g->tile_images;
     job->dw_parts = arena_alloc((size_t)(chunks * usize) * sizeof(float));
     if (!job->dw_parts) return AC_ERR_MEMORY;
-    status = conv_run(job, chunks, winograd_scratch(g), weight_grad_winograd);
+    status = conv_run(job, chunks, winograd_block_scratch(g), weight_grad_winograd);
     if (status != AC_OK) return status;
     add_parts(job->dw_parts, usize, chunks);
     winograd_filters_grad(job->dw_parts, g->f, g->c, dw);
@@ -722,7 +717,7 @@ int cpu_conv2d_backward(const ConvShape *s, const float *x, const float *w, cons
             if (u) winograd_filters(w, job.g.c, job.g.f, 1, u);
             job.wt = u;
             status = u ? conv_run(&job, (job.g.n + job.g.tile_images - 1) / job.g.tile_images,
-                                  winograd_scratch(&job.g), backward_winograd)
+                                  winograd_block_scratch(&job.g), backward_winograd)
                        : AC_ERR_MEMORY;
         }
         if (dw && status == AC_OK) status = winograd_weight_gradient(&job, dw);
