@@ -30,7 +30,8 @@
 /* Elements a transform task reads or writes, at least. */
 #define TRANSFORM_GRAIN 16384
 
-/* What the kernels' transforms work on; each task takes a range of filters. */
+/* What the kernels' transforms work on; each task takes a range of channels
+   (winograd_filters) or of filters (winograd_filters_grad). */
 typedef struct {
     const float *in;
     float *out;
@@ -56,36 +57,36 @@ int64_t winograd_tiles(int64_t h, int64_t w)
     return ((h + 1) / 2) * ((w + 1) / 2);
 }
 
-/* u's points of filters [f0, f1). */
+/* u's points (16 x channels x filters) of channels [c0, c1), CHUNK filters at a time. */
 TRANSFORM_KERNEL static void filters_range(const float *w, int64_t filters, int64_t channels,
-                                           int adjoint, float *u, int64_t f0, int64_t f1)
+                                           int adjoint, float *u, int64_t c0, int64_t c1)
 {
     const int64_t plane = filters * channels;
     float g[9][CHUNK], gg[4][3][CHUNK];
-    int64_t f, c0, c, count;
+    int64_t c, f0, f, count;
     int a, b;
-    for (f = f0; f < f1; f++) {
-        for (c0 = 0; c0 < channels; c0 += count) {
-            count = channels - c0 < CHUNK ? channels - c0 : CHUNK;
-            for (c = 0; c < count; c++)   /* the kernels of CHUNK channels, tap by tap */
+    for (c = c0; c < c1; c++) {
+        for (f0 = 0; f0 < filters; f0 += count) {
+            count = filters - f0 < CHUNK ? filters - f0 : CHUNK;
+            for (f = 0; f < count; f++)   /* the kernels of CHUNK filters, tap by tap */
                 for (a = 0; a < 9; a++)
-                    g[a][c] = adjoint ? w[((c0 + c) * filters + f) * 9 + 8 - a]
-                                      : w[(f * channels + c0 + c) * 9 + a];
+                    g[a][f] = adjoint ? w[(c * filters + f0 + f) * 9 + 8 - a]
+                                      : w[((f0 + f) * channels + c) * 9 + a];
             for (b = 0; b < 3; b++) {     /* G g: G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] */
-                for (c = 0; c < count; c++) {
-                    gg[0][b][c] = g[b][c];
-                    gg[1][b][c] = 0.5f * (g[b][c] + g[3 + b][c] + g[6 + b][c]);
-                    gg[2][b][c] = 0.5f * (g[b][c] - g[3 + b][c] + g[6 + b][c]);
-                    gg[3][b][c] = g[6 + b][c];
+                for (f = 0; f < count; f++) {
+                    gg[0][b][f] = g[b][f];
+                    gg[1][b][f] = 0.5f * (g[b][f] + g[3 + b][f] + g[6 + b][f]);
+                    gg[2][b][f] = 0.5f * (g[b][f] - g[3 + b][f] + g[6 + b][f]);
+                    gg[3][b][f] = g[6 + b][f];
                 }
             }
             for (a = 0; a < 4; a++) {     /* (G g) G^T */
-                float *row = u + (int64_t)a * 4 * plane + f * channels + c0;
-                for (c = 0; c < count; c++) {
-                    row[c] = gg[a][0][c];
-                    row[plane + c] = 0.5f * (gg[a][0][c] + gg[a][1][c] + gg[a][2][c]);
-                    row[2 * plane + c] = 0.5f * (gg[a][0][c] - gg[a][1][c] + gg[a][2][c]);
-                    row[3 * plane + c] = gg[a][2][c];
+                float *row = u + (int64_t)a * 4 * plane + c * filters + f0;
+                for (f = 0; f < count; f++) {
+                    row[f] = gg[a][0][f];
+                    row[plane + f] = 0.5f * (gg[a][0][f] + gg[a][1][f] + gg[a][2][f]);
+                    row[2 * plane + f] = 0.5f * (gg[a][0][f] - gg[a][1][f] + gg[a][2][f]);
+                    row[3 * plane + f] = gg[a][2][f];
                 }
             }
         }
@@ -106,7 +107,7 @@ void winograd_filters(const float *w, int64_t filters, int64_t channels, int adj
     job.filters = filters;
     job.channels = channels;
     job.adjoint = adjoint;
-    parallel_for(filters, plane_grain(WINOGRAD_POINTS * channels), filters_task, &job);
+    parallel_for(channels, plane_grain(WINOGRAD_POINTS * filters), filters_task, &job);
 }
 
 
@@ -400,9 +401,9 @@ void winograd_conv(const float *x, int64_t images, int64_t channels, int64_t h, 
     int point;
     split_scratch(scratch, tiles, channels, filters, &v, &m, &t);
     to_points(x, images, channels, h, w, 0, t, v);
-    for (point = 0; point < WINOGRAD_POINTS; point++)   /* m = v u^T, tiles x filters */
-        gemm(0, 1, tiles, filters, channels, 1.0f, v + point * point_stride(tiles, channels),
-             channels, u + point * filters * channels, channels, 0.0f,
+    for (point = 0; point < WINOGRAD_POINTS; point++)   /* m = v u, tiles x filters */
+        gemm(0, 0, tiles, filters, channels, 1.0f, v + point * point_stride(tiles, channels),
+             channels, u + point * channels * filters, filters, 0.0f,
              m + point * point_stride(tiles, filters), filters);
     transform_output(m, images, filters, h, w, bias, t, out);
 }
