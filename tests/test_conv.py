@@ -189,15 +189,17 @@ def test_padding_same_and_valid():
 
 # (x shape, w shape, conv2d keywords): the im2col path a band or an image at a
 # time, images side by side in blocks (few pixels each), Winograd, and Winograd
-# on images of few pixels with many channels, whose transforms the threads split,
-# and im2col and 1x1 convolutions whose dW (with db) has more elements than one
-# task of the threads' sum over chunks.
+# on images of few pixels with many channels, whose transforms the threads split
+# (also with odd sides, and channels and filters that leave a part of the
+# transforms' chunks of 32), and im2col and 1x1 convolutions whose dW (with db)
+# has more elements than one task of the threads' sum over chunks.
 THREAD_CASES = [
     ((2, 8, 40, 40), (16, 8, 3, 3), dict(padding=1)),
     ((17, 8, 12, 12), (16, 8, 3, 3), dict(padding=1)),
     ((40, 6, 9, 7), (12, 3, 3, 3), dict(stride=2, padding=1, groups=2)),
     ((33, 24, 6, 30), (40, 24, 3, 3), dict(padding=1)),
     ((8, 136, 4, 4), (140, 136, 3, 3), dict(padding=1)),
+    ((9, 165, 5, 7), (75, 165, 3, 3), dict(padding=1)),
     ((17, 64, 9, 9), (48, 64, 3, 3), dict(stride=2, padding=1)),
     ((17, 40, 5, 5), (501, 40, 1, 1), dict()),
 ]

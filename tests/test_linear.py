@@ -82,8 +82,9 @@ def test_wide_layer_gradients_match_float64(bias):
         np.testing.assert_allclose(bt.grad.numpy(), g64.sum(0), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("in_f, out_f", [(200, 1003), (130, 60)])
-def test_gradients_do_not_depend_on_thread_count(in_f, out_f):
+@pytest.mark.parametrize("in_f, out_f", [(200, 1003), (130, 60), (37, 501)])
+def test_results_do_not_depend_on_thread_count(in_f, out_f):
+    """Forward, and backward by either product for dW (out > in: dW^T with db)."""
     x = rng.standard_normal((71, in_f)).astype(np.float32)
     w = rng.standard_normal((out_f, in_f)).astype(np.float32)
     b = rng.standard_normal(out_f).astype(np.float32)
@@ -94,8 +95,9 @@ def test_gradients_do_not_depend_on_thread_count(in_f, out_f):
         for threads in (1, 2, 3):
             ac.set_num_threads(threads)
             xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
-            F.linear(xt, wt, bt).backward(ac.tensor(g))
-            results.append([xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
+            y = F.linear(xt, wt, bt)
+            y.backward(ac.tensor(g))
+            results.append([y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
     finally:
         ac.set_num_threads(previous)
     for other in results[1:]:
