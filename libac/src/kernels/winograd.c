@@ -8,10 +8,11 @@
  * tiles. The transforms use only 1, -1 and 1/2, so the results stay within a
  * few float roundings of the direct sums.
  *
- * The transforms split their images and tile rows (filters for the kernels'
- * transforms) among the pool's threads; each output element has one writer
- * and the same sums, so the bits do not depend on the thread count. Called from a task
- * that already shares images among threads (ops/conv.c), they run in it.
+ * The transforms split their images and tile rows (channels or filters for
+ * the kernels' transforms) among the pool's threads; each output element has
+ * one writer and the same sums, so the bits do not depend on the thread
+ * count. Called from a task that already shares images among threads
+ * (ops/conv.c), they run in it.
  *
  * Not here: choosing when to use it and sharing images among threads
  * (ops/conv.c), the GEMM (gemm.c).

@@ -645,8 +645,8 @@ static void weight_grad_winograd(ConvJob *job, float *scratch, int64_t chunk)
     int64_t n;
     for (n = n0; n < n1; n += g->tile_images)
         winograd_weight_grad(job->x + n * g->c * g->h * g->w, job->gy + n * g->f * g->p,
-                             min64(n + g->tile_images, n1) - n, g->c, g->f, g->h, g->w, scratch, part,
-                             n != n0);
+                             min64(n + g->tile_images, n1) - n, g->c, g->f, g->h, g->w, scratch,
+                             part, n != n0);
 }
 
 /*
