@@ -17,7 +17,7 @@
  * side by side instead, so that each product has enough columns (and dW
  * enough depth) to run at GEMM speed; the block's output is computed into
  * scratch and copied out per image. A 3x3 kernel with stride 1 and padding 1
- * (no dilation, no groups) over enough channels and pixels goes through Winograd's
+ * (no dilation, no groups) over 32 channels or more goes through Winograd's
  * F(2x2, 3x3) instead (kernels/winograd.c), forward, for dx (the same
  * convolution of dY with the kernel rotated) and for dW (the products of the
  * transformed dY and x tiles, summed per chunk of images and taken back to
@@ -47,10 +47,13 @@
 #define BLOCK_COLUMNS 256
 /* ... whose col holds at most this many floats. */
 #define BLOCK_BUDGET (1 << 20)
-/* Winograd when min(channels, filters) * width exceeds this: fewer channels make thin
-   GEMMs, narrower images short transform loops, and im2col wins (measured: 64->64
-   channels at 8x8 and 32->32 at 7x7 lose, 32->32 at 32x32 and 256->256 at 8x8 win). */
-#define WINOGRAD_MIN_WORK 512
+/* Winograd when channels and filters are at least this many and the map at least 2x2:
+   its transforms run across the channels 32 at a time, and fewer make thin GEMMs; a map
+   one pixel wide wastes half of each 2x2 tile. Measured on one thread, batch 32, forward
+   and forward + backward against im2col: 32->32 at 7x7 0.33 / 1.0 ms against 0.41 / 1.26,
+   64->64 at 8x8 0.93 / 3.0 against 1.6 / 5.4, 128->128 at 2x2 0.3 / 0.9 against
+   0.6 / 1.9; 16->32 at 14x14 and 24->24 at 16x16 lose by 10-20%, 256->256 at 1x1 by 2x. */
+#define WINOGRAD_MIN_CHANNELS 32
 /* Winograd: images in blocks of about this many tiles, ... */
 #define WINOGRAD_TILES 256
 /* ... whose transformed input and output hold at most this many floats (an image
@@ -125,7 +128,7 @@ static ConvGeom conv_geom(const ConvShape *s)
                                            BLOCK_BUDGET / ((g.k + 1) * g.p)));
     g.winograd = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.ph == 1 && g.pw == 1 &&
                  g.dh == 1 && g.dw == 1 && g.groups == 1 &&
-                 min64(g.c, g.f) * g.w > WINOGRAD_MIN_WORK &&
+                 min64(g.c, g.f) >= WINOGRAD_MIN_CHANNELS && g.h >= 2 && g.w >= 2 &&
                  WINOGRAD_POINTS * (g.c + g.f) * winograd_tiles(g.h, g.w) <= WINOGRAD_BUDGET;
     g.tile_images = 1;
     if (g.winograd) {
