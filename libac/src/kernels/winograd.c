@@ -117,7 +117,8 @@ void winograd_filters(const float *w, int64_t filters, int64_t channels, int adj
  * image's h*w x channels, scratch t): each tile's 16 points are sums of
  * whole rows of channels, loops the compiler vectorizes however small the
  * plane (a 4x4 map has 4 tiles, too few to vectorize over). The points go
- * to v[point][tile][channel], which the GEMMs read as tiles x channels.
+ * to v[point][tile][channel], which the GEMMs read as tiles x channels;
+ * each tile row's output rows go back to channel-major while still in cache.
  * A tap outside the plane reads zeros; an output pixel past it is dropped.
  */
 
