@@ -192,6 +192,20 @@ static void zero_edges(float *row, const TapRange *t, int64_t ow)
         for (r = t->row_lo; r < t->row_hi; r++) row[r * ow + q] = 0.0f;
 }
 
+/* dst[q] = src[q * stride] for q < n; strides 1 and 2 (the usual ones) as loops the
+   compiler vectorizes. */
+static void copy_strided(float *restrict dst, const float *restrict src, int64_t n,
+                         int64_t stride)
+{
+    int64_t q;
+    if (stride == 1)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (stride == 2)
+        for (q = 0; q < n; q++) dst[q] = src[2 * q];
+    else
+        for (q = 0; q < n; q++) dst[q] = src[q * stride];
+}
+
 /*
  * col (K rows of cols = (oh1 - oh0) * ow, then the ones row if any; row r at
  * col + r*ld) for output rows [oh0, oh1) of the cg channels at x.
@@ -226,7 +240,8 @@ static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, 
                     float *dst = row + r * g->ow;
                     const int64_t src = (r * g->sh + t.first_row) * g->w + t.offset;
                     for (q = 0; q < t.col_lo; q++) dst[q] = 0.0f;
-                    for (q = t.col_lo; q < t.col_hi; q++) dst[q] = plane[src + q * g->sw];
+                    copy_strided(dst + t.col_lo, plane + src + t.col_lo * g->sw,
+                                 t.col_hi - t.col_lo, g->sw);
                     for (q = t.col_hi; q < g->ow; q++) dst[q] = 0.0f;
                 }
             }
