@@ -189,15 +189,17 @@ def test_padding_same_and_valid():
 
 # (x shape, w shape, conv2d keywords): the im2col path a band or an image at a
 # time, images side by side in blocks (few pixels each), Winograd, and Winograd
-# on images of few pixels with many channels, whose transforms the threads split,
-# and im2col and 1x1 convolutions whose dW (with db) has more elements than one
-# task of the threads' sum over chunks.
+# on images of few pixels with many channels, whose transforms the threads split
+# (also with odd sides, and channels and filters that leave a part of the
+# transforms' chunks of 32), and im2col and 1x1 convolutions whose dW (with db)
+# has more elements than one task of the threads' sum over chunks.
 THREAD_CASES = [
     ((2, 8, 40, 40), (16, 8, 3, 3), dict(padding=1)),
     ((17, 8, 12, 12), (16, 8, 3, 3), dict(padding=1)),
     ((40, 6, 9, 7), (12, 3, 3, 3), dict(stride=2, padding=1, groups=2)),
-    ((33, 24, 6, 30), (40, 24, 3, 3), dict(padding=1)),
+    ((33, 32, 6, 30), (40, 32, 3, 3), dict(padding=1)),
     ((8, 136, 4, 4), (140, 136, 3, 3), dict(padding=1)),
+    ((9, 165, 5, 7), (75, 165, 3, 3), dict(padding=1)),
     ((17, 64, 9, 9), (48, 64, 3, 3), dict(stride=2, padding=1)),
     ((17, 40, 5, 5), (501, 40, 1, 1), dict()),
 ]
@@ -242,16 +244,16 @@ def test_small_images_are_taken_in_blocks(x_shape, w_shape, kwargs):
 
 
 @pytest.mark.parametrize("x_shape, w_shape", [
-    ((3, 16, 7, 33), (16, 16, 3, 3)),      # odd sides: clipped edge tiles
-    ((1, 260, 1, 2), (260, 260, 3, 3)),    # one row: the taps above and below in the padding
+    ((3, 32, 7, 33), (32, 32, 3, 3)),      # odd sides: clipped edge tiles
+    ((1, 260, 3, 2), (260, 260, 3, 3)),    # the last tile row's lower half in the padding
     ((1, 200, 2, 3), (233, 200, 3, 3)),
-    ((2, 16, 6, 140), (16, 16, 3, 3)),     # rows longer than one chunk of tiles
+    ((2, 45, 6, 17), (37, 45, 3, 3)),      # channels and filters past a chunk of 32
     ((40, 5, 15), (40, 40, 3, 3)),         # unbatched
 ])
 def test_winograd_3x3_matches_the_direct_sum(x_shape, w_shape):
-    """3x3, stride 1, padding 1 with min(channels, filters) * width > 512 runs
-    Winograd's F(2x2, 3x3) forward and for dx: values and gradients against the
-    float64 direct sum."""
+    """3x3, stride 1, padding 1 with at least 32 channels and filters on a map of
+    at least 2x2 runs Winograd's F(2x2, 3x3) forward, for dx and for dW: values
+    and gradients against the float64 direct sum."""
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = (rng.standard_normal(w_shape) * 0.4 / math.sqrt(w_shape[1])).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32)

@@ -63,6 +63,48 @@ def test_gradient_of_weight_alone():
     np.testing.assert_allclose(b.grad.numpy(), g.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_wide_layer_gradients_match_float64(bias):
+    """More outputs than inputs (a vocabulary projection): dW^T and db come from
+    one product with a row of ones, then dW is transposed out; odd sizes leave
+    partial tiles in both."""
+    x = rng.standard_normal((37, 19)).astype(np.float32)
+    w = rng.standard_normal((301, 19)).astype(np.float32)
+    b = rng.standard_normal(301).astype(np.float32)
+    g = rng.standard_normal((37, 301)).astype(np.float32)
+    xt, wt = ac.tensor(x, requires_grad=True), ac.tensor(w, requires_grad=True)
+    bt = ac.tensor(b, requires_grad=True) if bias else None
+    F.linear(xt, wt, bt).backward(ac.tensor(g))
+    g64 = g.astype(np.float64)
+    np.testing.assert_allclose(wt.grad.numpy(), g64.T @ x, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(xt.grad.numpy(), g64 @ w, rtol=1e-4, atol=1e-4)
+    if bias:
+        np.testing.assert_allclose(bt.grad.numpy(), g64.sum(0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("in_f, out_f", [(200, 1003), (130, 60), (37, 501)])
+def test_results_do_not_depend_on_thread_count(in_f, out_f):
+    """Forward, and backward by either product for dW (out > in: dW^T with db)."""
+    x = rng.standard_normal((71, in_f)).astype(np.float32)
+    w = rng.standard_normal((out_f, in_f)).astype(np.float32)
+    b = rng.standard_normal(out_f).astype(np.float32)
+    g = rng.standard_normal((71, out_f)).astype(np.float32)
+    results = []
+    previous = ac.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            ac.set_num_threads(threads)
+            xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
+            y = F.linear(xt, wt, bt)
+            y.backward(ac.tensor(g))
+            results.append([y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
+    finally:
+        ac.set_num_threads(previous)
+    for other in results[1:]:
+        for a, b_ in zip(results[0], other):
+            assert np.array_equal(a, b_)
+
+
 def test_feature_mismatch_names_both_shapes():
     x, w, b = ac.zeros(64, 785), ac.zeros(128, 784), ac.zeros(128)
     with pytest.raises(ac.ShapeError, match=r"^linear: input \(64, 785\) has 785 features, "

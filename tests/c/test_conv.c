@@ -73,12 +73,12 @@ static AcTensor *winograd_fn(AcTensor *const *inputs, int n_inputs, void *user)
     return ac_conv2d(inputs[0], inputs[1], inputs[2], 1, 1, 1, 1, 1, 1, 1);
 }
 
-/* 3x3, stride 1, padding 1, 16 channels over 33 columns: forward and dx by
-   Winograd (odd sides: clipped edge tiles). */
+/* 3x3, stride 1, padding 1, 32 channels and filters on 3x5 images: forward, dx
+   and dW by Winograd (odd sides: clipped edge tiles). */
 static void test_conv_winograd_gradient_check(void)
 {
     AcCheckpoint cp = ac_mem_checkpoint();
-    const int64_t xs[4] = {1, 16, 3, 33}, ws[4] = {16, 16, 3, 3}, bs[1] = {16};
+    const int64_t xs[4] = {1, 32, 3, 5}, ws[4] = {32, 32, 3, 3}, bs[1] = {32};
     AcTensor *inputs[3];
     float max_err = -1.0f;
     int i;

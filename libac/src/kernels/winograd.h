@@ -17,30 +17,33 @@
 int64_t winograd_tiles(int64_t h, int64_t w);
 
 /*
- * u (16 x filters x channels): the filters transformed, G g G^T. The weight
+ * u (16 x channels x filters): the filters transformed, G g G^T, each point's
+ * matrix laid out as the right operand of its GEMM (v times u). The weight
  * w is (filters, channels, 3, 3); or, when adjoint, (channels, filters, 3, 3)
  * read rotated by 180 degrees: the filters of dx = conv_transpose(dy, w).
  */
 void winograd_filters(const float *w, int64_t filters, int64_t channels, int adjoint, float *u);
 
+/* Floats of scratch that winograd_conv and winograd_weight_grad need for these sizes. */
+int64_t winograd_scratch(int64_t images, int64_t channels, int64_t filters, int64_t h, int64_t w);
+
 /*
  * out (images x filters x h x w) = the correlation of x (images x channels x
  * h x w, zero-padded by 1) with the filters transformed into u, plus
- * bias[f] when bias is not NULL. v (16 x channels x tiles) and m (16 x
- * filters x tiles) are scratch, tiles = images * winograd_tiles(h, w).
+ * bias[f] when bias is not NULL; scratch holds winograd_scratch() floats.
  */
 void winograd_conv(const float *x, int64_t images, int64_t channels, int64_t h, int64_t w,
-                   const float *u, int64_t filters, const float *bias, float *v, float *m,
+                   const float *u, int64_t filters, const float *bias, float *scratch,
                    float *out);
 
 /*
  * The weight gradient's Winograd form: du (16 x filters x channels) = the sum
  * over the tiles of (A dy A^T) . (B^T x B), for dy (images x filters x h x w)
  * the gradient of winograd_conv's output and x its input; added to du when
- * accumulate, else written. v and m are scratch as for winograd_conv.
+ * accumulate, else written. scratch as for winograd_conv.
  */
 void winograd_weight_grad(const float *x, const float *dy, int64_t images, int64_t channels,
-                          int64_t filters, int64_t h, int64_t w, float *v, float *m, float *du,
+                          int64_t filters, int64_t h, int64_t w, float *scratch, float *du,
                           int accumulate);
 
 /* dw (filters, channels, 3, 3) = G^T du G: du's sum taken back to the kernels. */
