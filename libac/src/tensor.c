@@ -204,9 +204,10 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
                            const AcTensor *share, size_t node_bytes, int at_root, int device,
                            int device_index)
 {
-    int64_t size;
+    int64_t size, item;
     size_t head, data_bytes, total;
-    int scoped = !at_root && current_depth() > 0;
+    uint32_t serial = 0;
+    int depth = 0, scoped;
     void *device_data = NULL;   /* a CUDA tensor's data, in device memory */
     TensorBox *box;
     AcTensor *t;
@@ -216,23 +217,25 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
         device = share->device;
         device_index = share->device_index;
     }
-    if (ac_dtype_size(dtype) < 0) return NULL;
+    if ((item = ac_dtype_size(dtype)) < 0) return NULL;
     if (device != AC_CPU && !share) {
         char name[32];
         if (device != AC_CUDA)
             return error_null(AC_ERR_DEVICE, "%s: %s is not a device", op,
                               device_name(device, device_index, name, sizeof name));
-        device_data = device_alloc(op, device_index, (size_t)size * (size_t)ac_dtype_size(dtype), !scoped);
+        device_data = device_alloc(op, device_index, (size_t)size * (size_t)item,
+                                   at_root || current_scope(&serial) == 0);
         if (!device_data) return NULL;
     }
     head = round_up(sizeof(TensorBox));
     node_bytes = round_up(node_bytes);
-    data_bytes = share || device_data ? 0 : round_up((size_t)size * (size_t)ac_dtype_size(dtype));
+    data_bytes = share || device_data ? 0 : round_up((size_t)size * (size_t)item);
     total = head + node_bytes + data_bytes;
-    box = scoped ? arena_alloc(total) : root_alloc(total);
+    box = at_root ? root_alloc(total) : arena_alloc_tensor(total, node_bytes != 0, &depth, &serial);
+    scoped = depth > 0;
     if (!box) {
         if (device_data && !scoped)
-            device_free_root(device_index, device_data, (size_t)size * (size_t)ac_dtype_size(dtype));
+            device_free_root(device_index, device_data, (size_t)size * (size_t)item);
         return NULL;
     }
     memset(box, 0, head + node_bytes);
@@ -240,9 +243,9 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
     t = box_header(box, shape, ndim, size, dtype);
     t->device = device;
     t->device_index = device_index;
-    t->scope_depth = scoped ? current_depth() : 0;
+    t->scope_depth = depth;
     t->refcount = scoped ? 0 : 1;
-    if (scoped) box->scope_serial = current_serial();
+    box->scope_serial = serial;
     if (node_bytes) t->node = (AcGradNode *)((char *)box + head);
     if (share) {
         AcTensor *owner = share->base ? share->base : (AcTensor *)share;
@@ -257,9 +260,11 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
     } else {
         t->data = (float *)((char *)box + head + node_bytes);
     }
-    counters_tensor(1, scoped);
-    if (node_bytes) counters_node(1, scoped);
-    if (graph_open) graph_note_tensor(op, t);
+    if (!scoped) {   /* arena_alloc_tensor counted a scoped one */
+        counters_tensor(1, 0);
+        if (node_bytes) counters_node(1, 0);
+    }
+    if (__atomic_load_n(&graphs_open, __ATOMIC_RELAXED) && graph_open) graph_note_tensor(op, t);
     return t;
 }
 
@@ -820,6 +825,11 @@ AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
     }
     summed = ac_sum(g, dims, n, 1);
     if (!summed) return NULL;
+    if (!summed->node) {   /* a new sum no graph refers to: like's shape in place, no view */
+        memcpy(summed->shape, like->shape, (size_t)like->ndim * sizeof(int64_t));
+        summed->ndim = like->ndim;
+        return summed;
+    }
     return ac_reshape(summed, like->shape, like->ndim);
 }
 
