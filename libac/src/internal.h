@@ -182,7 +182,8 @@ int broadcast_shapes(const char *op, const AcTensor *a, const AcTensor *b,
 /* Element strides of t as seen from a tensor of out_shape (0 along broadcast dims). */
 void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim,
                        int64_t *strides);
-/* Sum g over the dims along which `like` was broadcast, giving like's shape (backward). */
+/* Sum g over the dims along which `like` was broadcast, giving like's shape
+   (backward; in ops/reduce.c). */
 AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like);
 int same_shape(const AcTensor *a, const AcTensor *b);
 /* This thread's generator: uniform in [0, 1) and standard normal. */

@@ -814,25 +814,6 @@ void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim
     }
 }
 
-AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
-{
-    int dims[AC_MAX_DIMS], n = 0, i, lead = g->ndim - like->ndim;
-    AcTensor *summed;
-    if (same_shape(g, like)) return (AcTensor *)g;
-    for (i = 0; i < g->ndim; i++) {
-        int il = i - lead;
-        if (il < 0 || (like->shape[il] == 1 && g->shape[i] != 1)) dims[n++] = i;
-    }
-    summed = ac_sum(g, dims, n, 1);
-    if (!summed) return NULL;
-    if (!summed->node) {   /* a new sum no graph refers to: like's shape in place, no view */
-        memcpy(summed->shape, like->shape, (size_t)like->ndim * sizeof(int64_t));
-        summed->ndim = like->ndim;
-        return summed;
-    }
-    return ac_reshape(summed, like->shape, like->ndim);
-}
-
 int ac_tensor_uniform_(AcTensor *t, float lo, float hi)
 {
     if (graph_recording) graph_unsupported("uniform_");
