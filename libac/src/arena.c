@@ -626,9 +626,11 @@ void *arena_alloc_tensor(size_t bytes, int nodes, int *depth, uint32_t *serial)
     p = arena_alloc_in(ta, bytes);
     if (!p) return NULL;
     ta->tensors++;
-    ta->nodes += nodes;
     __atomic_add_fetch(&g_live_tensors, 1, __ATOMIC_RELAXED);
-    if (nodes) __atomic_add_fetch(&g_live_nodes, nodes, __ATOMIC_RELAXED);
+    if (nodes) {
+        ta->nodes += nodes;
+        __atomic_add_fetch(&g_live_nodes, nodes, __ATOMIC_RELAXED);
+    }
     return p;
 }
 
