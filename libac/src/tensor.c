@@ -468,7 +468,7 @@ AcTensor *ac_full(const int64_t *shape, int ndim, float value)
 
 AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim)
 {
-    int64_t size;
+    int64_t size = 0;   /* set by shape_check; GCC cannot tell when it inlines it */
     AcTensor *t;
     if (shape_check("tensor_from_data", shape, ndim, &size)) return NULL;
     if (!data && size > 0) return error_null(AC_ERR_ARG, "tensor_from_data: data is NULL");
@@ -486,7 +486,7 @@ AcTensor *ac_tensor_new_typed(const int64_t *shape, int ndim, int dtype)
 
 AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim, int dtype)
 {
-    int64_t size;
+    int64_t size = 0;   /* set by shape_check; GCC cannot tell when it inlines it */
     int64_t i;
     AcTensor *t;
     if (shape_check("tensor_from_typed", shape, ndim, &size)) return NULL;
