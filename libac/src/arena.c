@@ -391,6 +391,14 @@ uint32_t current_serial(void)
     return tls_arena && tls_arena->depth > 0 ? tls_arena->scopes[tls_arena->depth - 1].serial : 0;
 }
 
+int current_scope(uint32_t *serial)
+{
+    const ThreadArena *ta = tls_arena;
+    if (!ta || ta->depth == 0) return 0;
+    *serial = ta->scopes[ta->depth - 1].serial;
+    return ta->depth;
+}
+
 static ArenaBlock *block_take(ThreadArena *ta, size_t bytes)
 {
     ArenaBlock **link = &ta->cache;
@@ -567,9 +575,9 @@ int arena_release(void *p, size_t bytes, uint32_t serial, int tensors, int nodes
     return 1;
 }
 
-void *arena_alloc(size_t bytes)
+/* arena_alloc on ta, the calling thread's arena. */
+static void *arena_alloc_in(ThreadArena *ta, size_t bytes)
 {
-    ThreadArena *ta = tls_arena;
     ArenaBlock *b;
     void *p;
     if (!ta || ta->depth == 0)
@@ -603,18 +611,43 @@ void *arena_alloc(size_t bytes)
     return p;
 }
 
+void *arena_alloc(size_t bytes) { return arena_alloc_in(tls_arena, bytes); }
+
+void *arena_alloc_tensor(size_t bytes, int nodes, int *depth, uint32_t *serial)
+{
+    ThreadArena *ta = tls_arena;
+    void *p;
+    if (!ta || ta->depth == 0) {
+        *depth = 0;
+        return root_alloc(bytes);
+    }
+    *depth = ta->depth;
+    *serial = ta->scopes[ta->depth - 1].serial;
+    p = arena_alloc_in(ta, bytes);
+    if (!p) return NULL;
+    ta->tensors++;
+    __atomic_add_fetch(&g_live_tensors, 1, __ATOMIC_RELAXED);
+    if (nodes) {
+        ta->nodes += nodes;
+        __atomic_add_fetch(&g_live_nodes, nodes, __ATOMIC_RELAXED);
+    }
+    return p;
+}
+
 void *scratch_alloc(size_t bytes)
 {
-    return current_depth() > 0 ? arena_alloc(bytes) : root_alloc(bytes);
+    ThreadArena *ta = tls_arena;
+    return ta && ta->depth > 0 ? arena_alloc_in(ta, bytes) : root_alloc(bytes);
 }
 
 void scratch_free(void *p, size_t bytes)
 {
+    uint32_t serial;
     if (!p) return;
-    if (current_depth() == 0)
+    if (current_scope(&serial) == 0)
         root_free(p, bytes);
     else   /* arena_alloc rounded the size up */
-        arena_release(p, (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1), current_serial(), 0, 0);
+        arena_release(p, (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1), serial, 0, 0);
 }
 
 /* ---- scopes -------------------------------------------------------------- */
@@ -670,9 +703,9 @@ int ac_mem_restore(AcCheckpoint cp)
 }
 
 /* Push t onto s's holds; the hold owns one reference of t from now on. */
-static int hold_push(Scope *s, AcTensor *t, int on_heap)
+static int hold_push(ThreadArena *ta, Scope *s, AcTensor *t, int on_heap)
 {
-    HoldEntry *h = on_heap ? malloc(sizeof *h) : arena_alloc(sizeof *h);
+    HoldEntry *h = on_heap ? malloc(sizeof *h) : arena_alloc_in(ta, sizeof *h);
     if (!h) return error_set(AC_ERR_MEMORY, "alloc: out of memory");
     if (on_heap) count_heap_allocation();
     h->tensor = t;
@@ -688,7 +721,7 @@ int scope_hold(AcTensor *t)
     ac_tensor_retain(t);
     if (t->scope_depth != 0) return AC_OK;   /* scoped: kept until its own scope ends */
     if (!ta || ta->depth == 0) return AC_OK;
-    if (hold_push(&ta->scopes[ta->depth - 1], t, 0)) {
+    if (hold_push(ta, &ta->scopes[ta->depth - 1], t, 0)) {
         ac_tensor_free(t);
         return AC_ERR_MEMORY;
     }
@@ -700,5 +733,5 @@ int scope_hold_at(AcTensor *t, int depth)
     ThreadArena *ta = tls_arena;
     if (!ta || depth < 1 || depth > ta->depth)
         return error_set(AC_ERR_SCOPE, "alloc: scope at depth %d is not open on this thread", depth);
-    return hold_push(&ta->scopes[depth - 1], t, 1);
+    return hold_push(ta, &ta->scopes[depth - 1], t, 1);
 }

@@ -156,6 +156,10 @@ float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status)
 
 /* ---- topological order --------------------------------------------------- */
 
+/* Nodes a sort keeps on the stack before it takes arena memory: a training
+   step's tape is a handful of nodes, walked once per step. */
+#define SMALL_TAPE 32
+
 typedef struct {
     AcGradNode **nodes;
     int64_t n, cap;
@@ -164,7 +168,7 @@ typedef struct {
 static int node_list_push(NodeList *list, AcGradNode *node)
 {
     if (list->n == list->cap) {
-        int64_t cap = list->cap ? list->cap * 2 : 256;
+        int64_t cap = list->cap * 2;
         AcGradNode **grown = arena_alloc((size_t)cap * sizeof *grown);
         if (!grown) return AC_ERR_MEMORY;
         if (list->n) memcpy(grown, list->nodes, (size_t)list->n * sizeof *grown);
@@ -182,16 +186,16 @@ typedef struct {
 
 /* Post-order of the nodes behind root (inputs before users), into order.
    An explicit stack instead of recursion; runs inside a scope, so the lists
-   are arena memory. */
+   grow from SMALL_TAPE entries on the stack into arena memory. */
 static int topo_sort(AcGradNode *root, NodeList *order)
 {
-    DfsEntry *stack = NULL;
-    int64_t depth = 0, cap = 0;
+    DfsEntry small[SMALL_TAPE], *stack = small;
+    int64_t depth = 0, cap = SMALL_TAPE;
     if (++visit_epoch == 0) visit_epoch = 1;
     root->visit = visit_epoch;
     for (;;) {
         if (depth == cap) {
-            int64_t grown_cap = cap ? cap * 2 : 256;
+            int64_t grown_cap = cap * 2;
             DfsEntry *grown = arena_alloc((size_t)grown_cap * sizeof *grown);
             if (!grown) return AC_ERR_MEMORY;
             if (depth) memcpy(grown, stack, (size_t)depth * sizeof *grown);
@@ -407,7 +411,8 @@ static const char graph_freed[] =
 
 static int run_backward(AcTensor *out, const AcTensor *grad, int retain_graph)
 {
-    NodeList order = {NULL, 0, 0};
+    AcGradNode *small[SMALL_TAPE];
+    NodeList order = {small, 0, SMALL_TAPE};
     AcCheckpoint cp = ac_mem_checkpoint();
     int previous, rc = AC_OK;
     int64_t k;
@@ -515,7 +520,8 @@ static void graph_order_done(NodeList *order)
 
 static int64_t graph_write(const AcTensor *t, char *buf, int64_t cap, int dot, const char *op)
 {
-    NodeList order = {NULL, 0, 0};
+    AcGradNode *small[SMALL_TAPE];
+    NodeList order = {small, 0, SMALL_TAPE};
     Writer w;
     AcCheckpoint cp;
     int64_t k;

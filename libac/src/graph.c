@@ -19,6 +19,7 @@
 
 AC_THREAD_LOCAL AcGraph *graph_recording;
 AC_THREAD_LOCAL AcGraph *graph_open;
+int graphs_open;
 
 /* The creation functions whose root tensors a graph may read as state. */
 static const char *const creation_ops[] = {
@@ -217,6 +218,7 @@ AcGraph *ac_graph_begin(void)
     g->state = GRAPH_RECORDING;
     g->grad_enabled = ac_is_grad_enabled();
     graph_open = graph_recording = g;
+    __atomic_add_fetch(&graphs_open, 1, __ATOMIC_RELAXED);
     ops_observed |= OBSERVE_GRAPH;
     return g;
 }
@@ -253,6 +255,7 @@ int ac_graph_end(AcGraph *g, AcTensor *const *outputs, int n_outputs)
     if (graph_check("graph_end", g)) return AC_ERR_ARG;
     if (g != graph_open) return error_set(AC_ERR_STATE, "graph_end: the graph is not recording on this thread");
     graph_open = graph_recording = NULL;
+    __atomic_sub_fetch(&graphs_open, 1, __ATOMIC_RELAXED);
     ops_observed &= ~OBSERVE_GRAPH;
     if (g->born) root_free(g->born, (size_t)g->cap_born * sizeof *g->born);
     g->born = NULL;
@@ -289,6 +292,7 @@ int ac_graph_free(AcGraph *g)
     if (g->state == GRAPH_RUNNING) return error_set(AC_ERR_STATE, "graph_free: the graph is running");
     if (g == graph_open) {
         graph_open = graph_recording = NULL;
+        __atomic_sub_fetch(&graphs_open, 1, __ATOMIC_RELAXED);
         ops_observed &= ~OBSERVE_GRAPH;
     }
     for (i = 0; i < g->n_bufs; i++)

@@ -40,6 +40,9 @@ int profile_backward(AcGradNode *node, int (*run)(AcGradNode *));
 extern AC_THREAD_LOCAL AcGraph *graph_recording;
 /* The graph open on this thread, recording or paused; NULL when none. */
 extern AC_THREAD_LOCAL AcGraph *graph_open;
+/* Graphs open on all threads: tensor_create reads graph_open only when one is,
+   as a thread-local costs a call per read in a shared library. */
+extern int graphs_open;
 
 /* Run and record an op of one output; returns it (NULL on the op's error). */
 AcTensor *graph_op(const char *op, GraphReplayFn fn, int n_in, const AcTensor *const *in,

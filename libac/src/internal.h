@@ -91,6 +91,14 @@ int current_depth(void);
 int64_t bytes_allocated(void);
 /* The serial of the calling thread's innermost scope; 0 at root. */
 uint32_t current_serial(void);
+/* The depth of the calling thread's innermost scope (0 at root) and, when one
+   is open, its serial in *serial: one look at the thread's arena for both. */
+int current_scope(uint32_t *serial);
+/* A tensor's box: arena_alloc'd in the innermost scope, counting the tensor and
+   nodes (0 or 1) as counters_tensor and counters_node do for a scoped one, with
+   the scope's depth and serial in *depth and *serial; or root_alloc'd, uncounted,
+   with *depth 0, when no scope is open. One look at the thread's arena for all. */
+void *arena_alloc_tensor(size_t bytes, int nodes, int *depth, uint32_t *serial);
 
 /* ---- device_arena.c ------------------------------------------------------ */
 
@@ -174,7 +182,8 @@ int broadcast_shapes(const char *op, const AcTensor *a, const AcTensor *b,
 /* Element strides of t as seen from a tensor of out_shape (0 along broadcast dims). */
 void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim,
                        int64_t *strides);
-/* Sum g over the dims along which `like` was broadcast, giving like's shape (backward). */
+/* Sum g over the dims along which `like` was broadcast, giving like's shape
+   (backward; in ops/reduce.c). */
 AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like);
 int same_shape(const AcTensor *a, const AcTensor *b);
 /* This thread's generator: uniform in [0, 1) and standard normal. */

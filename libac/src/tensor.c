@@ -204,9 +204,10 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
                            const AcTensor *share, size_t node_bytes, int at_root, int device,
                            int device_index)
 {
-    int64_t size;
+    int64_t size, item;
     size_t head, data_bytes, total;
-    int scoped = !at_root && current_depth() > 0;
+    uint32_t serial = 0;
+    int depth = 0, scoped;
     void *device_data = NULL;   /* a CUDA tensor's data, in device memory */
     TensorBox *box;
     AcTensor *t;
@@ -216,23 +217,25 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
         device = share->device;
         device_index = share->device_index;
     }
-    if (ac_dtype_size(dtype) < 0) return NULL;
+    if ((item = ac_dtype_size(dtype)) < 0) return NULL;
     if (device != AC_CPU && !share) {
         char name[32];
         if (device != AC_CUDA)
             return error_null(AC_ERR_DEVICE, "%s: %s is not a device", op,
                               device_name(device, device_index, name, sizeof name));
-        device_data = device_alloc(op, device_index, (size_t)size * (size_t)ac_dtype_size(dtype), !scoped);
+        device_data = device_alloc(op, device_index, (size_t)size * (size_t)item,
+                                   at_root || current_scope(&serial) == 0);
         if (!device_data) return NULL;
     }
     head = round_up(sizeof(TensorBox));
     node_bytes = round_up(node_bytes);
-    data_bytes = share || device_data ? 0 : round_up((size_t)size * (size_t)ac_dtype_size(dtype));
+    data_bytes = share || device_data ? 0 : round_up((size_t)size * (size_t)item);
     total = head + node_bytes + data_bytes;
-    box = scoped ? arena_alloc(total) : root_alloc(total);
+    box = at_root ? root_alloc(total) : arena_alloc_tensor(total, node_bytes != 0, &depth, &serial);
+    scoped = depth > 0;
     if (!box) {
         if (device_data && !scoped)
-            device_free_root(device_index, device_data, (size_t)size * (size_t)ac_dtype_size(dtype));
+            device_free_root(device_index, device_data, (size_t)size * (size_t)item);
         return NULL;
     }
     memset(box, 0, head + node_bytes);
@@ -240,9 +243,9 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
     t = box_header(box, shape, ndim, size, dtype);
     t->device = device;
     t->device_index = device_index;
-    t->scope_depth = scoped ? current_depth() : 0;
+    t->scope_depth = depth;
     t->refcount = scoped ? 0 : 1;
-    if (scoped) box->scope_serial = current_serial();
+    box->scope_serial = serial;
     if (node_bytes) t->node = (AcGradNode *)((char *)box + head);
     if (share) {
         AcTensor *owner = share->base ? share->base : (AcTensor *)share;
@@ -257,9 +260,11 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
     } else {
         t->data = (float *)((char *)box + head + node_bytes);
     }
-    counters_tensor(1, scoped);
-    if (node_bytes) counters_node(1, scoped);
-    if (graph_open) graph_note_tensor(op, t);
+    if (!scoped) {   /* arena_alloc_tensor counted a scoped one */
+        counters_tensor(1, 0);
+        if (node_bytes) counters_node(1, 0);
+    }
+    if (__atomic_load_n(&graphs_open, __ATOMIC_RELAXED) && graph_open) graph_note_tensor(op, t);
     return t;
 }
 
@@ -463,7 +468,7 @@ AcTensor *ac_full(const int64_t *shape, int ndim, float value)
 
 AcTensor *ac_tensor_from_data(const float *data, const int64_t *shape, int ndim)
 {
-    int64_t size;
+    int64_t size = 0;   /* set by shape_check; GCC cannot tell when it inlines it */
     AcTensor *t;
     if (shape_check("tensor_from_data", shape, ndim, &size)) return NULL;
     if (!data && size > 0) return error_null(AC_ERR_ARG, "tensor_from_data: data is NULL");
@@ -481,7 +486,7 @@ AcTensor *ac_tensor_new_typed(const int64_t *shape, int ndim, int dtype)
 
 AcTensor *ac_tensor_from_typed(const void *data, const int64_t *shape, int ndim, int dtype)
 {
-    int64_t size;
+    int64_t size = 0;   /* set by shape_check; GCC cannot tell when it inlines it */
     int64_t i;
     AcTensor *t;
     if (shape_check("tensor_from_typed", shape, ndim, &size)) return NULL;
@@ -807,20 +812,6 @@ void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim
         strides[i] = (d == 1 && out_shape[i] != 1) || it < 0 ? 0 : stride;
         stride *= d;
     }
-}
-
-AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
-{
-    int dims[AC_MAX_DIMS], n = 0, i, lead = g->ndim - like->ndim;
-    AcTensor *summed;
-    if (same_shape(g, like)) return (AcTensor *)g;
-    for (i = 0; i < g->ndim; i++) {
-        int il = i - lead;
-        if (il < 0 || (like->shape[il] == 1 && g->shape[i] != 1)) dims[n++] = i;
-    }
-    summed = ac_sum(g, dims, n, 1);
-    if (!summed) return NULL;
-    return ac_reshape(summed, like->shape, like->ndim);
 }
 
 int ac_tensor_uniform_(AcTensor *t, float lo, float hi)

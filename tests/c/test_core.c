@@ -53,6 +53,62 @@ static void test_restore_frees_everything_made_in_scope(void)
     CHECK(ac_mem_depth() == 0);
 }
 
+/* A scoped op output is counted (with its node) in the scope it was made in
+   until it is freed or its scope ends; one made without grad has no node. */
+static void test_scoped_outputs_count_their_tensor_node_and_depth(void)
+{
+    const float one[3] = {1.0f, 2.0f, 3.0f};
+    AcTensor *w = vec(one, 3), *x, *y, *z;
+    AcMemStats before, inner;
+    AcCheckpoint outer_cp, inner_cp;
+    ac_tensor_set_requires_grad(w, 1);
+    before = stats();
+    outer_cp = ac_mem_checkpoint();
+    x = vec(one, 3);
+    inner_cp = ac_mem_checkpoint();
+    inner = stats();
+    y = ac_mul(x, w);
+    CHECK(y && y->scope_depth == 2 && y->node != NULL);
+    CHECK(stats().live_tensors == inner.live_tensors + 1);
+    CHECK(stats().live_nodes == inner.live_nodes + 1);
+    ac_set_grad_enabled(0);
+    z = ac_mul(x, w);
+    ac_set_grad_enabled(1);
+    CHECK(z && z->scope_depth == 2 && z->node == NULL);
+    CHECK(stats().live_tensors == inner.live_tensors + 2);
+    CHECK(stats().live_nodes == inner.live_nodes + 1);
+    ac_tensor_free(z);   /* the newest allocation: given back at once */
+    CHECK(stats().live_tensors == inner.live_tensors + 1);
+    CHECK(ac_mem_restore(inner_cp) == AC_OK);
+    CHECK(stats().live_tensors == inner.live_tensors);
+    CHECK(stats().live_nodes == inner.live_nodes);
+    CHECK(stats().bytes_in_use == inner.bytes_in_use);
+    CHECK(x->scope_depth == 1);
+    CHECK(ac_mem_restore(outer_cp) == AC_OK);
+    CHECK(stats().live_tensors == before.live_tensors);
+    CHECK(stats().bytes_in_use == before.bytes_in_use);
+    ac_tensor_free(w);
+}
+
+/* A tape longer than the walk keeps on its stack (its lists then grow into
+   the arena): x added to itself 40 times has gradient 41 everywhere. */
+static void test_backward_through_a_tape_longer_than_the_stack_lists(void)
+{
+    const float data[2] = {0.5f, -1.0f};
+    AcTensor *x = vec(data, 2), *acc, *loss;
+    AcCheckpoint cp = ac_mem_checkpoint();
+    int i;
+    ac_tensor_set_requires_grad(x, 1);
+    acc = x;
+    for (i = 0; i < 40; i++) acc = ac_add(acc, x);
+    loss = ac_sum(acc, NULL, 0, 0);
+    CHECK(ac_backward(loss) == AC_OK);
+    CHECK(x->grad && x->grad->data[0] == 41.0f && x->grad->data[1] == 41.0f);
+    ac_mem_restore(cp);
+    ac_tensor_zero_grad(x);
+    ac_tensor_free(x);
+}
+
 static void test_restore_outer_ends_inner_scopes(void)
 {
     AcMemStats before = stats();
@@ -849,6 +905,8 @@ int main(void)
 {
     RUN(test_restore_frees_everything_made_in_scope);
     RUN(test_restore_outer_ends_inner_scopes);
+    RUN(test_scoped_outputs_count_their_tensor_node_and_depth);
+    RUN(test_backward_through_a_tape_longer_than_the_stack_lists);
     RUN(test_large_allocations_chain_new_blocks);
     RUN(test_root_tensors_are_reference_counted);
     RUN(test_scoped_graph_keeps_root_inputs_alive);

@@ -167,6 +167,27 @@ static AcTensor *integer_sum(const AcTensor *a, unsigned mask, int keepdim)
 static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_dims,
                            int correction, int keepdim);
 
+/* ac_sum's kernel on ac_sum's groups, so the same bits, straight into like's
+   shape: backward (grad off) needs neither the sum's node nor a view. */
+AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like)
+{
+    const AcKernels *k = kernels_for(g);
+    const int lead = g->ndim - like->ndim;
+    AcReduceGroups groups;
+    unsigned mask = 0;
+    AcTensor *out;
+    int i;
+    if (same_shape(g, like)) return (AcTensor *)g;
+    for (i = 0; i < g->ndim; i++)
+        if (i < lead || (like->shape[i - lead] == 1 && g->shape[i] != 1)) mask |= 1u << i;
+    out = tensor_create_on("sum", like->shape, like->ndim, AC_FLOAT32, NULL, 0, 0, g->device,
+                           g->device_index);
+    if (!out || out->size == 0) return out;
+    if (!k->sum) return reduce_done(out, kernel_missing("sum", out));
+    group_dims(g, mask, &groups);
+    return reduce_done(out, k->sum(g->data, out->data, &groups));
+}
+
 /* attr: kind, correction, keepdim, n_dims (-1 for all), then the dims */
 int reduce_replay(AcTensor **t, const double *attr)
 {

@@ -63,6 +63,13 @@ static void map_chunk(void *ctx, int64_t begin, int64_t end)
 static int map_walk(const AcMap *m, RunFn run)
 {
     MapWalk walk;
+    if (m->ndim == 1 && m->size <= MAP_GRAIN) {   /* one run, as map_chunk would make it */
+        int64_t step[AC_MAP_MAX_IN];
+        int k;
+        for (k = 0; k < m->n_in; k++) step[k] = m->strides[k][0];
+        run(m, m->in, step, m->out, m->size);
+        return AC_OK;
+    }
     walk.map = m;
     walk.run = run;
     parallel_for(m->size, MAP_GRAIN, map_chunk, &walk);
