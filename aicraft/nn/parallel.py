@@ -107,8 +107,9 @@ class _Bucket:
         self.views = None
 
     def start(self, group: Any) -> None:
-        """Copy the gradients into the buffer and start summing it over the ranks (or, in
-        a shared window, start the barrier after which every rank can read it)."""
+        """Copy the gradients into the buffer (bucket views are there already) and start
+        summing it over the ranks (or, in a shared window, start the barrier after
+        which every rank can read it)."""
         flat = _live(self.flat) if self.slots is None else self.slots[self.parity][group.rank]
         if lib.ac_grads_to_flat(self.pointers, len(self.params), flat) < 0:
             raise_error()
@@ -205,7 +206,7 @@ class _SharedWindow:
             lib.ac_tensor_free(t)
         self.tensors = []
         if self.node.allreduce(held, op=self.MPI.LOR):
-            return
+            return   # the window stays mapped, locked and unfreed
         self.win.Unlock_all()
         self.win.Free()
         self.node.Free()
