@@ -23,7 +23,7 @@ from aicraft import nn, optim
 from aicraft._ffi import ffi
 from aicraft.data import DistributedSampler
 from aicraft.nn.parallel import DistributedDataParallel
-from aicraft.tensor import _live
+from aicraft._wrapping import _live
 
 
 def synthetic_mnist(steps, batch, seed=1234):
