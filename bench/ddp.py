@@ -1,7 +1,9 @@
 """ddp.py - data-parallel training of the MNIST MLP (784-128-10, ReLU, Adam 1e-3,
 cross entropy) at batch 64 per rank: aicraft on 1 and 2 ranks (MPI, one thread
 per rank) against PyTorch's DistributedDataParallel with gloo on 2 ranks (one
-thread each).
+thread each). Both DDPs run with gradient_as_bucket_view=True (the grads are
+views into the buckets, so none is copied into them; gloo supports it too);
+"grads copied" is aicraft's DDP with the default False, for comparison.
 
     python bench/ddp.py                  # 5 interleaved rounds of 600 steps
     python bench/ddp.py --repeats 3 --steps 300
@@ -23,8 +25,9 @@ global batch. Prints the host and load, a table, then one JSON line.
 
 --phases times the parts of a step on 1 and 2 ranks (pinned, one thread each):
 data and forward, backward, DDP's reduction done by hand after backward (the
-copy into the rank's part of the shared window, a barrier, the mean of the
-parts into the grads; for one rank the Allreduce path), the optimizer; then
+copy into the rank's part of the shared window, none with bucket views, a
+barrier, the mean of the parts into the grads; for one rank the Allreduce
+path), the optimizer (--grads-copied: DDP without bucket views); then
 the step as DDP runs it (the reduction started from backward's hooks), MPI's
 Allreduce of the bucket alone in a loop, and the floor under any all-reduce
 here: one rank reading the bucket's bytes that the other has just written,
@@ -45,12 +48,13 @@ from common import ROOT, host, host_line, load_mnist_uint8, torch_version
 BATCH = 64
 WARMUP = 20
 
-# name: (framework, ranks, pinned)
+# name: (framework, ranks, pinned, gradient_as_bucket_view)
 CONFIGS = {
-    "aicraft 1 rank": ("aicraft", 1, True),
-    "aicraft 2 ranks": ("aicraft", 2, True),
-    "PyTorch DDP (gloo) 2 ranks": ("torch", 2, True),
-    "aicraft 1 rank, 2 threads": ("aicraft", 1, False),
+    "aicraft 1 rank": ("aicraft", 1, True, True),
+    "aicraft 2 ranks": ("aicraft", 2, True, True),
+    "aicraft 2 ranks, grads copied": ("aicraft", 2, True, False),
+    "PyTorch DDP (gloo) 2 ranks": ("torch", 2, True, True),
+    "aicraft 1 rank, 2 threads": ("aicraft", 1, False, True),
 }
 
 
@@ -70,7 +74,7 @@ def batches(rank, world):
         start += step
 
 
-def aicraft_worker(steps):
+def aicraft_worker(steps, bucket_view):
     sys.path.insert(0, ROOT)
     import aicraft as ac
     import aicraft.distributed as dist
@@ -80,7 +84,8 @@ def aicraft_worker(steps):
     dist.init_process_group("mpi")
     rank, world = dist.get_rank(), dist.get_world_size()
     ac.manual_seed(0)
-    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)))
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)),
+                                    gradient_as_bucket_view=bool(bucket_view))
     optimizer = optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     data = batches(rank, world)
@@ -98,7 +103,7 @@ def aicraft_worker(steps):
     dist.destroy_process_group()
 
 
-def phases_worker(steps):
+def phases_worker(steps, bucket_view):
     """Rank 0 prints one JSON line: {phase: [median us, 10th percentile us]}."""
     sys.path.insert(0, ROOT)
     import numpy as np
@@ -113,7 +118,8 @@ def phases_worker(steps):
     group = dist.default_group("bench")
     rank, world, MPI = group.rank, group.size, group.MPI
     ac.manual_seed(0)
-    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)))
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)),
+                                    gradient_as_bucket_view=bool(bucket_view))
     optimizer = optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     data = batches(rank, world)
@@ -146,14 +152,17 @@ def phases_worker(steps):
                 t = timed("reduce: Allreduce / barrier", t)
                 lib.ac_grads_from_flat(bucket.pointers, n, 1.0 / world, flat)
             else:                      # ranks sharing a window: DDP's parts, alternating as it does
-                slots, bucket.parity = bucket.slots[bucket.parity], bucket.parity ^ 1
-                lib.ac_grads_to_flat(bucket.pointers, n, slots[rank])
+                parity = bucket.parity
+                bucket.parity ^= 1
+                lib.ac_grads_to_flat(bucket.pointers, n, bucket.slots[parity][rank])   # as views: no copy
                 t = timed("grads into the bucket", t)
                 bucket.window.win.Sync()
                 bucket.window.node.Barrier()
                 bucket.window.win.Sync()
                 t = timed("reduce: Allreduce / barrier", t)
-                lib.ac_grads_mean_of_flats(bucket.pointers, n, 1.0 / world, slots, world)
+                for p, view in zip(bucket.pointers, bucket.views[parity ^ 1] if bucket.views else ()):
+                    lib.ac_tensor_set_grad(p, view)   # the grads move to the other part, as DDP's
+                lib.ac_grads_mean_of_flats(bucket.pointers, n, 1.0 / world, bucket.slots[parity], world)
             t = timed("bucket(s) into grads", t)
             optimizer.step()
             timed("optimizer step", t)
@@ -210,21 +219,21 @@ def phases_worker(steps):
     dist.destroy_process_group()
 
 
-def phases(steps):
+def phases(steps, bucket_view):
     """Run the phases worker on 1 and 2 ranks and print its table."""
     me = os.path.abspath(__file__)
     load_before = os.getloadavg()
     found = {}
     for ranks in (1, 2):
         out = subprocess.run([sys.executable, "-m", "aicraft.distributed.run", "-n", str(ranks), me,
-                              "--phases-worker", str(steps)], cwd=ROOT, check=True, capture_output=True,
+                              "--phases-worker", str(steps), str(int(bucket_view))], cwd=ROOT, check=True, capture_output=True,
                              text=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
         found[ranks] = json.loads(out.strip().splitlines()[-1])
     print(host_line())
     print("load average (1 min) before %.2f, after %.2f, on %d cores" % (load_before[0], os.getloadavg()[0],
                                                                           os.cpu_count()))
-    print("MLP 784-128-10, Adam, batch %d per rank, ranks pinned one core each; %d steps; "
-          "microseconds per step, median (10th percentile)\n" % (BATCH, steps))
+    print("MLP 784-128-10, Adam, batch %d per rank, ranks pinned one core each, gradient_as_bucket_view=%s; "
+          "%d steps; microseconds per step, median (10th percentile)\n" % (BATCH, bucket_view, steps))
     print("%-36s %18s %18s" % ("", "1 rank", "2 ranks"))
     for name in found[2]:
         cells = ["%9.1f (%6.1f)" % tuple(found[r][name]) if name in found[r] else "" for r in (1, 2)]
@@ -237,12 +246,13 @@ def phases(steps):
                                                     if "bucket" in k or "reduce:" in k)
     print("without the reduction (its three parts left out): %.2fx" % (2 * one / compute))
     print(json.dumps({"bench": "ddp_phases", **host(), "steps": steps, "batch_per_rank": BATCH,
+                      "gradient_as_bucket_view": bucket_view,
                       "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
                       "us_median_p10": {str(r): {k: [round(a, 1), round(b, 1)] for k, (a, b) in found[r].items()}
                                         for r in found}}))
 
 
-def torch_worker(rank, world, port, steps):
+def torch_worker(rank, world, port, steps, bucket_view):
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -253,7 +263,8 @@ def torch_worker(rank, world, port, steps):
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(),
-                                                        torch.nn.Linear(128, 10)))
+                                                        torch.nn.Linear(128, 10)),
+                                    gradient_as_bucket_view=bool(bucket_view))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
     data = batches(rank, world)
@@ -299,18 +310,20 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(framework, ranks, pinned, steps):
+def run_job(framework, ranks, pinned, bucket_view, steps):
     """One job; rank 0's report."""
     me = os.path.abspath(__file__)
     if framework == "aicraft":
         cmd = [sys.executable, "-m", "aicraft.distributed.run", "-n", str(ranks),
-               "--bind-to", "core" if pinned else "none", me, "--aicraft-worker", str(steps)]
+               "--bind-to", "core" if pinned else "none", me, "--aicraft-worker", str(steps),
+               str(int(bucket_view))]
         out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True,
                              env=dict(os.environ, PYTHONPATH=ROOT)).stdout
     else:
         port = free_port()
         procs = [subprocess.Popen([sys.executable, me, "--torch-worker", str(r), str(ranks), str(port),
-                                   str(steps)], stdout=subprocess.PIPE, text=True) for r in range(ranks)]
+                                   str(steps), str(int(bucket_view))], stdout=subprocess.PIPE, text=True)
+                 for r in range(ranks)]
         out = procs[0].communicate()[0]
         codes = [p.wait() for p in procs]
         # gloo sometimes aborts in its teardown ("terminate called without an
@@ -324,17 +337,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--steps", type=int, default=600, help="timed steps per job")
-    parser.add_argument("--aicraft-worker", type=int, metavar="STEPS", help=argparse.SUPPRESS)
-    parser.add_argument("--torch-worker", type=int, nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--aicraft-worker", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--torch-worker", type=int, nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--phases", action="store_true", help="where a step's time goes, on 1 and 2 ranks")
-    parser.add_argument("--phases-worker", type=int, metavar="STEPS", help=argparse.SUPPRESS)
+    parser.add_argument("--phases-worker", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--grads-copied", action="store_true",
+                        help="--phases: DDP with gradient_as_bucket_view=False (the grads copied into the bucket)")
     args = parser.parse_args()
     if args.phases_worker:
-        return phases_worker(args.phases_worker)
+        return phases_worker(*args.phases_worker)
     if args.phases:
-        return phases(args.steps)
+        return phases(args.steps, not args.grads_copied)
     if args.aicraft_worker:
-        return aicraft_worker(args.aicraft_worker)
+        return aicraft_worker(*args.aicraft_worker)
     if args.torch_worker:
         return torch_worker(*args.torch_worker)
 

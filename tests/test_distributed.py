@@ -181,19 +181,24 @@ def test_launcher_removes_only_the_shared_memory_files_nobody_maps():
 # ---- MPI jobs ---------------------------------------------------------------------
 
 @needs_mpi
-@pytest.mark.parametrize("ranks, bucket_mb", [(1, 25), (2, 25), (3, 1e-5)])
-def test_n_ranks_of_batch_b_train_as_one_process_of_batch_n_times_b(tmp_path, ranks, bucket_mb):
-    """100 steps of SGD (momentum) and of Adam; each rank starts from its own random
-    weights, which DDP replaces with rank 0's. 10-byte buckets: one per parameter."""
-    proc, _, results = launch(tmp_path, ranks, "train", 100, 8, bucket_mb)
+@pytest.mark.parametrize("ranks, bucket_mb, env", [(1, 25, None), (2, 25, None), (3, 1e-5, None),
+                                                   (2, 25, TCP_ONLY)])
+def test_n_ranks_of_batch_b_train_as_one_process_of_batch_n_times_b(tmp_path, ranks, bucket_mb, env):
+    """100 steps of SGD (momentum) and of Adam, with the grads copied into the buckets
+    and with the grads as views of them (gradient_as_bucket_view); each rank starts
+    from its own random weights, which DDP replaces with rank 0's. 10-byte buckets:
+    one per parameter. On one machine the buckets are parts of a shared window; over
+    TCP, buffers of each rank's own."""
+    proc, _, results = launch(tmp_path, ranks, "train", 100, 8, bucket_mb, env=env)
     ran(proc)
     assert sorted(results) == list(range(ranks))
     assert results[0]["buckets"] == (4 if bucket_mb < 1 else 1)
-    for name in ("sgd", "adam"):
+    for name in ("sgd", "adam", "sgd views", "adam views"):
         r = results[0][name]
         assert r["max_diff"] < 1e-5, (name, r)
         assert r["ranks_identical"], name
         assert r["heap_allocations_after_warmup"] == 0, name   # on every rank (MAX over ranks)
+        assert r["grads_in_buckets"] is name.endswith("views"), name
 
 
 @needs_mpi
@@ -218,6 +223,22 @@ def test_buckets_reduce_while_backward_runs_and_match_a_reduce_after_it(tmp_path
     assert r["old_group"] == ("DistributedDataParallel: the process group this model was wrapped in has "
                               "been destroyed; wrap the module again")
     assert all(results[k] == r for k in range(ranks))
+
+
+@needs_mpi
+@pytest.mark.parametrize("env", [None, TCP_ONLY])
+def test_gradient_as_bucket_view_matches_pytorch(tmp_path, env):
+    """aicraft's DDP and PyTorch's (gloo) in the same 2 ranks: the same grads after
+    each backward, and zero_grad leaves None (set_to_none) or zeros as PyTorch's,
+    with the grads in a shared window and in each rank's own buffers (TCP)."""
+    pytest.importorskip("torch")
+    proc, _, results = launch(tmp_path, 2, "bucket_view_parity", 8, env=env, limit=120)
+    ran(proc)
+    r = results[0]
+    assert r["after_zero_grad"]["aicraft"] == r["after_zero_grad"]["torch"] == [
+        ["none"] * 4, ["zeros"] * 4, ["none"] * 4]
+    assert r["max_grad_diff"] <= 1e-6 * max(1.0, r["max_grad"])
+    assert r["after_destroy"] == [True, True]
 
 
 @needs_mpi
@@ -280,6 +301,8 @@ def test_collectives_and_bad_calls(tmp_path):
     assert bad["init_twice"] == ["ValueError", "trying to initialize the default process group twice!"]
     assert bad["ddp_module"][0] == "TypeError" and "must be an aicraft.nn.Module" in bad["ddp_module"][1]
     assert bad["ddp_bucket"][0] == "ValueError" and "bucket_cap_mb" in bad["ddp_bucket"][1]
+    assert bad["ddp_view"] == ["TypeError", "DistributedDataParallel: gradient_as_bucket_view must be a "
+                                            "bool, not int"]
 
 
 @needs_mpi

@@ -22,6 +22,12 @@ When every rank runs on one machine, the buffers are the ranks' parts of one MPI
 shared-memory window instead, and the Iallreduce becomes an Ibarrier after which
 each rank averages all the parts into its grads in one C call
 (ac_grads_mean_of_flats): see _SharedWindow.
+
+gradient_as_bucket_view=True (as PyTorch's) makes each parameter's .grad a
+view into its bucket (ac_tensor_set_grad, ac_tensor_view_flat), so backward
+writes the gradients straight into the buffer and the copy into it goes away.
+As in PyTorch, zero_grad() still sets .grad to None, and the next backward
+fills the same view again.
 """
 import contextlib
 import os
@@ -54,6 +60,7 @@ class _Bucket:
         self.flat = self.buffer = None
         self.window = self.slots = None   # slots[step % 2][rank]: the ranks' buffers, when shared
         self.parity = 0
+        self.views = None       # views[parity][i]: params[i]'s grad in this rank's buffer, as bucket views
         self.ready = 0          # parameters whose gradient is final, in this backward
         self.request = None     # the Iallreduce or Ibarrier under way
 
@@ -61,9 +68,48 @@ class _Bucket:
         self.flat = zeros(self.size).keep()   # at root
         self.buffer = distributed.typed_buffer(group, "DistributedDataParallel", self.flat)
 
+    def make_views(self, parts: List[Any]) -> None:
+        """Each parameter's grad := its slice of parts[0] (this rank's buffer, or its
+        part of the window for even steps; parts[1] for odd ones), holding the
+        gradient it had. Views keep their buffer alive (a window's memory: see
+        _SharedWindow.free)."""
+        self.views = []
+        for part in parts:
+            views, offset = [], 0
+            for p in self.pointers:
+                view = lib.ac_tensor_view_flat(part, offset, p.shape, p.ndim)
+                if view == ffi.NULL:
+                    raise_error()
+                views.append(ffi.gc(view, lib.ac_tensor_free))
+                offset += p.size
+            self.views.append(views)
+        for p, view in zip(self.pointers, self.views[0]):
+            if (p.grad and lib.ac_tensor_copy_(view, p.grad) < 0) or lib.ac_tensor_set_grad(p, view) < 0:
+                raise_error()
+
+    def drop_views(self) -> None:
+        """A grad that is one of the views gets a copy of its own; the views go."""
+        for i, p in enumerate(self.pointers):
+            grad = p.grad
+            if not grad:
+                rc = lib.ac_tensor_set_grad(p, ffi.NULL)   # forgets the view backward would fill
+            elif grad in (self.views[0][i], self.views[-1][i]):
+                copy = lib.ac_tensor_keep(grad)
+                rc = lib.ac_tensor_set_grad(p, copy) if copy != ffi.NULL else -1
+                lib.ac_tensor_free(copy)
+            else:
+                continue
+            if rc < 0:
+                raise_error()
+        for views in self.views:
+            for view in views:
+                ffi.release(view)
+        self.views = None
+
     def start(self, group: Any) -> None:
-        """Copy the gradients into the buffer and start summing it over the ranks (or, in
-        a shared window, start the barrier after which every rank can read it)."""
+        """Copy the gradients into the buffer (bucket views are there already) and start
+        summing it over the ranks (or, in a shared window, start the barrier after
+        which every rank can read it)."""
         flat = _live(self.flat) if self.slots is None else self.slots[self.parity][group.rank]
         if lib.ac_grads_to_flat(self.pointers, len(self.params), flat) < 0:
             raise_error()
@@ -84,9 +130,16 @@ class _Bucket:
                 raise RuntimeError("DistributedDataParallel: parameter %r got no gradient in this "
                                    "backward; every parameter that requires grad must take part in "
                                    "the loss on every rank" % self.names[i])
-        if self.slots is None:
+        if self.slots is None:   # in place when the grads are views of flat
             rc = lib.ac_grads_from_flat(pointers, n, 1.0 / group.size, _live(self.flat))
         else:
+            if self.views is not None:
+                # The other ranks still read this step's part of ours: the mean goes into
+                # our other part, which they read last step, before this step's barrier,
+                # and the grads move there (see _SharedWindow).
+                for p, view in zip(pointers, self.views[parity ^ 1]):
+                    if lib.ac_tensor_set_grad(p, view) < 0:
+                        raise_error()
             self.window.win.Sync()   # the other ranks' writes, visible to our reads
             rc = lib.ac_grads_mean_of_flats(pointers, n, 1.0 / group.size, self.slots[parity], group.size)
         if rc < 0:
@@ -104,13 +157,20 @@ class _SharedWindow:
     the next step's gradients while another still reads this step's: the barrier
     of a step also tells that the step before it has been read everywhere.
 
+    As bucket views, a rank's grads are its part of step k's copy: backward writes
+    them there, and after step k's barrier the mean goes into the rank's part of
+    the other copy (read by the others in step k - 1, which they finished before
+    that barrier), where the grads then move for step k + 1.
+
     The window and the tensors over it live until destroy_process_group, which
     frees them (freeing a window is collective: never at garbage collection)."""
 
-    def __init__(self, group: Any, node: Any, buckets: List[_Bucket]) -> None:
+    def __init__(self, group: Any, node: Any, buckets: List[_Bucket], as_views: bool) -> None:
         MPI = group.MPI
         total = sum(b.size for b in buckets)
+        self.MPI = MPI
         self.node = node
+        self.buckets = buckets
         self.win = MPI.Win.Allocate_shared(2 * total * 4, 4, comm=node)
         self.win.Lock_all(MPI.MODE_NOCHECK)   # the passive epoch Win.Sync needs
         bases = [ffi.from_buffer("float[]", self.win.Shared_query(r)[0]) for r in range(node.size)]
@@ -123,6 +183,8 @@ class _SharedWindow:
                 views = [self._view(base + parity * total + offset, bucket.size) for base in bases]
                 bucket.slots.append(ffi.new("AcTensor *[]", views))
             offset += bucket.size
+            if as_views:
+                bucket.make_views([slots[group.rank] for slots in bucket.slots])
         group.on_destroy.append(self.free)
 
     def _view(self, data: Any, size: int) -> Any:
@@ -133,9 +195,18 @@ class _SharedWindow:
         return t
 
     def free(self) -> None:
+        """The parameters get their grads back in memory of their own; then the
+        window goes, unless a tensor over it is still held somewhere (a .grad taken
+        while it was a bucket view): then every rank keeps it, to the process's end."""
+        for bucket in self.buckets:
+            if bucket.views is not None:
+                bucket.drop_views()
+        held = any(t.refcount > 1 for t in self.tensors)
         for t in self.tensors:
             lib.ac_tensor_free(t)
         self.tensors = []
+        if self.node.allreduce(held, op=self.MPI.LOR):
+            return   # the window stays mapped, locked and unfreed
         self.win.Unlock_all()
         self.win.Free()
         self.node.Free()
@@ -161,16 +232,23 @@ class DistributedDataParallel(Module):
     broadcast_buffers: also copy rank 0's buffers (BatchNorm's running
     statistics) to every rank at each forward. bucket_cap_mb: the size of a
     gradient bucket (default 25, the first bucket 1 MiB, as PyTorch's).
+    gradient_as_bucket_view: each parameter's .grad is a view into its bucket,
+    which saves copying the gradients into it (zero_grad sets .grad to None,
+    and the next backward fills the same view; on ranks sharing memory the
+    grads alternate between two views, one per step's parity).
     no_sync(): skip the averaging for gradient accumulation.
     """
 
     def __init__(self, module: Module, broadcast_buffers: bool = True,
-                 bucket_cap_mb: Optional[float] = None) -> None:
+                 bucket_cap_mb: Optional[float] = None, gradient_as_bucket_view: bool = False) -> None:
         super().__init__()
         group = distributed.default_group("DistributedDataParallel")
         if not isinstance(module, Module):
             raise TypeError("DistributedDataParallel: module must be an aicraft.nn.Module, not %s"
                             % type(module).__name__)
+        if not isinstance(gradient_as_bucket_view, bool):
+            raise TypeError("DistributedDataParallel: gradient_as_bucket_view must be a bool, not %s"
+                            % type(gradient_as_bucket_view).__name__)
         if bucket_cap_mb is not None and (isinstance(bucket_cap_mb, bool) or not isinstance(
                 bucket_cap_mb, (int, float)) or not bucket_cap_mb > 0):
             raise ValueError("DistributedDataParallel: bucket_cap_mb must be a number > 0, got %r"
@@ -178,6 +256,7 @@ class DistributedDataParallel(Module):
         self.module = module
         self.broadcast_buffers = bool(broadcast_buffers)
         self.require_backward_grad_sync = True
+        self.gradient_as_bucket_view = gradient_as_bucket_view
         for tensor in list(module.parameters()) + list(module.buffers()):
             distributed.broadcast(tensor, 0)
         cap = (bucket_cap_mb or _DEFAULT_BUCKET_CAP_MB) * 2 ** 20
@@ -185,12 +264,14 @@ class DistributedDataParallel(Module):
         self._buckets = self._make_buckets(_FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap, cap)
         node = group.comm.Split_type(group.MPI.COMM_TYPE_SHARED) if group.size > 1 else None
         if node is not None and node.size == group.size and _shared_memory_fits(group, self._buckets):
-            _SharedWindow(group, node, self._buckets)
+            _SharedWindow(group, node, self._buckets, gradient_as_bucket_view)
         else:
             if node is not None:
                 node.Free()
             for bucket in self._buckets:
                 bucket.own_buffer(group)
+                if gradient_as_bucket_view:
+                    bucket.make_views([_live(bucket.flat)])
         self._armed = False     # this backward averages the gradients
         self._next = 0          # the next bucket to start
         self._sync = self._finish_buckets   # the after_backward callback, while armed

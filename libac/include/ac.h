@@ -423,7 +423,8 @@ int ac_adagrad_step(AcTensor *param, AcTensor *sum, int64_t step, float lr, floa
 /* L-BFGS sees its parameters as one flat vector, their elements in order: flat
    has as many elements as the params together (any shape). */
 int ac_params_to_flat(AcTensor *const *params, int n_params, AcTensor *flat);
-int ac_grads_to_flat(AcTensor *const *params, int n_params, AcTensor *flat); /* zeros where no grad */
+int ac_grads_to_flat(AcTensor *const *params, int n_params, AcTensor *flat); /* zeros where no grad; a
+                                                        grad that is flat's slice is there already */
 int ac_params_from_flat(AcTensor *const *params, int n_params, const AcTensor *flat);
 int ac_params_add_flat(AcTensor *const *params, int n_params, float alpha, const AcTensor *flat);
 /* direction = -H grad, H the L-BFGS inverse Hessian from the n_old pairs (y_i, s_i),
@@ -571,12 +572,14 @@ int ac_graph_add_native(struct AcGraph *g, int first, int n_nodes, AcNativeFn fn
 
 /* The way back from ac_grads_to_flat once flat holds the gradients summed over
    ranks: each param's grad = scale * its slice of flat (scale = 1 / ranks gives
-   the mean). Every param must have a grad already; nothing is allocated. */
+   the mean). Every param must have a grad already, which may be flat's own
+   slice (ac_tensor_view_flat); nothing is allocated. */
 int ac_grads_from_flat(AcTensor *const *params, int n_params, float scale, const AcTensor *flat);
 /* The same between ranks that share memory (an MPI shared-memory window), with no
    all-reduce: flats[0..n_flats) are every rank's bucket (ac_grads_to_flat), and each
    param's grad = scale * (flats[0] + flats[1] + ...) over its slice, summed in that
-   order, so every rank gets the same bits. Every param must have a grad. */
+   order, so every rank gets the same bits. Every param must have a grad, outside
+   every flat (it is written while they are read). */
 int ac_grads_mean_of_flats(AcTensor *const *params, int n_params, float scale, AcTensor *const *flats,
                            int n_flats);
 
@@ -635,6 +638,23 @@ AcTensor *ac_tensor_to(const AcTensor *t, int device, int device_index);
    writes a learning rate to source when it changes pays nothing per call. source
    must stay valid while g lives; binding an attr again replaces its source. */
 int ac_graph_bind_scalar(struct AcGraph *g, int node, int attr, const double *source);
+
+/* ---- Gradients in a caller's buffer --------------------------------------- */
+/* For data-parallel training with the gradients in the reduction's buffers
+   (PyTorch's gradient_as_bucket_view): each parameter's grad is a view into its
+   bucket, so nothing is copied between the two. */
+
+/* leaf->grad := grad, and grad becomes the home of leaf's gradient: backward adds
+   into its memory in place; ac_tensor_zero_grad drops leaf->grad as usual, and
+   the next backward writes into the home again (no allocation, no copy), until
+   another call; grad NULL drops the grad and the home. leaf: a leaf made at root
+   that requires grad; grad: a float32 tensor made at root, of leaf's shape and
+   device, not requiring grad, not sharing leaf's memory. Holds references of grad. */
+int ac_tensor_set_grad(AcTensor *leaf, AcTensor *grad);
+/* A tensor of shape over flat's elements [offset, offset + its size): it shares
+   flat's memory and keeps flat alive (a parameter's part of a fusion buffer).
+   flat: a float32 CPU tensor made at root. */
+AcTensor *ac_tensor_view_flat(AcTensor *flat, int64_t offset, const int64_t *shape, int ndim);
 
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops

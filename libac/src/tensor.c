@@ -17,6 +17,10 @@
  * bytes_in_use; its next backward fills the spare instead of allocating, so
  * a training loop that drops grads each step makes no malloc once warm.
  *
+ * A root leaf given a grad by ac_tensor_set_grad (a data-parallel bucket's
+ * view) keeps it as its grad's home: zero_grad drops the grad, and the next
+ * backward writes into the home again instead of into a grad of its own.
+ *
  * An external tensor (ac_tensor_from_external) is a root box alone: its data
  * belongs to someone else, handed back through its release callback when the
  * box is freed.
@@ -40,6 +44,7 @@ typedef struct {
     int32_t dropped;       /* scoped: its owner called ac_tensor_free */
     AcTensor *next_dead;   /* scoped: the next on a chain of tensors to give back */
     AcTensor *spare_grad;  /* root: a dropped grad kept for the next backward, or NULL */
+    AcTensor *grad_home;   /* root leaf: the grad ac_tensor_set_grad gave it, or NULL */
     AcReleaseFn release;   /* root, external data: hands the data back to its owner */
     void *release_ctx;
 } TensorBox;
@@ -398,7 +403,7 @@ int ac_tensor_free(AcTensor *t)
     free_stack_push(&s, t);
     while (s.n > 0) {
         AcTensor *dead = s.items[--s.n];
-        AcTensor *held[AC_MAX_INPUTS + 2];
+        AcTensor *held[AC_MAX_INPUTS + 3];
         int n_held = 0, i;
         TensorBox *box = (TensorBox *)dead;
         if (dead->node) {
@@ -407,6 +412,7 @@ int ac_tensor_free(AcTensor *t)
         }
         held[n_held++] = dead->base;
         held[n_held++] = dead->grad;
+        held[n_held++] = box->grad_home;
         counters_tensor(-1, 0);
         if (box->spare_grad)
             root_free_set_aside(box->spare_grad, ((TensorBox *)box->spare_grad)->alloc_bytes);
@@ -723,6 +729,10 @@ AcTensor *grad_new(AcTensor *leaf)
 {
     TensorBox *box = (TensorBox *)leaf;
     AcTensor *g = box->spare_grad;
+    if (box->grad_home) {
+        ac_tensor_retain(box->grad_home);
+        return box->grad_home;
+    }
     if (!g)
         return tensor_create_on("backward", leaf->shape, leaf->ndim, AC_FLOAT32, NULL, 0, 1, leaf->device,
                                 leaf->device_index);
@@ -746,9 +756,78 @@ int ac_tensor_zero_grad(AcTensor *t)
     if (!t) return error_set(AC_ERR_ARG, "zero_grad: tensor is NULL");
     g = t->grad;
     t->grad = NULL;
-    /* A scoped leaf's grad belongs to its scope, which frees it. */
-    if (g && t->scope_depth == 0 && !spare_grad_keep(t, g)) ac_tensor_free(g);
+    /* A scoped leaf's grad belongs to its scope, which frees it; a grad's home
+       (ac_tensor_set_grad) stays the leaf's. */
+    if (g && t->scope_depth == 0 && (g == ((TensorBox *)t)->grad_home || !spare_grad_keep(t, g)))
+        ac_tensor_free(g);
     return AC_OK;
+}
+
+int ac_tensor_set_grad(AcTensor *leaf, AcTensor *grad)
+{
+    TensorBox *box = (TensorBox *)leaf;
+    AcTensor *old_grad, *old_home;
+    char a[32], b[32];
+    if (graph_recording) graph_unsupported("set_grad");
+    if (!leaf) return error_set(AC_ERR_ARG, "set_grad: leaf is NULL");
+    if (leaf->node)
+        return error_set(AC_ERR_STATE, "set_grad: tensor of shape %s is not a leaf (made by %s)",
+                         tensor_shape_str(leaf), leaf->node->op);
+    if (!leaf->requires_grad)
+        return error_set(AC_ERR_STATE, "set_grad: tensor of shape %s does not require grad",
+                         tensor_shape_str(leaf));
+    if (leaf->scope_depth)
+        return error_set(AC_ERR_STATE, "set_grad: leaf of shape %s was made in a scope; only a root "
+                         "leaf (a parameter) keeps a grad's home", tensor_shape_str(leaf));
+    if (grad) {
+        if (tensor_check("set_grad", grad, "grad")) return ac_last_error_code();
+        if (!same_shape(grad, leaf))
+            return error_set(AC_ERR_SHAPE, "set_grad: grad of shape %s for a leaf of shape %s",
+                             tensor_shape_str(grad), tensor_shape_str(leaf));
+        if (grad->device != leaf->device || grad->device_index != leaf->device_index)
+            return error_set(AC_ERR_DEVICE, "set_grad: grad on %s for a leaf on %s",
+                             device_name(grad->device, grad->device_index, a, sizeof a),
+                             device_name(leaf->device, leaf->device_index, b, sizeof b));
+        if (grad->scope_depth)
+            return error_set(AC_ERR_STATE, "set_grad: grad of shape %s was made in a scope, which ends "
+                             "before the leaf; make it at root", tensor_shape_str(grad));
+        if (grad->node || grad->requires_grad)
+            return error_set(AC_ERR_ARG, "set_grad: grad of shape %s requires grad; give a plain tensor",
+                             tensor_shape_str(grad));
+        if (grad->data < leaf->data + leaf->size && leaf->data < grad->data + grad->size)
+            return error_set(AC_ERR_ARG, "set_grad: grad of shape %s shares memory with its leaf",
+                             tensor_shape_str(grad));
+        ac_tensor_retain(grad);   /* one reference as the grad, one as its home */
+        ac_tensor_retain(grad);
+    }
+    old_grad = leaf->grad;
+    old_home = box->grad_home;
+    leaf->grad = box->grad_home = grad;
+    ac_tensor_free(old_grad);
+    ac_tensor_free(old_home);
+    if (box->spare_grad) {   /* backward fills the home (or a new grad) from now on */
+        root_free_set_aside(box->spare_grad, ((TensorBox *)box->spare_grad)->alloc_bytes);
+        box->spare_grad = NULL;
+    }
+    return AC_OK;
+}
+
+AcTensor *ac_tensor_view_flat(AcTensor *flat, int64_t offset, const int64_t *shape, int ndim)
+{
+    int64_t size;
+    AcTensor *view;
+    if (tensor_check("view_flat", flat, "flat") || cpu_only("view_flat", (const AcTensor *[]){flat}, 1) ||
+        shape_check("view_flat", shape, ndim, &size))
+        return NULL;
+    if (flat->scope_depth)
+        return error_null(AC_ERR_STATE, "view_flat: flat of shape %s was made in a scope; make it at root",
+                          tensor_shape_str(flat));
+    if (offset < 0 || offset > flat->size || size > flat->size - offset)
+        return error_null(AC_ERR_SHAPE, "view_flat: %lld elements from offset %lld do not fit in flat of "
+                          "shape %s", (long long)size, (long long)offset, tensor_shape_str(flat));
+    view = tensor_create("view_flat", shape, ndim, AC_FLOAT32, flat, 0, 1);
+    if (view) view->data = flat->data + offset;
+    return view;
 }
 
 int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)

@@ -20,8 +20,10 @@ import numpy as np
 import aicraft as ac
 import aicraft.distributed as dist
 from aicraft import nn, optim
+from aicraft._ffi import ffi
 from aicraft.data import DistributedSampler
 from aicraft.nn.parallel import DistributedDataParallel
+from aicraft._wrapping import _live
 
 
 def synthetic_mnist(steps, batch, seed=1234):
@@ -43,7 +45,7 @@ def make_optimizer(name, params):
     return optim.Adam(params, lr=1e-3)
 
 
-def fit(model, optimizer, x, y, warm_steps=None):
+def fit(model, optimizer, x, y, warm_steps=None, set_to_none=True):
     """Train on every batch; returns heap allocations made after warm_steps steps."""
     loss_fn = nn.CrossEntropyLoss()
     allocations = 0
@@ -51,7 +53,7 @@ def fit(model, optimizer, x, y, warm_steps=None):
         if step == warm_steps:
             allocations = ac.memory_stats()["heap_allocations"]
         with ac.checkpoint():
-            optimizer.zero_grad()
+            optimizer.zero_grad(set_to_none)
             loss = loss_fn(model(ac.from_numpy(x[step])), ac.from_numpy(y[step]))
             loss.backward()
             optimizer.step()
@@ -64,19 +66,39 @@ def flat_weights(model):
     return np.concatenate([p.numpy().ravel() for p in model.parameters()])
 
 
+def grads_in_buckets(model):
+    """Whether every parameter's grad lies in its bucket's memory (this rank's buffer,
+    or its parts of the shared window)."""
+    def span(t):
+        start = int(ffi.cast("uintptr_t", t.data))
+        return start, start + 4 * t.size
+    inside = []
+    for bucket in model._buckets:
+        parts = [_live(bucket.flat)] if bucket.slots is None else [s[dist.get_rank()] for s in bucket.slots]
+        for p in bucket.params:
+            g = span(_live(p).grad)
+            inside.append(any(lo <= g[0] and g[1] <= hi for lo, hi in map(span, parts)))
+    return all(inside)
+
+
 def train(steps, batch, bucket_cap_mb):
-    """N ranks of batch b against one process of batch N * b, for SGD and Adam."""
+    """N ranks of batch b against one process of batch N * b, for SGD and Adam, with
+    the gradients copied into the buckets and as views of them (Adam's steps then
+    zero the grads in place, SGD's drop them)."""
     dist.init_process_group("mpi")
     rank, size = dist.get_rank(), dist.get_world_size()
     x, y = synthetic_mnist(int(steps), size * int(batch))
     mine = slice(rank * int(batch), (rank + 1) * int(batch))
     result = {"world_size": size, "threads": ac.get_num_threads()}
-    for name in ("sgd", "adam"):
+    for name in ("sgd", "adam", "sgd views", "adam views"):
+        views = name.endswith("views")
         # Each rank starts from its own weights: DDP must replace them with rank 0's.
-        model = DistributedDataParallel(mlp(seed=100 + rank), bucket_cap_mb=float(bucket_cap_mb))
+        model = DistributedDataParallel(mlp(seed=100 + rank), bucket_cap_mb=float(bucket_cap_mb),
+                                        gradient_as_bucket_view=views)
         result["buckets"] = len(model._buckets)
-        allocations = fit(model, make_optimizer(name, model.parameters()), x[:, mine], y[:, mine],
-                          warm_steps=10)
+        allocations = fit(model, make_optimizer(name.split()[0], model.parameters()), x[:, mine], y[:, mine],
+                          warm_steps=10, set_to_none=name != "adam views")
+        in_buckets = grads_in_buckets(model)
         weights = ac.from_numpy(flat_weights(model))
         everyone = [ac.empty(weights.numel()) for _ in range(size)]
         dist.all_gather(everyone, weights)
@@ -84,11 +106,12 @@ def train(steps, batch, bucket_cap_mb):
         dist.all_reduce(allocations_everywhere, dist.ReduceOp.MAX)
         if rank == 0:
             alone = mlp(seed=100)
-            fit(alone, make_optimizer(name, alone.parameters()), x, y)
+            fit(alone, make_optimizer(name.split()[0], alone.parameters()), x, y)
             result[name] = {
                 "max_diff": float(np.abs(flat_weights(alone) - weights.numpy()).max()),
                 "ranks_identical": all(np.array_equal(t.numpy(), weights.numpy()) for t in everyone),
                 "heap_allocations_after_warmup": int(allocations_everywhere.item()),
+                "grads_in_buckets": in_buckets,
             }
     dist.destroy_process_group()
     return result
@@ -171,6 +194,7 @@ def bad_calls(size):
         "init_twice": lambda: dist.init_process_group("mpi"),
         "ddp_module": lambda: DistributedDataParallel(lambda x: x),
         "ddp_bucket": lambda: DistributedDataParallel(mlp(0), bucket_cap_mb=0),
+        "ddp_view": lambda: DistributedDataParallel(mlp(0), gradient_as_bucket_view=1),
     }
     found = {}
     for name, call in calls.items():
@@ -291,6 +315,63 @@ def overlap(batch):
     return result
 
 
+def bucket_view_parity(batch):
+    """aicraft's and PyTorch's DDP (gloo) with gradient_as_bucket_view=True in the same
+    ranks, from the same weights on the same data: the grads after each backward,
+    and what zero_grad leaves (None; zeros with set_to_none=False)."""
+    import torch
+    import torch.distributed as torch_dist
+    from mpi4py import MPI
+    dist.init_process_group("mpi")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    port = MPI.COMM_WORLD.bcast(_free_port() if rank == 0 else None, root=0)
+    torch.set_num_threads(1)
+    torch_dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=size)
+    model = DistributedDataParallel(mlp(seed=3), gradient_as_bucket_view=True)
+    twin = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    with torch.no_grad():
+        for t, p in zip(twin.parameters(), model.parameters()):
+            t.copy_(torch.from_numpy(p.numpy()))
+    twin = torch.nn.parallel.DistributedDataParallel(twin, gradient_as_bucket_view=True)
+    x, y = synthetic_mnist(3, size * int(batch))
+    mine = slice(rank * int(batch), (rank + 1) * int(batch))
+    frameworks = {
+        "aicraft": (model, optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
+                    ac.from_numpy, lambda g: g.numpy()),
+        "torch": (twin, torch.optim.SGD(twin.parameters(), lr=0.1), torch.nn.CrossEntropyLoss(),
+                  torch.from_numpy, lambda g: g.numpy()),
+    }
+    seen = {name: [] for name in frameworks}
+    grads = {name: [] for name in frameworks}
+    for step in range(3):
+        for name, (net, opt, loss_fn, to_tensor, to_numpy) in frameworks.items():
+            loss_fn(net(to_tensor(x[step, mine])), to_tensor(y[step, mine])).backward()
+            grads[name].append([to_numpy(p.grad).copy() for p in net.parameters()])
+            opt.step()
+            opt.zero_grad(set_to_none=step != 1)
+            seen[name].append(["none" if p.grad is None else "zeros" if not to_numpy(p.grad).any() else "other"
+                               for p in net.parameters()])
+    diff = max(float(np.abs(a - b).max()) for step_a, step_b in zip(grads["aicraft"], grads["torch"])
+               for a, b in zip(step_a, step_b))
+    torch_dist.destroy_process_group()
+    # A grad held past destroy_process_group stays readable, and so does the
+    # parameter's, now in memory of its own.
+    nn.CrossEntropyLoss()(model(ac.from_numpy(x[0, mine])), ac.from_numpy(y[0, mine])).backward()
+    weight = model.module[0].weight
+    held, expected = weight.grad, weight.grad.numpy()
+    dist.destroy_process_group()
+    after = [np.array_equal(held.numpy(), expected), np.array_equal(weight.grad.numpy(), expected)]
+    return {"after_zero_grad": seen, "max_grad_diff": diff, "after_destroy": after,
+            "max_grad": max(float(np.abs(g).max()) for step in grads["torch"] for g in step)}
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _same_on_every_rank(segments):
     """True when some /dev/shm segment is mapped by every rank."""
     from mpi4py import MPI
@@ -318,6 +399,7 @@ if __name__ == "__main__":
     what, args = sys.argv[1], sys.argv[2:]
     rank = os.environ.get("PMI_RANK", "0")   # the launcher's (MPICH's), readable before init
     out = {"train": train, "sampler": sampler, "collectives": collectives, "accumulate": accumulate,
-           "transport": transport, "fail": fail, "threads": threads, "overlap": overlap}[what](*args)
+           "transport": transport, "fail": fail, "threads": threads, "overlap": overlap,
+           "bucket_view_parity": bucket_view_parity}[what](*args)
     with open(os.path.join(os.environ["JOB_RESULTS"], "rank%s.json" % rank), "w") as f:
         json.dump(out, f)

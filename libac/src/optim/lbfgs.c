@@ -69,8 +69,9 @@ int ac_grads_to_flat(AcTensor *const *params, int n_params, AcTensor *flat)
         const AcTensor *p = params[i];
         size_t bytes = (size_t)p->size * sizeof(float);
         if (bytes) {
-            if (p->grad) memcpy(flat->data + offset, p->grad->data, bytes);
-            else memset(flat->data + offset, 0, bytes);
+            if (!p->grad) memset(flat->data + offset, 0, bytes);
+            else if (p->grad->data != flat->data + offset)   /* else a view of flat: there already */
+                memcpy(flat->data + offset, p->grad->data, bytes);
         }
         offset += p->size;
     }
@@ -119,6 +120,13 @@ int ac_grads_mean_of_flats(AcTensor *const *params, int n_params, float scale, A
     for (k = 0; k < n_flats; k++)
         if (check_flat("grads_mean_of_flats", params, n_params, flats[k], 0)) return ac_last_error_code();
     if (check_grads("grads_mean_of_flats", params, n_params)) return ac_last_error_code();
+    for (i = 0; i < n_params; i++) {   /* a grad is written while every flat is read */
+        const AcTensor *g = params[i]->grad;
+        for (k = 0; k < n_flats; k++)
+            if (g->data < flats[k]->data + flats[k]->size && flats[k]->data < g->data + g->size)
+                return error_set(AC_ERR_ARG, "grads_mean_of_flats: params[%d] %s has a grad in flats[%d]",
+                                 i, tensor_shape_str(params[i]), k);
+    }
     for (i = 0; i < n_params; i++) {
         float *g = params[i]->grad->data;
         int64_t start, end, n = params[i]->size;
