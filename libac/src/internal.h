@@ -186,7 +186,7 @@ void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim
    (backward; in ops/reduce.c). */
 AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like);
 int same_shape(const AcTensor *a, const AcTensor *b);
-/* This thread's generator: uniform in [0, 1) and standard normal. */
+/* This thread's generator (creation.c): uniform in [0, 1) and standard normal. */
 float rng_uniform(void);
 float rng_normal(void);
 /* 64 bits of this thread's generator: a key for streams derived from it. */
