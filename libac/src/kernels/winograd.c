@@ -582,7 +582,7 @@ void winograd_weight_grad(const float *x, const float *dy, int64_t images, int64
     int point;
     split_scratch(scratch, tiles, channels, filters, &v, &m, &t);
     to_points(x, images, channels, h, w, 0, t, v);
-    to_points(dy, images, filters, h, w, 1, t, m);   /* m[point][tile][f] = A dy A^T */
+    to_points(dy, images, filters, h, w, 1, t, m);   /* m's points: A dy A^T */
     for (point = 0; point < WINOGRAD_POINTS; point++) {   /* du, filters x channels */
         const float *mp = m + point * point_stride(tiles, filters);
         const float *vp = v + point * point_stride(tiles, channels);
