@@ -191,8 +191,9 @@ def test_padding_same_and_valid():
 # time, images side by side in blocks (few pixels each), Winograd, and Winograd
 # on images of few pixels with many channels, whose transforms the threads split
 # (also with odd sides, and channels and filters that leave a part of the
-# transforms' chunks of 32), and im2col and 1x1 convolutions whose dW (with db)
-# has more elements than one task of the threads' sum over chunks.
+# transforms' chunks of 32), Winograd along the tile rows of a wide map (odd
+# sides, a row past a chunk of 32 tiles), and im2col and 1x1 convolutions whose
+# dW (with db) has more elements than one task of the threads' sum over chunks.
 THREAD_CASES = [
     ((2, 8, 40, 40), (16, 8, 3, 3), dict(padding=1)),
     ((17, 8, 12, 12), (16, 8, 3, 3), dict(padding=1)),
@@ -200,6 +201,7 @@ THREAD_CASES = [
     ((33, 32, 6, 30), (40, 32, 3, 3), dict(padding=1)),
     ((8, 136, 4, 4), (140, 136, 3, 3), dict(padding=1)),
     ((9, 165, 5, 7), (75, 165, 3, 3), dict(padding=1)),
+    ((5, 34, 7, 65), (33, 34, 3, 3), dict(padding=1)),
     ((17, 64, 9, 9), (48, 64, 3, 3), dict(stride=2, padding=1)),
     ((17, 40, 5, 5), (501, 40, 1, 1), dict()),
 ]
@@ -249,6 +251,8 @@ def test_small_images_are_taken_in_blocks(x_shape, w_shape, kwargs):
     ((1, 200, 2, 3), (233, 200, 3, 3)),
     ((2, 45, 6, 17), (37, 45, 3, 3)),      # channels and filters past a chunk of 32
     ((40, 5, 15), (40, 40, 3, 3)),         # unbatched
+    ((2, 33, 5, 31), (34, 33, 3, 3)),      # wide maps: along the tile rows, odd sides
+    ((1, 32, 4, 67), (35, 32, 3, 3)),      # a tile row past a chunk of 32 tiles
 ])
 def test_winograd_3x3_matches_the_direct_sum(x_shape, w_shape):
     """3x3, stride 1, padding 1 with at least 32 channels and filters on a map of
@@ -263,6 +267,7 @@ def test_winograd_3x3_matches_the_direct_sum(x_shape, w_shape):
 @pytest.mark.parametrize("x_shape, w_shape", [
     ((5, 32, 9, 20), (48, 32, 3, 3)),
     ((67, 160, 4, 4), (160, 160, 3, 3)),   # many images a block, a short last block
+    ((3, 64, 32, 32), (64, 64, 3, 3)),     # ResNet-18's first stage, along the tile rows
 ])
 def test_winograd_without_bias_matches_pytorch(x_shape, w_shape):
     torch = pytest.importorskip("torch")

@@ -18,9 +18,9 @@ int64_t winograd_tiles(int64_t h, int64_t w);
 
 /*
  * u (16 x channels x filters): the filters transformed, G g G^T, each point's
- * matrix laid out as the right operand of its GEMM (v times u). The weight
- * w is (filters, channels, 3, 3); or, when adjoint, (channels, filters, 3, 3)
- * read rotated by 180 degrees: the filters of dx = conv_transpose(dy, w).
+ * matrix laid out as the right operand of its GEMM (v times u; u^T v on
+ * wide maps). The weight w is (filters, channels, 3, 3); or, when adjoint,
+ * (channels, filters, 3, 3) read rotated by 180 degrees: the filters of dx = conv_transpose(dy, w).
  */
 void winograd_filters(const float *w, int64_t filters, int64_t channels, int adjoint, float *u);
 
