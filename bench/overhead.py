@@ -48,10 +48,11 @@ TARGET_US = {"empty ac.checkpoint()": 1.0}
 # An empty scope's cost in C alone (ac_mem_checkpoint + ac_mem_restore): the floor of
 # the case above, measured alongside it for scale.
 SCOPE_C_CALLS = "  its two C calls"
-# The floors under `a + b` through CFFI, each against PyTorch's `a + b`: the two C calls
-# alone (ac_add, ac_tensor_free), and those wrapped by the leanest Python class
-# possible (an __add__ and a __del__, no checks, no scopes).
-ADD_FLOORS = ("  add: its two C calls", "  add: leanest wrapper")
+# The floors under `a + b` and `m @ n` through CFFI, each row against PyTorch's time for
+# its op: the two C calls alone (the op, ac_tensor_free), and those wrapped by the
+# leanest Python class possible (the operator and a __del__, no checks, no scopes).
+FLOORS = {"  add: its two C calls": "add 16", "  add: leanest wrapper": "add 16",
+          "  matmul: its two C calls": "matmul 8x8", "  matmul: leanest wrapper": "matmul 8x8"}
 PROFILER_OFF_TARGET = 0.02   # profiler off: at most 2% per op
 PROFILER_ON_TARGET = 0.15    # profiler on: the MLP training loop at most 15% slower
 
@@ -71,7 +72,7 @@ def aicraft_cases():
         with ac.checkpoint():
             pass
 
-    add, free = lib.ac_add, lib.ac_tensor_free
+    add, matmul, free = lib.ac_add, lib.ac_matmul, lib.ac_tensor_free
 
     class Leanest:
         __slots__ = ("_ptr",)
@@ -81,18 +82,29 @@ def aicraft_cases():
             t._ptr = add(self._ptr, other._ptr)
             return t
 
+        def __matmul__(self, other):
+            t = Leanest()
+            t._ptr = matmul(self._ptr, other._ptr)
+            return t
+
         def __del__(self):
             free(self._ptr)
 
-    la, lb = Leanest(), Leanest()
-    la._ptr, lb._ptr = lib.ac_tensor_clone(a._ptr), lib.ac_tensor_clone(b._ptr)
+    def leanest(t):
+        w = Leanest()
+        w._ptr = lib.ac_tensor_clone(t._ptr)
+        return w
+    la, lb, lma, lmb = leanest(a), leanest(b), leanest(ma), leanest(mb)
+    floors = list(FLOORS)
 
     return {
         "add 16": lambda: a + b,
-        ADD_FLOORS[0]: lambda: free(add(a._ptr, b._ptr)),
-        ADD_FLOORS[1]: lambda: la + lb,
+        floors[0]: lambda: free(add(a._ptr, b._ptr)),
+        floors[1]: lambda: la + lb,
         "add 16, grad": lambda: ag + bg,
         "matmul 8x8": lambda: ma @ mb,
+        floors[2]: lambda: free(matmul(ma._ptr, mb._ptr)),
+        floors[3]: lambda: lma @ lmb,
         "fwd+bwd ((a*b)+a).sum()": forward_backward,
         "empty ac.checkpoint()": empty_checkpoint,
         SCOPE_C_CALLS: lambda: lib.ac_mem_restore(lib.ac_mem_checkpoint()),
@@ -269,12 +281,12 @@ def main():
     print("-" * len(header))
     rows = []
     for case, ours in result["aicraft"].items():
-        theirs = result["torch"].get("add 16" if case in ADD_FLOORS else case) if torch is not None else None
+        theirs = result["torch"].get(FLOORS.get(case, case)) if torch is not None else None
         ratio = ours / theirs if theirs else None
         row = {"case": case, "aicraft_us": round(ours, 3),
                "torch_us": None if theirs is None else round(theirs, 3),
                "ratio": None if ratio is None else round(ratio, 3)}
-        if case == SCOPE_C_CALLS or case in ADD_FLOORS:
+        if case == SCOPE_C_CALLS or case in FLOORS:
             target = "-"
         elif case in TARGET_US:
             row.update(target_us=TARGET_US[case], meets_target=ours <= TARGET_US[case])
