@@ -12,6 +12,7 @@ import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn
 from conftest import check_gradients, numeric_grad
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(5)
 
@@ -213,21 +214,14 @@ def test_results_do_not_depend_on_thread_count(batch, x_shape, w_shape, kwargs):
     x = rng.standard_normal((batch,) + x_shape[1:]).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32)
-    results = []
-    previous = ac.get_num_threads()
-    try:
-        for threads in (1, 2, 3):
-            ac.set_num_threads(threads)
-            xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
-            y = F.conv2d(xt, wt, bt, **kwargs)
-            g = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
-            y.backward(ac.tensor(g))
-            results.append([y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
-    finally:
-        ac.set_num_threads(previous)
-    for other in results[1:]:
-        for a, b_ in zip(results[0], other):
-            assert np.array_equal(a, b_)
+
+    def run():
+        xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = F.conv2d(xt, wt, bt, **kwargs)
+        g = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+        y.backward(ac.tensor(g))
+        return [y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()]
+    assert_same_for_thread_counts(run)
 
 
 @pytest.mark.parametrize("x_shape, w_shape, kwargs", [

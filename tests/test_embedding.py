@@ -9,6 +9,7 @@ import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn
 from conftest import numeric_grad
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(3)
 
@@ -53,18 +54,12 @@ def test_backward_does_not_depend_on_thread_count(dim):
     weight = rng.standard_normal((50, dim)).astype(np.float32)
     ids = rng.integers(0, 50, (7, 13))
     g = rng.standard_normal((7, 13, dim)).astype(np.float32)
-    grads = []
-    previous = ac.get_num_threads()
-    try:
-        for threads in (1, 2, 3):
-            ac.set_num_threads(threads)
-            wt = ac.tensor(weight, requires_grad=True)
-            F.embedding(ac.tensor(ids), wt, padding_idx=int(ids[0, 0])).backward(ac.tensor(g))
-            grads.append(wt.grad.numpy())
-    finally:
-        ac.set_num_threads(previous)
-    for other in grads[1:]:
-        assert np.array_equal(grads[0], other)
+
+    def run():
+        wt = ac.tensor(weight, requires_grad=True)
+        F.embedding(ac.tensor(ids), wt, padding_idx=int(ids[0, 0])).backward(ac.tensor(g))
+        return [wt.grad.numpy()]
+    grads = assert_same_for_thread_counts(run)
     expected = np.zeros((50, dim))
     np.add.at(expected, ids.reshape(-1), g.reshape(-1, dim).astype(np.float64))
     expected[ids[0, 0]] = 0

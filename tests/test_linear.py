@@ -9,6 +9,7 @@ import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn
 from conftest import check_gradients
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(11)
 
@@ -89,20 +90,13 @@ def test_results_do_not_depend_on_thread_count(in_f, out_f):
     w = rng.standard_normal((out_f, in_f)).astype(np.float32)
     b = rng.standard_normal(out_f).astype(np.float32)
     g = rng.standard_normal((71, out_f)).astype(np.float32)
-    results = []
-    previous = ac.get_num_threads()
-    try:
-        for threads in (1, 2, 3):
-            ac.set_num_threads(threads)
-            xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
-            y = F.linear(xt, wt, bt)
-            y.backward(ac.tensor(g))
-            results.append([y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
-    finally:
-        ac.set_num_threads(previous)
-    for other in results[1:]:
-        for a, b_ in zip(results[0], other):
-            assert np.array_equal(a, b_)
+
+    def run():
+        xt, wt, bt = (ac.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = F.linear(xt, wt, bt)
+        y.backward(ac.tensor(g))
+        return [y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()]
+    assert_same_for_thread_counts(run)
 
 
 def test_feature_mismatch_names_both_shapes():

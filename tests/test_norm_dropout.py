@@ -10,6 +10,7 @@ import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn
 from conftest import check_gradients
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(13)
 
@@ -236,21 +237,14 @@ def test_dropout_same_seed_same_mask():
 def test_dropout_mask_does_not_depend_on_thread_count(shape, feature):
     x = rng.standard_normal(shape).astype(np.float32)
     g = rng.standard_normal(shape).astype(np.float32)
-    results = []
-    previous = ac.get_num_threads()
-    try:
-        for threads in (1, 2, 3):
-            ac.set_num_threads(threads)
-            ac.manual_seed(7)
-            xt = ac.tensor(x, requires_grad=True)
-            y = (F.dropout2d if feature else F.dropout)(xt, 0.4)
-            y.backward(ac.tensor(g))
-            results.append((y.numpy(), xt.grad.numpy(), ac.rand(3).numpy()))
-    finally:
-        ac.set_num_threads(previous)
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            assert np.array_equal(a, b)
+
+    def run():
+        ac.manual_seed(7)
+        xt = ac.tensor(x, requires_grad=True)
+        y = (F.dropout2d if feature else F.dropout)(xt, 0.4)
+        y.backward(ac.tensor(g))
+        return [y.numpy(), xt.grad.numpy(), ac.rand(3).numpy()]
+    assert_same_for_thread_counts(run)
 
 
 def test_dropout_chunks_draw_different_masks():

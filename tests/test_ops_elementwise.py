@@ -6,6 +6,7 @@ import pytest
 
 import aicraft as ac
 from conftest import check_gradients
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(1234)
 
@@ -231,20 +232,13 @@ def test_large_broadcast_matches_numpy():
 def test_results_are_bit_identical_for_any_thread_count():
     a = rng.standard_normal((64, 1, 700)).astype(np.float32)
     b = rng.standard_normal((5, 700)).astype(np.float32)
-    previous = ac.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2, 3):
-            ac.set_num_threads(n)
-            ta, tb = ac.tensor(a, requires_grad=True), ac.tensor(b, requires_grad=True)
-            out = (ta ** 2 / (tb.abs() + 1)).sin()
-            out.backward(ac.ones(*out.shape))
-            results.append((out.numpy(), ta.grad.numpy(), tb.grad.numpy()))
-    finally:
-        ac.set_num_threads(previous)
-    for other in results[1:]:
-        for x, y in zip(results[0], other):
-            assert np.array_equal(x, y)
+
+    def run():
+        ta, tb = ac.tensor(a, requires_grad=True), ac.tensor(b, requires_grad=True)
+        out = (ta ** 2 / (tb.abs() + 1)).sin()
+        out.backward(ac.ones(*out.shape))
+        return [out.numpy(), ta.grad.numpy(), tb.grad.numpy()]
+    assert_same_for_thread_counts(run)
 
 
 def test_ops_inside_checkpoint_release_memory():

@@ -8,6 +8,7 @@ import pytest
 import aicraft as ac
 import aicraft.functional as F
 from conftest import check_gradients
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(7)
 REDUCTIONS = ["none", "mean", "sum"]
@@ -214,26 +215,19 @@ def test_reduced_losses_are_bit_identical_for_any_thread_count():
     x = rng.standard_normal((600, 100)).astype(np.float32)
     t = rng.uniform(0, 1, (600, 100)).astype(np.float32)
     classes = rng.integers(0, 100, 600).astype(np.float32)
-    previous = ac.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2, 4):
-            ac.set_num_threads(n)
-            logits = ac.tensor(x, requires_grad=True)
-            losses = [F.mse_loss(logits, ac.tensor(t), reduction="sum"),
-                      F.binary_cross_entropy_with_logits(logits, ac.tensor(t)),
-                      F.cross_entropy(logits, ac.tensor(classes), label_smoothing=0.05)]
-            sum(losses[1:], losses[0]).backward()
-            results.append([loss.item() for loss in losses] + [logits.grad.numpy()])
-    finally:
-        ac.set_num_threads(previous)
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            assert np.array_equal(a, b)
+
+    def run():
+        logits = ac.tensor(x, requires_grad=True)
+        losses = [F.mse_loss(logits, ac.tensor(t), reduction="sum"),
+                  F.binary_cross_entropy_with_logits(logits, ac.tensor(t)),
+                  F.cross_entropy(logits, ac.tensor(classes), label_smoothing=0.05)]
+        sum(losses[1:], losses[0]).backward()
+        return [loss.item() for loss in losses] + [logits.grad.numpy()]
+    first = assert_same_for_thread_counts(run, (1, 2, 4))
     x64, t64 = x.astype(np.float64), t.astype(np.float64)
-    np.testing.assert_allclose(results[0][0], np_mse(x64, t64, "sum"), rtol=1e-6)
-    np.testing.assert_allclose(results[0][1], np_bce_logits(x64, t64, "mean"), rtol=1e-6)
-    np.testing.assert_allclose(results[0][2], np_cross_entropy(x64, classes, "mean", 0.05), rtol=1e-6)
+    np.testing.assert_allclose(first[0], np_mse(x64, t64, "sum"), rtol=1e-6)
+    np.testing.assert_allclose(first[1], np_bce_logits(x64, t64, "mean"), rtol=1e-6)
+    np.testing.assert_allclose(first[2], np_cross_entropy(x64, classes, "mean", 0.05), rtol=1e-6)
 
 
 def test_losses_of_empty_batches_follow_pytorch():

@@ -6,6 +6,7 @@ import pytest
 
 import aicraft as ac
 from conftest import check_gradients
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(2024)
 
@@ -197,20 +198,11 @@ def test_empty_reductions():
 def test_big_sums_are_accurate_and_identical_for_any_thread_count():
     x = rng.standard_normal(1001 * 1999).astype(np.float32) + 1.0
     t = ac.tensor(x)
-    previous = ac.get_num_threads()
-    try:
-        results = []
-        for threads in (1, 2, 3):
-            ac.set_num_threads(threads)
-            results.append((t.sum().numpy(), t.mean(0).numpy(), t.reshape(1001, -1).sum(1).numpy(),
-                            t.reshape(-1, 1001).sum(0).numpy(), t.std().numpy(), t.amax().numpy()))
-    finally:
-        ac.set_num_threads(previous)
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            assert a.tobytes() == b.tobytes()
-    np.testing.assert_allclose(results[0][0], np.sum(x, dtype=np.float64), rtol=1e-7)
-    np.testing.assert_allclose(results[0][4], np.std(x.astype(np.float64), ddof=1), rtol=1e-6)
+    first = assert_same_for_thread_counts(lambda: [
+        t.sum().numpy(), t.mean(0).numpy(), t.reshape(1001, -1).sum(1).numpy(),
+        t.reshape(-1, 1001).sum(0).numpy(), t.std().numpy(), t.amax().numpy()])
+    np.testing.assert_allclose(first[0], np.sum(x, dtype=np.float64), rtol=1e-7)
+    np.testing.assert_allclose(first[4], np.std(x.astype(np.float64), ddof=1), rtol=1e-6)
 
 
 @pytest.mark.parametrize("call", [

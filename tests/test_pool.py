@@ -9,6 +9,7 @@ import aicraft as ac
 import aicraft.nn.functional as F
 from aicraft import nn
 from conftest import check_gradients
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(9)
 
@@ -151,18 +152,13 @@ def test_adaptive_avg_pool_none_keeps_a_size():
 def test_pooling_is_the_same_on_any_thread_count():
     x = rng.standard_normal((16, 8, 30, 30)).astype(np.float32)
     g = rng.standard_normal((16, 8, 15, 15)).astype(np.float32)
-    results = []
-    previous = ac.get_num_threads()
-    try:
-        for threads in (1, 2):
-            ac.set_num_threads(threads)
-            t = ac.tensor(x, requires_grad=True)
-            y = F.max_pool2d(t, 2) + F.avg_pool2d(t, 3, 2, 1)
-            y.backward(ac.tensor(g))
-            results.append((y.numpy(), t.grad.numpy()))
-    finally:
-        ac.set_num_threads(previous)
-    assert all(np.array_equal(a, b) for a, b in zip(*results))
+
+    def run():
+        t = ac.tensor(x, requires_grad=True)
+        y = F.max_pool2d(t, 2) + F.avg_pool2d(t, 3, 2, 1)
+        y.backward(ac.tensor(g))
+        return [y.numpy(), t.grad.numpy()]
+    assert_same_for_thread_counts(run, (1, 2))
 
 
 # ---- errors ------------------------------------------------------------------------
