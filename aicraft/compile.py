@@ -7,12 +7,11 @@ Python per op; with backend="mlir", parts of it or all of it as native code
 (aicraft/_mlir.py). Not here: the graph itself, which C programs use directly.
 """
 import functools
-import inspect
 import os
 import warnings
 from typing import Any, Callable, Sequence, Tuple, Union
 
-from aicraft import _mlir, _trace
+from aicraft import _trace
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes
 from aicraft._wrapping import _live, _wrap, _wrap_scoped
@@ -65,9 +64,11 @@ def compile(fn, example_inputs=None, backend="replay"):
         raise TypeError("compile: fn must be callable, not %s" % type(fn).__name__)
     if backend not in ("replay", "mlir"):
         raise ValueError("compile: unknown backend %r; the backends are 'replay' and 'mlir'" % (backend,))
-    missing = _mlir.missing_tool() if backend == "mlir" else None
-    if missing:
-        raise RuntimeError(missing)
+    if backend == "mlir":
+        from aicraft import _mlir   # the emitter and its tools load on first use, not at import
+        missing = _mlir.missing_tool()
+        if missing:
+            raise RuntimeError(missing)
     if example_inputs is not None:
         if isinstance(example_inputs, Tensor):
             example_inputs = (example_inputs,)
@@ -103,6 +104,7 @@ class CompiledFunction:
 
     def _call(self, args, kwargs):
         if kwargs:
+            import inspect   # keyword calls only: loading it at import costs 1.4 MB
             bound = inspect.signature(self._fn).bind(*args, **kwargs)
             args, kwargs = bound.args, bound.kwargs
             if kwargs:
@@ -179,6 +181,7 @@ class CompiledFunction:
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars, training)
             replay.call = _lean_call(replay, self._module)
             if self.backend == "mlir":
+                from aicraft import _mlir
                 try:
                     replay.native = _mlir.lower(graph)
                 except Exception as e:   # never a failure: the graph runs on libac's replay

@@ -11,7 +11,7 @@ tensor made in an ac.checkpoint() scope dies with the scope, so it is refused
 (keep() it first). An imported tensor keeps its producer alive. CFFI cannot
 make or read Python objects, so the capsule calls go through ctypes.pythonapi.
 """
-import ctypes
+import functools
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from aicraft._ffi import ffi, lib
@@ -28,20 +28,23 @@ _USED_NAMES = (b"used_dltensor", b"used_dltensor_versioned")
 _DESTRUCTOR = int(ffi.cast("uintptr_t", ffi.addressof(lib, "_py_dlpack_capsule_destructor")))
 
 
-def _capi(name, restype, *argtypes):
-    """A C API function of this Python (a fresh ctypes object: pythonapi's shared ones
-    may carry other argtypes)."""
-    fn = ctypes.pythonapi[name]
-    fn.restype = restype
-    fn.argtypes = argtypes
-    return fn
+@functools.lru_cache(maxsize=None)
+def _capsule_api():
+    """(PyCapsule_New, _IsValid, _GetPointer, _SetName) of this Python, made on first
+    use: ctypes costs 0.4 MB that `import aicraft` need not pay. Fresh ctypes objects:
+    pythonapi's shared ones may carry other argtypes."""
+    import ctypes
 
-
-_capsule_new = _capi("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
-                     ctypes.c_void_p)
-_capsule_is_valid = _capi("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
-_capsule_pointer = _capi("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
-_capsule_set_name = _capi("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+    def capi(name, restype, *argtypes):
+        fn = ctypes.pythonapi[name]
+        fn.restype = restype
+        fn.argtypes = argtypes
+        return fn
+    obj, ptr, name = ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p
+    return (capi("PyCapsule_New", obj, ptr, name, ptr),
+            capi("PyCapsule_IsValid", ctypes.c_int, obj, name),
+            capi("PyCapsule_GetPointer", ptr, obj, name),
+            capi("PyCapsule_SetName", ctypes.c_int, obj, name))
 
 
 def to_capsule(tensor: "Tensor", stream: Optional[int] = None,
@@ -63,7 +66,7 @@ def to_capsule(tensor: "Tensor", stream: Optional[int] = None,
     if managed == ffi.NULL:
         raise_error(tensor)
     try:
-        return _capsule_new(int(ffi.cast("uintptr_t", managed)), _NAMES[versioned], _DESTRUCTOR)
+        return _capsule_api()[0](int(ffi.cast("uintptr_t", managed)), _NAMES[versioned], _DESTRUCTOR)
     except BaseException:
         lib.ac_dlpack_delete(managed, versioned)
         raise
@@ -92,14 +95,14 @@ def from_dlpack(ext: Any) -> "Tensor":
     from aicraft._wrapping import _wrap
     capsule = _capsule_of(ext)
     for versioned in (1, 0):
-        if _capsule_is_valid(capsule, _NAMES[versioned]):
+        if _capsule_api()[1](capsule, _NAMES[versioned]):
             break
     else:
         raise TypeError("from_dlpack: expected an object with __dlpack__ or an unused DLPack "
                         "capsule, got %s" % type(ext).__name__)
-    managed = ffi.cast("void *", _capsule_pointer(capsule, _NAMES[versioned]))
+    managed = ffi.cast("void *", _capsule_api()[2](capsule, _NAMES[versioned]))
     p = lib.ac_from_dlpack(managed, versioned)
     if p == ffi.NULL:
         raise_error()       # the capsule, still untaken, gives the data back when it dies
-    _capsule_set_name(capsule, _USED_NAMES[versioned])
+    _capsule_api()[3](capsule, _USED_NAMES[versioned])
     return _wrap(p)
