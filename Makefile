@@ -224,6 +224,11 @@ build/demos/%: demos/c/%.c demos/c/mnist.h build/libac.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
 
+# C programs that time libac with no Python (bench/*.c)
+build/bench/%: bench/%.c build/libac.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
+
 build/demos/mnist_mlp_mpi: demos/c/mnist_mlp_mpi.c demos/c/mnist.h build/libac.a
 	@mkdir -p $(dir $@)
 	$(MPICC) $(WARN) $(CFLAGS) -Ilibac/include $< build/libac.a $(LDLIBS) -o $@
@@ -240,7 +245,7 @@ demo: all $(CDEMOS:demos/c/%.c=build/demos/%)
 	build/demos/mnist_mlp
 	build/demos/predict
 
-bench: all
+bench: all build/bench/replay_step
 	$(PY) bench/overhead.py
 	$(PY) bench/gemm.py
 	$(PY) bench/mlp.py
@@ -249,6 +254,7 @@ bench: all
 	$(PY) bench/cnn.py
 	$(PY) bench/quant.py
 	$(PY) bench/ddp.py
+	build/bench/replay_step
 
 # The MNIST MLP as a WSGI service: 2 workers, 4 threads each, the model loaded
 # before the fork. Train it first with `make demo` (or point AICRAFT_WEIGHTS elsewhere).

@@ -5,9 +5,10 @@
  * a checkpoint per call as Python does. Prints the CPU time per call (best of
  * the rounds) and, with --nodes, each node's share (one replay per node prefix).
  *
- *   make VENV=... lib && cc -O3 -Ilibac/include bench/replay_step.c build/libac.a -lm -lpthread
- *   ./a.out [calls per round, default 100000] [rounds, default 5]
+ *   make build/bench/replay_step
+ *   build/bench/replay_step [calls per round, default 100000] [rounds, default 5]
  */
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #include "ac.h"
 
 #include <stdio.h>
