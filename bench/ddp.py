@@ -74,21 +74,25 @@ def batches(rank, world):
         start += step
 
 
+def aicraft_training(rank, world, bucket_view):
+    """The MLP in aicraft's DDP, its Adam and loss, and this rank's batches."""
+    import aicraft as ac
+    from aicraft import nn, optim
+    from aicraft.nn.parallel import DistributedDataParallel
+    ac.manual_seed(0)
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)),
+                                    gradient_as_bucket_view=bool(bucket_view))
+    return model, optim.Adam(model.parameters(), lr=1e-3), nn.CrossEntropyLoss(), batches(rank, world)
+
+
 def aicraft_worker(steps, bucket_view):
     sys.path.insert(0, ROOT)
     import aicraft as ac
     import aicraft.distributed as dist
-    from aicraft import nn, optim
-    from aicraft.nn.parallel import DistributedDataParallel
 
     dist.init_process_group("mpi")
     rank, world = dist.get_rank(), dist.get_world_size()
-    ac.manual_seed(0)
-    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)),
-                                    gradient_as_bucket_view=bool(bucket_view))
-    optimizer = optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
-    data = batches(rank, world)
+    model, optimizer, loss_fn, data = aicraft_training(rank, world, bucket_view)
 
     def step():
         images, labels = next(data)
@@ -109,20 +113,13 @@ def phases_worker(steps, bucket_view):
     import numpy as np
     import aicraft as ac
     import aicraft.distributed as dist
-    from aicraft import nn, optim
     from aicraft._ffi import lib
     from aicraft._wrapping import _live
-    from aicraft.nn.parallel import DistributedDataParallel
 
     dist.init_process_group("mpi")
     group = dist.default_group("bench")
     rank, world, MPI = group.rank, group.size, group.MPI
-    ac.manual_seed(0)
-    model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)),
-                                    gradient_as_bucket_view=bool(bucket_view))
-    optimizer = optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
-    data = batches(rank, world)
+    model, optimizer, loss_fn, data = aicraft_training(rank, world, bucket_view)
     (bucket,) = model._buckets
     flat_tensor = ac.zeros(bucket.size)   # the by-hand reduction's own buffer
     n, flat, buffer = len(bucket.params), _live(flat_tensor), dist.typed_buffer(group, "bench", flat_tensor)
