@@ -74,15 +74,30 @@ def batches(rank, world):
         start += step
 
 
+def aicraft_pixels(images):
+    """A batch of MNIST images as the model's normalized input."""
+    import aicraft as ac
+    return (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
+
+
 def aicraft_training(rank, world, bucket_view):
-    """The MLP in aicraft's DDP, its Adam and loss, and this rank's batches."""
+    """The MLP in aicraft's DDP, its Adam and loss, this rank's batches, and train(images,
+    labels): one step as DDP runs it, in a scope of its own."""
     import aicraft as ac
     from aicraft import nn, optim
     from aicraft.nn.parallel import DistributedDataParallel
     ac.manual_seed(0)
     model = DistributedDataParallel(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)),
                                     gradient_as_bucket_view=bool(bucket_view))
-    return model, optim.Adam(model.parameters(), lr=1e-3), nn.CrossEntropyLoss(), batches(rank, world)
+    optimizer, loss_fn = optim.Adam(model.parameters(), lr=1e-3), nn.CrossEntropyLoss()
+
+    def train(images, labels):
+        with ac.checkpoint():
+            loss = loss_fn(model(aicraft_pixels(images)), ac.from_numpy(labels).long())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model, optimizer, loss_fn, batches(rank, world), train
 
 
 def aicraft_worker(steps, bucket_view):
@@ -92,18 +107,8 @@ def aicraft_worker(steps, bucket_view):
 
     dist.init_process_group("mpi")
     rank, world = dist.get_rank(), dist.get_world_size()
-    model, optimizer, loss_fn, data = aicraft_training(rank, world, bucket_view)
-
-    def step():
-        images, labels = next(data)
-        with ac.checkpoint():
-            x = (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
-            loss = loss_fn(model(x), ac.from_numpy(labels).long())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-
-    report(rank, world, step, steps, dist.barrier, ac.get_num_threads())
+    _, _, _, data, train = aicraft_training(rank, world, bucket_view)
+    report(rank, world, lambda: train(*next(data)), steps, dist.barrier, ac.get_num_threads())
     dist.destroy_process_group()
 
 
@@ -119,7 +124,7 @@ def phases_worker(steps, bucket_view):
     dist.init_process_group("mpi")
     group = dist.default_group("bench")
     rank, world, MPI = group.rank, group.size, group.MPI
-    model, optimizer, loss_fn, data = aicraft_training(rank, world, bucket_view)
+    model, optimizer, loss_fn, data, train = aicraft_training(rank, world, bucket_view)
     (bucket,) = model._buckets
     flat_tensor = ac.zeros(bucket.size)   # the by-hand reduction's own buffer
     n, flat, buffer = len(bucket.params), _live(flat_tensor), dist.typed_buffer(group, "bench", flat_tensor)
@@ -135,7 +140,7 @@ def phases_worker(steps, bucket_view):
         images, labels = next(data)
         t = clock()
         with ac.checkpoint():
-            x = (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
+            x = aicraft_pixels(images)
             with model.no_sync():
                 loss = loss_fn(model(x), ac.from_numpy(labels).long())
             t = timed("data and forward", t)
@@ -167,12 +172,7 @@ def phases_worker(steps, bucket_view):
     def as_shipped():
         images, labels = next(data)
         t = clock()
-        with ac.checkpoint():
-            x = (ac.from_numpy(images).float() * (1 / 255) - 0.1307) * (1 / 0.3081)
-            loss = loss_fn(model(x), ac.from_numpy(labels).long())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+        train(images, labels)
         timed("step as DDP runs it", t)
 
     for _ in range(WARMUP):
