@@ -3,33 +3,52 @@
  * and its backward.
  *
  * The mask is drawn in chunks of DROPOUT_CHUNK blocks that the threads share
- * out: chunk c draws its blocks in order from a xoshiro128+ stream of its own,
- * seeded by splitmix64 from c and one 64-bit key taken from the calling
- * thread's generator. So after ac_manual_seed(s) a dropout call gives the same
- * mask for any thread count, and each call advances the generator by the same
+ * out. Chunk c draws from DROPOUT_LANES xoshiro128+ streams side by side (so
+ * the loop runs in SIMD lanes), each seeded by splitmix64 from its index
+ * c * DROPOUT_LANES + l and one 64-bit key taken from the calling thread's
+ * generator; the chunk's block j gets lane j % DROPOUT_LANES's next draw. So
+ * after ac_manual_seed(s) a dropout call gives the same mask for any thread
+ * count and instruction set, and each call advances the generator by the same
  * two 32-bit draws whatever the size. Backward splits the blocks among the
  * threads.
  */
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/vecmath.h"
 
 #include <string.h>
 
-#define DROPOUT_CHUNK 4096      /* blocks per stream */
+#define DROPOUT_CHUNK 4096      /* blocks per chunk of draws, a multiple of DROPOUT_LANES */
+#define DROPOUT_LANES 16        /* streams per chunk */
 #define DROPOUT_GRAIN 16384     /* floats per parallel task, at least */
 
-typedef struct {
-    uint32_t s[4];
-} Stream;
-
-/* Chunk c's stream: seeded from key + c * 2^32 (a distinct start per chunk), the
-   way ac_manual_seed seeds the generator. */
-static void stream_seed(Stream *st, uint64_t key, int64_t c)
+/* The DROPOUT_CHUNK uniforms in [0, 1) of chunk c, 24 bits each as rng_uniform's:
+   xoshiro_next on 16 states at once, written lane by lane so that it vectorises. */
+static void chunk_uniforms(uint64_t key, int64_t c, float *u)
 {
-    xoshiro_seed(st->s, key + ((uint64_t)c << 32));
+    uint32_t s0[DROPOUT_LANES], s1[DROPOUT_LANES], s2[DROPOUT_LANES], s3[DROPOUT_LANES];
+    int64_t j;
+    int l;
+    for (l = 0; l < DROPOUT_LANES; l++) {
+        uint32_t s[4];
+        xoshiro_seed(s, key + ((uint64_t)(c * DROPOUT_LANES + l) << 32));
+        s0[l] = s[0];
+        s1[l] = s[1];
+        s2[l] = s[2];
+        s3[l] = s[3];
+    }
+    for (j = 0; j < DROPOUT_CHUNK; j += DROPOUT_LANES)
+        for (l = 0; l < DROPOUT_LANES; l++) {
+            const uint32_t result = s0[l] + s3[l], t = s1[l] << 9;
+            s2[l] ^= s0[l];
+            s3[l] ^= s1[l];
+            s1[l] ^= s2[l];
+            s0[l] ^= s3[l];
+            s2[l] ^= t;
+            s3[l] = (s3[l] << 11) | (s3[l] >> 21);
+            /* uniform_from_bits, through int32: the value fits, and the conversion vectorises */
+            u[j + l] = (float)(int32_t)(result >> 8) * (1.0f / 16777216.0f);
+        }
 }
-
-/* Uniform in [0, 1) with 24 bits, as rng_uniform. */
-static float stream_uniform(Stream *st) { return uniform_from_bits(xoshiro_next(st->s)); }
 
 typedef struct {
     const float *x;
@@ -40,30 +59,43 @@ typedef struct {
     uint64_t key;
 } DropoutJob;
 
+/* One element a block: out and keep from the draws, in loops without branches. */
+static void apply_elements(const DropoutJob *job, const float *u, int64_t b0, int64_t n)
+{
+    const float *x = job->x + b0, p = job->p, scale = job->scale;
+    float *out = job->out + b0;
+    uint8_t *keep = job->keep ? job->keep + b0 : NULL;
+    int64_t i;
+    for (i = 0; i < n; i++) out[i] = select_float(u[i] >= p, x[i] * scale, 0.0f);
+    if (keep)
+        for (i = 0; i < n; i++) keep[i] = (uint8_t)(u[i] >= p);
+}
+
+static void apply_blocks(const DropoutJob *job, const float *u, int64_t b0, int64_t n)
+{
+    const int64_t block = job->block;
+    int64_t b, i;
+    for (b = 0; b < n; b++) {
+        const int kept = u[b] >= job->p;
+        const float *xb = job->x + (b0 + b) * block;
+        float *ob = job->out + (b0 + b) * block;
+        if (kept) for (i = 0; i < block; i++) ob[i] = xb[i] * job->scale;
+        else memset(ob, 0, (size_t)block * sizeof(float));
+        if (job->keep) job->keep[b0 + b] = (uint8_t)kept;
+    }
+}
+
 static void dropout_task(void *ctx, int64_t begin, int64_t end)
 {
     const DropoutJob *job = ctx;
-    const int64_t block = job->block;
-    int64_t c, b, i;
+    float u[DROPOUT_CHUNK];
+    int64_t c;
     for (c = begin; c < end; c++) {
-        const int64_t b1 = (c + 1) * DROPOUT_CHUNK < job->blocks ? (c + 1) * DROPOUT_CHUNK : job->blocks;
-        Stream st;
-        stream_seed(&st, job->key, c);
-        if (block == 1) {   /* one element a draw: without a loop per block, no memset call per zero */
-            for (b = c * DROPOUT_CHUNK; b < b1; b++) {
-                const int kept = stream_uniform(&st) >= job->p;
-                job->out[b] = kept ? job->x[b] * job->scale : 0.0f;
-                if (job->keep) job->keep[b] = (uint8_t)kept;
-            }
-            continue;
-        }
-        for (b = c * DROPOUT_CHUNK; b < b1; b++) {
-            const int kept = stream_uniform(&st) >= job->p;
-            const float *xb = job->x + b * block;
-            float *ob = job->out + b * block;
-            for (i = 0; i < block; i++) ob[i] = kept ? xb[i] * job->scale : 0.0f;
-            if (job->keep) job->keep[b] = (uint8_t)kept;
-        }
+        const int64_t b0 = c * DROPOUT_CHUNK;
+        const int64_t n = job->blocks - b0 < DROPOUT_CHUNK ? job->blocks - b0 : DROPOUT_CHUNK;
+        chunk_uniforms(job->key, c, u);
+        if (job->block == 1) apply_elements(job, u, b0, n);
+        else apply_blocks(job, u, b0, n);
     }
 }
 
@@ -94,12 +126,13 @@ typedef struct {
 static void uniforms_task(void *ctx, int64_t begin, int64_t end)
 {
     const UniformsJob *job = ctx;
-    int64_t c, b;
+    float u[DROPOUT_CHUNK];
+    int64_t c;
     for (c = begin; c < end; c++) {
-        const int64_t b1 = (c + 1) * DROPOUT_CHUNK < job->n ? (c + 1) * DROPOUT_CHUNK : job->n;
-        Stream st;
-        stream_seed(&st, job->key, c);
-        for (b = c * DROPOUT_CHUNK; b < b1; b++) job->out[b] = stream_uniform(&st);
+        const int64_t b0 = c * DROPOUT_CHUNK;
+        const int64_t n = job->n - b0 < DROPOUT_CHUNK ? job->n - b0 : DROPOUT_CHUNK;
+        chunk_uniforms(job->key, c, u);
+        memcpy(job->out + b0, u, (size_t)n * sizeof(float));
     }
 }
 
@@ -125,12 +158,19 @@ static void dropout_backward_task(void *ctx, int64_t begin, int64_t end)
 {
     const DropoutGradJob *job = ctx;
     const int64_t block = job->block;
+    const float *g = job->g, scale = job->scale;
+    const uint8_t *keep = job->keep;
+    float *gin = job->gin;
     int64_t b, i;
+    if (block == 1) {   /* one select a float, without a branch: memory speed */
+        for (b = begin; b < end; b++) gin[b] = select_float(keep[b], g[b] * scale, 0.0f);
+        return;
+    }
     for (b = begin; b < end; b++) {
-        const float *gb = job->g + b * block;
-        float *db = job->gin + b * block;
-        if (!job->keep[b]) memset(db, 0, (size_t)block * sizeof(float));
-        else for (i = 0; i < block; i++) db[i] = gb[i] * job->scale;
+        const float *gb = g + b * block;
+        float *db = gin + b * block;
+        if (!keep[b]) memset(db, 0, (size_t)block * sizeof(float));
+        else for (i = 0; i < block; i++) db[i] = gb[i] * scale;
     }
 }
 
