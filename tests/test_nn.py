@@ -505,6 +505,55 @@ def test_clip_grad_norm_matches_numpy(norm_type):
         np.testing.assert_array_equal(p.grad.numpy(), g)
 
 
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, math.inf])
+def test_clip_grad_norm_matches_torch_over_many_chunks(norm_type):
+    torch = pytest.importorskip("torch")
+    shapes = [(300, 250), (40000,), (3, 7)]   # more than one chunk of the kernel's sums
+    grads = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    params = params_with_grads(grads)
+    torch_params = [torch.zeros(s, requires_grad=True) for s in shapes]
+    for p, g in zip(torch_params, grads):
+        p.grad = torch.from_numpy(g.copy())
+    got = nn.utils.clip_grad_norm_(params, 0.25, norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(torch_params, 0.25, norm_type)
+    assert got.item() == pytest.approx(expected.item(), rel=1e-5)
+    for p, tp in zip(params, torch_params):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-9)
+
+
+def test_get_total_norm_as_torch_and_same_for_thread_counts():
+    torch = pytest.importorskip("torch")
+    from thread_counts import assert_same_for_thread_counts
+    arrays = [rng.standard_normal((1000, 101)).astype(np.float32), rng.standard_normal(9).astype(np.float32)]
+    for norm_type in (2.0, 1.0, 2.5, math.inf, "inf"):
+        expected = torch.nn.utils.get_total_norm([torch.from_numpy(a) for a in arrays], norm_type)
+        got = assert_same_for_thread_counts(
+            lambda: [nn.utils.get_total_norm([ac.tensor(a) for a in arrays], norm_type).item()])
+        assert got[0] == pytest.approx(expected.item(), rel=1e-5)
+    assert nn.utils.get_total_norm(ac.tensor([3.0, -4.0])).item() == 5.0
+    assert nn.utils.get_total_norm([]).item() == 0.0
+
+
+def test_get_total_norm_bad_inputs():
+    t = ac.tensor([1.0, np.nan])
+    assert math.isnan(nn.utils.get_total_norm([t]).item())
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.get_total_norm([t], error_if_nonfinite=True)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="norm_type must be > 0"):
+            nn.utils.get_total_norm([t], bad)
+    with pytest.raises(TypeError, match="norm_type must be a number"):
+        nn.utils.get_total_norm([t], "two")
+    with pytest.raises(TypeError, match="tensors must be tensors"):
+        nn.utils.get_total_norm([t, [1.0]])
+    with pytest.raises(TypeError, match="parameters must be tensors"):
+        nn.utils.clip_grad_norm_([np.ones(2)], 1.0)
+    ids = ac.tensor(np.arange(3))   # int64
+    with pytest.raises((TypeError, ValueError)):
+        nn.utils.get_total_norm([ids])
+    assert nn.utils.get_total_norm([ac.tensor([6.0, 8.0])]).item() == 10.0   # still usable
+
 def test_clip_grad_value():
     g = rng.standard_normal((3, 4)).astype(np.float32) * 2
     (p,) = params_with_grads([g])

@@ -656,6 +656,13 @@ int ac_tensor_set_grad(AcTensor *leaf, AcTensor *grad);
    flat: a float32 CPU tensor made at root. */
 AcTensor *ac_tensor_view_flat(AcTensor *flat, int64_t offset, const int64_t *shape, int ndim);
 
+/* ---- Gradient norms ------------------------------------------------------- */
+/* *norm := the norm of order norm_type (> 0, or INFINITY for the largest |x|) of
+   the count tensors taken together as one vector (torch.nn.utils.get_total_norm),
+   summed in double, the same bits for any thread count. NULL entries are skipped;
+   a NaN anywhere gives NaN. clip_grad_norm_ passes the gradients. */
+int ac_total_norm(const AcTensor *const *tensors, int count, double norm_type, double *norm);
+
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real

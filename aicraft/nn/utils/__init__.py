@@ -1,65 +1,103 @@
-"""utils - gradient clipping: clip_grad_norm_ and clip_grad_value_ (torch.nn.utils),
-and the `rnn` submodule (pad_sequence).
+"""utils - gradient clipping: clip_grad_norm_, clip_grad_value_ and get_total_norm
+(torch.nn.utils), and the `rnn` submodule (pad_sequence).
 
-Both change the parameters' .grad in place with C ops; neither records a graph.
+The clipping changes the parameters' .grad in place with C calls; nothing records a graph.
 """
 import math
 
-from aicraft.autograd import no_grad
-from aicraft.nn.utils import rnn
-from aicraft.creation import tensor
 from aicraft._args import _scalar
+from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _live
+from aicraft.autograd import no_grad
+from aicraft.creation import tensor
+from aicraft.errors import raise_error
+from aicraft.nn.utils import rnn
 from aicraft.tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "rnn"]
+
+
+def _tensors(tensors, fn, what):
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    tensors = list(tensors)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError("%s: %s must be tensors, got %s" % (fn, what, type(t).__name__))
+    return tensors
 
 
 def _grads(parameters, fn):
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
-    grads = []
-    for p in parameters:
-        if not isinstance(p, Tensor):
-            raise TypeError("%s: parameters must be tensors, got %s" % (fn, type(p).__name__))
-        g = p.grad
-        if g is not None:
-            grads.append(g)
-    return grads
+    return [p.grad for p in _tensors(parameters, fn, "parameters") if p.grad is not None]
 
 
-def _grad_norm(g, norm_type):
+def _norm_type(norm_type, fn):
+    norm_type = math.inf if norm_type in ("inf", math.inf) else _scalar(norm_type)
+    if norm_type is None:
+        raise TypeError("%s: norm_type must be a number" % fn)
+    if not norm_type > 0:
+        raise ValueError("%s: norm_type must be > 0, got %g" % (fn, norm_type))
+    return float(norm_type)
+
+
+def _device_norm(g, norm_type):
+    """One tensor's norm with ops, for a device without a total-norm kernel."""
     if norm_type == math.inf:
         return g.abs().amax().item()
-    if norm_type == 2.0:
-        return math.sqrt((g * g).sum().item())
-    if norm_type == 1.0:
-        return g.abs().sum().item()
     return (g.abs() ** norm_type).sum().item() ** (1.0 / norm_type)
+
+
+def _total_norm(tensors, norm_type):
+    """The norm of the tensors as one vector: one C pass over each, in double."""
+    ptrs = [_live(t) for t in tensors]
+    if any(p.device != 0 for p in ptrs):
+        with no_grad():
+            norms = [_device_norm(t, norm_type) for t in tensors]
+        if norm_type == math.inf:
+            return max(norms)
+        return sum(n ** norm_type for n in norms) ** (1.0 / norm_type)
+    out = ffi.new("double *")
+    if lib.ac_total_norm(ffi.new("AcTensor *[]", ptrs), len(ptrs), norm_type, out) < 0:
+        raise_error(*tensors)
+    return out[0]
+
+
+def _check_finite(total, norm_type, fn):
+    if not math.isfinite(total):
+        raise RuntimeError("%s: the total norm of order %g of the gradients is non-finite, so it "
+                           "cannot be clipped" % (fn, norm_type))
+
+
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The norm of order norm_type of the tensors (a tensor or an iterable of them)
+    taken together as one vector, as a scalar tensor. foreach is accepted for
+    PyTorch's signature; there is one way here."""
+    norm_type = _norm_type(norm_type, "get_total_norm")
+    tensors = _tensors(tensors, "get_total_norm", "tensors")
+    if not tensors:
+        return tensor(0.0)
+    total = _total_norm(tensors, norm_type)
+    if error_if_nonfinite:
+        _check_finite(total, norm_type, "get_total_norm")
+    return tensor(total)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
     """Scale the gradients so that their joint norm (of order norm_type, over all
     of them as one vector) is at most max_norm. Returns the norm before clipping."""
     max_norm = _scalar(max_norm)
-    norm_type = math.inf if norm_type in ("inf", math.inf) else _scalar(norm_type)
-    if max_norm is None or norm_type is None:
+    if max_norm is None:
         raise TypeError("clip_grad_norm_: max_norm and norm_type must be numbers")
-    if norm_type <= 0:
-        raise ValueError("clip_grad_norm_: norm_type must be > 0, got %g" % norm_type)
+    norm_type = _norm_type(norm_type, "clip_grad_norm_")
     grads = _grads(parameters, "clip_grad_norm_")
     if not grads:
         return tensor(0.0)
-    with no_grad():
-        norms = [_grad_norm(g, norm_type) for g in grads]
-        if norm_type == math.inf:
-            total = max(norms)
-        else:
-            total = sum(n ** norm_type for n in norms) ** (1.0 / norm_type)
-        if error_if_nonfinite and not math.isfinite(total):
-            raise RuntimeError("clip_grad_norm_: the total norm of order %g of the gradients is "
-                               "non-finite, so it cannot be clipped" % norm_type)
-        coef = max_norm / (total + 1e-6)
-        if coef < 1.0:
+    total = _total_norm(grads, norm_type)
+    if error_if_nonfinite:
+        _check_finite(total, norm_type, "clip_grad_norm_")
+    coef = max_norm / (total + 1e-6)
+    if coef < 1.0:
+        with no_grad():
             for g in grads:
                 g.mul_(coef)
     return tensor(total)

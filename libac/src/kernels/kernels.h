@@ -306,6 +306,9 @@ typedef struct AcKernels {
     int (*adam_step)(const AdamArgs *args, int count, float *const *params,
                      const float *const *grads, float *const *exp_avg, float *const *exp_avg_sq,
                      const int64_t *sizes);
+    /* optim/grad_norm.c: *out = the sum of |x[i]|^p over i < n in double, or for
+       p = inf the largest |x[i]| (NaN when one is NaN), the same for any thread count */
+    int (*norm_power_sum)(const float *x, int64_t n, double p, double *out);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

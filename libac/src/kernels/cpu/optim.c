@@ -1,7 +1,8 @@
 /*
  * cpu/optim.c - the CPU's kernels for optim/: SGD and Adam steps, each one
  * fused pass over every parameter, exactly as torch.optim computes them
- * (single-tensor form), down to the order of the floating-point operations.
+ * (single-tensor form), down to the order of the floating-point operations;
+ * and the sums behind a gradient norm (optim/grad_norm.c), one read pass.
  */
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -139,5 +140,100 @@ int cpu_adam_step(const AdamArgs *args, int count, float *const *params, const f
         job.grad = grads[i];
         parallel_for(sizes[i], ADAM_GRAIN, adam_chunk, &job);
     }
+    return AC_OK;
+}
+
+/* ---- gradient norms ------------------------------------------------------- */
+
+#define NORM_CHUNK 16384       /* elements per partial result, at least */
+#define NORM_MAX_CHUNKS 1024
+
+enum { NORM_SQUARES, NORM_ABS, NORM_POWER, NORM_MAX_ABS };
+
+typedef struct {
+    const float *x;
+    int64_t n, chunk;
+    int kind;
+    double p;
+    double partial[NORM_MAX_CHUNKS];
+} NormJob;
+
+/* One chunk in eight lanes (x[i] goes to lane i % 8) added as a tree: a fixed
+   order the compiler vectorises. Called with kind a constant, so each copy
+   compiles without the branches. */
+static inline double chunk_power_sum(int kind, const float *x, int64_t n, double p)
+{
+    double lane[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int64_t i = 0;
+    int l;
+    for (; i + 8 <= n; i += 8)
+        for (l = 0; l < 8; l++) {
+            const double v = x[i + l];
+            lane[l] += kind == NORM_SQUARES ? v * v : kind == NORM_ABS ? fabs(v) : pow(fabs(v), p);
+        }
+    for (l = 0; i < n; i++, l++) {
+        const double v = x[i];
+        lane[l] += kind == NORM_SQUARES ? v * v : kind == NORM_ABS ? fabs(v) : pow(fabs(v), p);
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+/* The largest |x[i]|; NaN never wins a compare, so it is looked for on the side. */
+static double chunk_max_abs(const float *x, int64_t n)
+{
+    float lane[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, best = 0.0f;
+    int nan_seen = 0;
+    int64_t i = 0;
+    int l;
+    for (; i + 8 <= n; i += 8)
+        for (l = 0; l < 8; l++) {
+            const float a = fabsf(x[i + l]);
+            lane[l] = a > lane[l] ? a : lane[l];
+            nan_seen |= a != a;
+        }
+    for (; i < n; i++) {
+        const float a = fabsf(x[i]);
+        best = a > best ? a : best;
+        nan_seen |= a != a;
+    }
+    for (l = 0; l < 8; l++) best = lane[l] > best ? lane[l] : best;
+    return nan_seen ? NAN : best;
+}
+
+static void norm_chunks(void *ctx, int64_t begin, int64_t end)
+{
+    NormJob *job = ctx;
+    int64_t c;
+    for (c = begin; c < end; c++) {
+        const float *x = job->x + c * job->chunk;
+        const int64_t n = job->n - c * job->chunk < job->chunk ? job->n - c * job->chunk : job->chunk;
+        switch (job->kind) {
+        case NORM_SQUARES: job->partial[c] = chunk_power_sum(NORM_SQUARES, x, n, 2.0); break;
+        case NORM_ABS: job->partial[c] = chunk_power_sum(NORM_ABS, x, n, 1.0); break;
+        case NORM_POWER: job->partial[c] = chunk_power_sum(NORM_POWER, x, n, job->p); break;
+        default: job->partial[c] = chunk_max_abs(x, n); break;
+        }
+    }
+}
+
+/* Chunks whose bounds depend on n alone, their results combined in order. */
+int cpu_norm_power_sum(const float *x, int64_t n, double p, double *out)
+{
+    NormJob job;
+    int64_t chunks, c;
+    double total = 0.0;
+    job.x = x;
+    job.n = n;
+    job.p = p;
+    job.kind = isinf(p) ? NORM_MAX_ABS : p == 2.0 ? NORM_SQUARES : p == 1.0 ? NORM_ABS : NORM_POWER;
+    job.chunk = (n + NORM_MAX_CHUNKS - 1) / NORM_MAX_CHUNKS;
+    if (job.chunk < NORM_CHUNK) job.chunk = NORM_CHUNK;
+    chunks = (n + job.chunk - 1) / job.chunk;
+    parallel_for(chunks, 1, norm_chunks, &job);
+    for (c = 0; c < chunks; c++) {
+        if (job.kind != NORM_MAX_ABS) total += job.partial[c];
+        else if (job.partial[c] != job.partial[c] || job.partial[c] > total) total = job.partial[c];
+    }
+    *out = total;
     return AC_OK;
 }

@@ -122,6 +122,7 @@ const AcKernels ac_cpu_kernels = {
     /* optim/ */
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
+    .norm_power_sum = cpu_norm_power_sum,
 };
 
 static const AcKernels no_kernels;
