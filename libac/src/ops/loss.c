@@ -198,9 +198,10 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 
 /* ---- cross entropy ------------------------------------------------------- */
 
-/* The rows' target classes (int64), then the softmax probabilities (rows *
-   classes), sit in a saved tensor, the node's input 1, rather than in this
-   context: freeing the graph then frees them, though the caller keeps the loss. */
+/* The rows' target classes (int64), then what the kernel keeps for backward
+   (rows * classes + rows floats), sit in a saved tensor, the node's input 1,
+   rather than in this context: freeing the graph then frees them, though the
+   caller keeps the loss. */
 typedef struct {
     LossCtx loss;
     float smoothing;
@@ -264,7 +265,7 @@ AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int r
     if (!common_device("cross_entropy", inputs, 2)) return NULL;
     k = kernels_for(logits);
     rows = logits->ndim == 2 ? logits->shape[0] : 1;
-    saved_size = 2 * rows + logits->size;   /* int64 ids take two floats' room */
+    saved_size = 2 * rows + logits->size + rows;   /* int64 ids take two floats' room */
     if (ac_is_grad_enabled() && logits->requires_grad &&
         !(saved = tensor_create_on("cross_entropy", &saved_size, 1, AC_FLOAT32, NULL, 0, 0,
                                    logits->device, logits->device_index)))

@@ -104,8 +104,8 @@ int cpu_bce_with_logits_backward(const AcTensor *input, const AcTensor *target,
                                  const AcTensor *gout, AcTensor *gx, AcTensor *gt, int reduction,
                                  float beta);
 int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *out,
-                      int reduction, float smoothing, int64_t *ids, float *probs);
-int cpu_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout,
+                      int reduction, float smoothing, int64_t *ids, float *saved);
+int cpu_cross_entropy_backward(const int64_t *ids, const float *saved, const AcTensor *gout,
                                AcTensor *gin, int reduction, float smoothing);
 
 /* cpu/reduce.c */

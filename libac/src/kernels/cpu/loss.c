@@ -5,7 +5,8 @@
  * A reduced loss is summed in double over chunks whose boundaries depend on
  * the element count alone, then the chunk sums are added in order: the result
  * is the same for any number of threads. cross_entropy is fused: forward
- * saves the softmax probabilities, and backward is one loop over them.
+ * saves each row's exps and 1 / their sum, and backward is one pass that
+ * scales them (the softmax) and writes the gradient.
  */
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/vecmath.h"
@@ -325,7 +326,8 @@ typedef struct {
     float smoothing;
     float *out;       /* per-row losses for reduction none; else NULL */
     int64_t *ids;     /* where to save the class ids; NULL without a graph */
-    float *probs;     /* where to save softmax probabilities; NULL without a graph */
+    float *exps;      /* where to save exp(x - max) by row; NULL without a graph */
+    float *inv_sums;  /* and each row's 1 / sum of them */
 } CrossEntropyJob;
 
 /* Row row's class: an int64 target read as is, a float one converted. */
@@ -336,8 +338,8 @@ static int64_t class_at(const AcTensor *target, int64_t row)
 
 /* Row loss: (1 - e) (lse - x_t) + e (lse - mean(x)), lse = log sum exp(x),
    kept as max + log_sum and never added up: in float, a large max would round
-   log_sum away. The exps go straight into the saved probabilities when there
-   are some, and the sum is the same either way (vec_exp_sum's fixed order). */
+   log_sum away. The exps go straight into the saved ones when there are
+   some, and the sum is the same either way (vec_exp_sum's fixed order). */
 static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
 {
     const CrossEntropyJob *job = ctx;
@@ -347,9 +349,9 @@ static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
     for (row = begin; row < end; row++) {
         const float *x = job->logits + row * classes;
         const int64_t target = class_at(job->target, row);
-        float *probs = job->probs ? job->probs + row * classes : NULL;
+        float *exps = job->exps ? job->exps + row * classes : NULL;
         float max = vec_max(x, classes), sum, log_sum, loss, shifted_sum = 0.0f;
-        sum = vec_exp_sum(x, max, probs, classes);
+        sum = vec_exp_sum(x, max, exps, classes);
         log_sum = logf(sum);
         loss = (max - x[target]) + log_sum;
         if (job->smoothing > 0.0f) {
@@ -357,10 +359,7 @@ static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
             loss = (1.0f - job->smoothing) * loss +
                    job->smoothing * (log_sum - shifted_sum / (float)classes);
         }
-        if (probs) {
-            float scale = 1.0f / sum;
-            for (c = 0; c < classes; c++) probs[c] *= scale;
-        }
+        if (exps) job->inv_sums[row] = 1.0f / sum;
         if (job->ids) job->ids[row] = target;
         if (job->out) job->out[row] = loss;
         total += loss;
@@ -376,7 +375,7 @@ static void logits_layout(const AcTensor *logits, int64_t *rows, int64_t *classe
 }
 
 int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *out,
-                      int reduction, float smoothing, int64_t *ids, float *probs)
+                      int reduction, float smoothing, int64_t *ids, float *saved)
 {
     CrossEntropyJob job;
     int64_t rows, classes, i;
@@ -396,7 +395,8 @@ int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *
     job.smoothing = smoothing;
     job.out = reduction == AC_REDUCTION_NONE ? out->data : NULL;
     job.ids = ids;
-    job.probs = probs;
+    job.inv_sums = saved;
+    job.exps = saved ? saved + rows : NULL;
     sum = chunked_sum(cross_entropy_rows, &job, rows,
                       classes >= LOSS_GRAIN || classes == 0 ? 1 : LOSS_GRAIN / classes);
     loss_store(out, reduction, sum, rows);
@@ -407,13 +407,13 @@ typedef struct {
     int64_t classes;
     float smoothing;
     const int64_t *ids;
-    const float *probs, *g;
+    const float *inv_sums, *exps, *g;
     int64_t g_step;
     float scale;
     float *gin;
 } CrossEntropyGradJob;
 
-/* gin = (p - (1 - e) onehot - e / C) * g */
+/* gin = (p - (1 - e) onehot - e / C) * g, the softmax p = exps / sum */
 static void cross_entropy_grad_rows(void *ctx, int64_t begin, int64_t end)
 {
     const CrossEntropyGradJob *job = ctx;
@@ -421,14 +421,15 @@ static void cross_entropy_grad_rows(void *ctx, int64_t begin, int64_t end)
     const float smoothing = job->smoothing, spread = smoothing / (float)classes;
     int64_t row, c;
     for (row = begin; row < end; row++) {
-        const float *p = job->probs + row * classes;
+        const float *e = job->exps + row * classes;
         float *gin = job->gin + row * classes, g = job->g[row * job->g_step] * job->scale;
-        for (c = 0; c < classes; c++) gin[c] = (p[c] - spread) * g;
+        const float eg = job->inv_sums[row] * g, spread_g = spread * g;
+        for (c = 0; c < classes; c++) gin[c] = e[c] * eg - spread_g;
         gin[job->ids[row]] -= (1.0f - smoothing) * g;
     }
 }
 
-int cpu_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout,
+int cpu_cross_entropy_backward(const int64_t *ids, const float *saved, const AcTensor *gout,
                                AcTensor *gin, int reduction, float smoothing)
 {
     CrossEntropyGradJob job;
@@ -437,7 +438,8 @@ int cpu_cross_entropy_backward(const int64_t *ids, const float *probs, const AcT
     if (rows == 0) return AC_OK;
     job.smoothing = smoothing;
     job.ids = ids;
-    job.probs = probs;
+    job.inv_sums = saved;
+    job.exps = saved + rows;
     job.g = gout->data;
     job.g_step = reduction == AC_REDUCTION_NONE ? 1 : 0;
     job.scale = reduction == AC_REDUCTION_MEAN ? 1.0f / (float)rows : 1.0f;
