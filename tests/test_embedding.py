@@ -66,6 +66,66 @@ def test_backward_does_not_depend_on_thread_count(dim):
     np.testing.assert_allclose(grads[0], expected, rtol=1e-5, atol=1e-5)
 
 
+
+def expected_table_grad(ids, g, rows):
+    expected = np.zeros((rows, g.shape[-1]))
+    np.add.at(expected, ids.reshape(-1), g.reshape(-1, g.shape[-1]).astype(np.float64))
+    return expected
+
+
+def test_weight_grad_filled_in_place_then_accumulated():
+    """The first backward fills the weight's new grad itself; later ones add to it."""
+    weight = rng.standard_normal((9, 5)).astype(np.float32)
+    ids = rng.integers(0, 9, (4, 3))
+    g1, g2 = rng.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    wt = ac.tensor(weight, requires_grad=True)
+    F.embedding(ac.tensor(ids), wt).backward(ac.tensor(g1))
+    np.testing.assert_allclose(wt.grad.numpy(), expected_table_grad(ids, g1, 9), rtol=1e-6, atol=1e-6)
+    F.embedding(ac.tensor(ids), wt).backward(ac.tensor(g2))
+    np.testing.assert_allclose(wt.grad.numpy(), expected_table_grad(ids, g1 + g2, 9), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("embedding_first", [True, False])
+def test_tied_weight_gets_both_gradients(embedding_first):
+    """One table as the embedding and the output layer (a tied LM): the grads add up,
+    whichever node runs backward first."""
+    table = rng.standard_normal((6, 4))
+    ids = np.array([1, 3, 1])
+    x = rng.standard_normal((2, 4))
+    wt = ac.tensor(table, requires_grad=True)
+    emb_loss = F.embedding(ac.tensor(ids), wt).sum()
+    lin_loss = (F.linear(ac.tensor(x), wt) ** 2).sum()
+    (emb_loss + lin_loss if embedding_first else lin_loss + emb_loss).backward()
+
+    def loss(w):
+        return np.sum(w[ids]) + np.sum((x @ w.T) ** 2)
+    expected = numeric_grad(loss, [table])[0]
+    np.testing.assert_allclose(wt.grad.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_weight_hook_sees_the_final_grad_and_scopes_keep_it():
+    emb = nn.Embedding(7, 3)
+    ids = ac.tensor([[0, 6], [6, 2]])
+    seen = []
+    emb.weight.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.numpy().copy()))
+    before = ac.memory_stats()
+    for _ in range(3):
+        emb.zero_grad()
+        with ac.checkpoint():
+            emb(ids).sum().backward()
+    expected = np.zeros((7, 3))
+    expected[0], expected[6], expected[2] = 1, 2, 1
+    assert len(seen) == 3
+    np.testing.assert_array_equal(seen[-1], expected)
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), expected)
+    emb.zero_grad()
+    after = ac.memory_stats()
+    assert after["live_tensors"] == before["live_tensors"]
+    with ac.checkpoint():   # a leaf made in a scope: its grad is the scope's
+        w = ac.tensor(rng.standard_normal((4, 2)), requires_grad=True)
+        F.embedding(ac.tensor([3, 3]), w).sum().backward()
+        np.testing.assert_array_equal(w.grad.numpy(), [[0, 0], [0, 0], [0, 0], [2, 2]])
+
 def test_gradient_flows_through_embedding_into_an_lstm():
     emb, lstm = nn.Embedding(5, 3), nn.LSTM(3, 4)
     out, _ = lstm(emb(ac.tensor([[0, 1], [3, 1], [1, 1]])))

@@ -154,6 +154,25 @@ float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status)
     return gin[i] ? gin[i]->data : NULL;
 }
 
+/* A new, uninitialised grad for a leaf without one, in the leaf's home (never
+   in backward's scope); NULL with the error set when there is no memory. */
+static AcTensor *leaf_grad_new(AcTensor *leaf)
+{
+    leaf->grad = grad_new(leaf);
+    if (leaf->grad && leaf->scope_depth > 0 && scope_hold_at(leaf->grad, leaf->scope_depth)) {
+        ac_tensor_free(leaf->grad);
+        leaf->grad = NULL;
+    }
+    return leaf->grad;
+}
+
+AcTensor *leaf_grad_to_fill(AcGradNode *node, int i)
+{
+    AcTensor *leaf = input_needs_grad(node, i) ? node->inputs[i] : NULL;
+    if (!leaf || leaf->node || leaf->grad) return NULL;
+    return leaf_grad_new(leaf);
+}
+
 /* ---- topological order --------------------------------------------------- */
 
 /* Nodes a sort keeps on the stack before it takes arena memory: a training
@@ -236,11 +255,8 @@ static int leaf_accumulate(AcTensor *leaf, const AcTensor *g)
                          device_name(leaf->device, leaf->device_index, b, sizeof b));
     if (!k->add_into || !k->copy) return kernel_missing("backward", leaf);
     if (leaf->grad) return k->add_into(leaf->grad->data, g->data, g->size);
-    /* A leaf's grad lives in the leaf's home, never in backward's scope. */
-    leaf->grad = grad_new(leaf);
-    if (!leaf->grad) return AC_ERR_MEMORY;
-    if (k->copy(leaf->grad->data, g->data, (size_t)g->size * sizeof(float)) ||
-        (leaf->scope_depth > 0 && scope_hold_at(leaf->grad, leaf->scope_depth))) {
+    if (!leaf_grad_new(leaf)) return ac_last_error_code();
+    if (k->copy(leaf->grad->data, g->data, (size_t)g->size * sizeof(float))) {
         int rc = ac_last_error_code();
         ac_tensor_free(leaf->grad);
         leaf->grad = NULL;

@@ -253,6 +253,11 @@ int input_needs_grad(const AcGradNode *node, int i);
    its data, else NULL with *status left AC_OK. Once *status holds an error
    it does nothing; a failed allocation sets it. */
 float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status);
+/* For a backward whose gradient for input i is a large buffer it fills from
+   zero (embedding's): when input i is a leaf that needs a grad and has none
+   yet, that new grad, uninitialised, to fill in place of gin[i] (left NULL),
+   which saves the walk a copy; else NULL. */
+AcTensor *leaf_grad_to_fill(AcGradNode *node, int i);
 
 /* Elements a copying task (shape.c, join.c) takes at least, and the rows of
    row_elements each that make one. */
