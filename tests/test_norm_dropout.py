@@ -3,6 +3,10 @@ with nn.Dropout: batch norm forward against float64 NumPy in train and eval,
 running statistics (momentum, unbiased variance, cumulative average, updated
 inside ac.checkpoint()), gradients against central differences; dropout's
 mask rate, scaling, eval identity and seeding; errors."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -255,6 +259,29 @@ def test_dropout_chunks_draw_different_masks():
     # each chunk's mask is a fair draw: 6 standard deviations of 4096 draws
     assert np.all(np.abs(chunks.mean(axis=1) - 0.5) < 6 * 0.5 / 64)
 
+
+
+_SIMD_SCRIPT = """
+import hashlib
+import aicraft as ac
+import aicraft.nn.functional as F
+ac.manual_seed(11)
+digest = hashlib.sha256()
+for shape, fn in (((100003,), F.dropout), ((3, 4100, 2), F.dropout2d)):
+    digest.update(fn(ac.ones(*shape), 0.3).numpy().tobytes())
+print(digest.hexdigest())
+"""
+
+
+def test_dropout_mask_is_the_same_on_every_simd_path():
+    """The 16 streams a chunk draws side by side run in AVX-512, AVX2 or plain C
+    lanes (AC_SIMD, or the best set the CPU has): the same bits on each."""
+    digests = set()
+    for simd in ("generic", "avx2", "avx512"):
+        run = subprocess.run([sys.executable, "-c", _SIMD_SCRIPT], env=dict(os.environ, AC_SIMD=simd),
+                             capture_output=True, text=True, check=True)
+        digests.add(run.stdout.strip())
+    assert len(digests) == 1, digests
 
 def test_dropout_edges():
     x = ac.tensor(rng.standard_normal((4, 5)), requires_grad=True)
