@@ -15,6 +15,7 @@
 
 #define LOSS_GRAIN 16384
 #define LOSS_MAX_CHUNKS 1024
+#define CE_PIECE 512    /* classes per exp-and-sum call, while the next row is prefetched */
 
 /* ---- shared plumbing ----------------------------------------------------- */
 
@@ -322,7 +323,7 @@ int cpu_bce_with_logits_backward(const AcTensor *input, const AcTensor *target,
 typedef struct {
     const float *logits;
     const AcTensor *target;
-    int64_t classes;
+    int64_t rows, classes;
     float smoothing;
     float *out;       /* per-row losses for reduction none; else NULL */
     int64_t *ids;     /* where to save the class ids; NULL without a graph */
@@ -339,19 +340,28 @@ static int64_t class_at(const AcTensor *target, int64_t row)
 /* Row loss: (1 - e) (lse - x_t) + e (lse - mean(x)), lse = log sum exp(x),
    kept as max + log_sum and never added up: in float, a large max would round
    log_sum away. The exps go straight into the saved ones when there are
-   some, and the sum is the same either way (vec_exp_sum's fixed order). */
+   some, and the sum is the same either way (vec_exp_sum's fixed order, piece
+   by piece). The exps take long enough to compute that the next row's reads
+   from memory, prefetched meanwhile, come for free: its max pass then reads
+   the cache. */
 static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
 {
     const CrossEntropyJob *job = ctx;
     const int64_t classes = job->classes;
     double total = 0.0;
-    int64_t row, c;
+    int64_t row, c, k;
     for (row = begin; row < end; row++) {
         const float *x = job->logits + row * classes;
+        const float *next = row + 1 < job->rows ? x + classes : NULL;
         const int64_t target = class_at(job->target, row);
         float *exps = job->exps ? job->exps + row * classes : NULL;
-        float max = vec_max(x, classes), sum, log_sum, loss, shifted_sum = 0.0f;
-        sum = vec_exp_sum(x, max, exps, classes);
+        float max = vec_max(x, classes), sum = 0.0f, log_sum, loss, shifted_sum = 0.0f;
+        for (k = 0; k < classes; k += CE_PIECE) {
+            const int64_t n = classes - k < CE_PIECE ? classes - k : CE_PIECE;
+            if (next)
+                for (c = 0; c < n; c += 64 / (int64_t)sizeof(float)) __builtin_prefetch(next + k + c, 0, 3);
+            sum += vec_exp_sum(x + k, max, exps ? exps + k : NULL, n);
+        }
         log_sum = logf(sum);
         loss = (max - x[target]) + log_sum;
         if (job->smoothing > 0.0f) {
@@ -391,6 +401,7 @@ int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *
     }
     job.logits = logits->data;
     job.target = target;
+    job.rows = rows;
     job.classes = classes;
     job.smoothing = smoothing;
     job.out = reduction == AC_REDUCTION_NONE ? out->data : NULL;
