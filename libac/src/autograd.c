@@ -146,14 +146,6 @@ int input_needs_grad(const AcGradNode *node, int i)
     return i < node->n_inputs && node->inputs[i] && node->inputs[i]->requires_grad;
 }
 
-float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status)
-{
-    if (*status || i < 0 || !input_needs_grad(node, i)) return NULL;
-    gin[i] = tensor_alloc_like(node->op, node->inputs[i]);
-    if (!gin[i]) *status = ac_last_error_code();
-    return gin[i] ? gin[i]->data : NULL;
-}
-
 /* A new, uninitialised grad for a leaf without one, in the leaf's home (never
    in backward's scope); NULL with the error set when there is no memory. */
 static AcTensor *leaf_grad_new(AcTensor *leaf)
@@ -171,6 +163,16 @@ AcTensor *leaf_grad_to_fill(AcGradNode *node, int i)
     AcTensor *leaf = input_needs_grad(node, i) ? node->inputs[i] : NULL;
     if (!leaf || leaf->node || leaf->grad) return NULL;
     return leaf_grad_new(leaf);
+}
+
+float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status)
+{
+    AcTensor *leaf_grad;
+    if (*status || i < 0 || !input_needs_grad(node, i)) return NULL;
+    if ((leaf_grad = leaf_grad_to_fill(node, i))) return leaf_grad->data;
+    gin[i] = tensor_alloc_like(node->op, node->inputs[i]);
+    if (!gin[i]) *status = ac_last_error_code();
+    return gin[i] ? gin[i]->data : NULL;
 }
 
 /* ---- topological order --------------------------------------------------- */
@@ -310,12 +312,26 @@ static void spent_grads_release(const AcGradNode *node, AcTensor *const *spent, 
     }
 }
 
+/* A backward that fails drops the grads it made for leaves that had none
+   (leaf_grad_to_fill): they may be half written. */
+static void new_leaf_grads_drop(AcGradNode *node, const int *had_grad)
+{
+    int i;
+    for (i = 0; i < node->n_inputs; i++)
+        if (node->inputs[i] && !node->inputs[i]->node && !had_grad[i]) ac_tensor_zero_grad(node->inputs[i]);
+}
+
 static int backward_node(AcGradNode *node)
 {
     AcTensor *gin[AC_MAX_INPUTS] = {NULL};
     AcTensor *spent[1 + 3 * AC_MAX_INPUTS];   /* g; per input its gradient, a copy, a replaced sum */
-    int i, n_spent = 0, rc = node->backward(node, node->pending_grad, gin);
-    if (rc) return rc;
+    int had_grad[AC_MAX_INPUTS], i, n_spent = 0, rc;
+    for (i = 0; i < node->n_inputs; i++) had_grad[i] = node->inputs[i] && node->inputs[i]->grad;
+    rc = node->backward(node, node->pending_grad, gin);
+    if (rc) {
+        new_leaf_grads_drop(node, had_grad);
+        return rc;
+    }
     spent[n_spent++] = node->pending_grad;
     node->pending_grad = NULL;
     for (i = 0; i < node->n_inputs; i++) {

@@ -250,13 +250,15 @@ void *op_context(const AcTensor *out);
 int input_needs_grad(const AcGradNode *node, int i);
 /* For a backward that fills its gradients itself: a new gradient for input i
    (i < 0: none), shaped and placed like it, into gin[i], when it needs one;
-   its data, else NULL with *status left AC_OK. Once *status holds an error
-   it does nothing; a failed allocation sets it. */
+   its data, else NULL with *status left AC_OK. For a leaf that has no grad
+   yet, the data of its new grad instead (leaf_grad_to_fill), gin[i] left
+   NULL. Once *status holds an error it does nothing; a failed allocation
+   sets it. */
 float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status);
-/* For a backward whose gradient for input i is a large buffer it fills from
-   zero (embedding's): when input i is a leaf that needs a grad and has none
-   yet, that new grad, uninitialised, to fill in place of gin[i] (left NULL),
-   which saves the walk a copy; else NULL. */
+/* When input i of node is a leaf that needs a grad and has none yet: its new
+   grad, uninitialised, for the backward to fill in place of gin[i] (left
+   NULL), which saves the walk copying a gradient into it; else NULL. If the
+   backward then fails, the walk drops the grad again. */
 AcTensor *leaf_grad_to_fill(AcGradNode *node, int i);
 
 /* Elements a copying task (shape.c, join.c) takes at least, and the rows of

@@ -103,16 +103,10 @@ static int embedding_backward(AcGradNode *node, const AcTensor *gout, AcTensor *
         /* A weight leaf without a grad yet gets it filled in place: the walk
            then does not copy the table's gradient into it. */
         AcTensor *dw = leaf_grad_to_fill(node, 1);
-        int status;
-        if (dw && dw->size > 0 && k->fill(dw, 0.0)) {
-            ac_tensor_zero_grad(node->inputs[1]);
-            return ac_last_error_code();
-        }
+        if (dw && dw->size > 0 && k->fill(dw, 0.0)) return ac_last_error_code();
         if (!dw && !(dw = gin[1] = zeros_on(k, gout, weight->shape, 2))) return ac_last_error_code();
-        status = k->embedding_backward(indices, gout->data, weight->shape[1], ctx->padding_idx,
-                                       dw->data);
-        if (status && !gin[1]) ac_tensor_zero_grad(node->inputs[1]);
-        return status;
+        return k->embedding_backward(indices, gout->data, weight->shape[1], ctx->padding_idx,
+                                     dw->data);
     }
     return AC_OK;
 }
