@@ -87,7 +87,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     of them as one vector) is at most max_norm. Returns the norm before clipping."""
     max_norm = _scalar(max_norm)
     if max_norm is None:
-        raise TypeError("clip_grad_norm_: max_norm and norm_type must be numbers")
+        raise TypeError("clip_grad_norm_: max_norm must be a number")
     norm_type = _norm_type(norm_type, "clip_grad_norm_")
     grads = _grads(parameters, "clip_grad_norm_")
     if not grads:
