@@ -535,6 +535,25 @@ def test_get_total_norm_as_torch_and_same_for_thread_counts():
     assert nn.utils.get_total_norm([]).item() == 0.0
 
 
+def test_clip_grads_with_norm_as_torch():
+    torch = pytest.importorskip("torch")
+    grads = [rng.standard_normal((300, 70)).astype(np.float32), rng.standard_normal(5).astype(np.float32)]
+    for total in (0.5, 40.0, float("nan"), float("inf")):
+        params = params_with_grads(grads)
+        torch_params = [torch.zeros(g.shape, requires_grad=True) for g in grads]
+        for p, g in zip(torch_params, grads):
+            p.grad = torch.from_numpy(g.copy())
+        nn.utils.clip_grads_with_norm_(params, 2.0, ac.tensor(total) if total == 40.0 else total)
+        torch.nn.utils.clip_grads_with_norm_(torch_params, 2.0, torch.tensor(total))
+        for p, tp in zip(params, torch_params):
+            np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match="max_norm and total_norm must be numbers"):
+        nn.utils.clip_grads_with_norm_(params, None, 1.0)
+    with pytest.raises(TypeError, match="parameters must be tensors"):
+        nn.utils.clip_grads_with_norm_([1.0], 1.0, 1.0)
+    nn.utils.clip_grads_with_norm_([nn.Parameter(ac.zeros(2))], 1.0, 5.0)   # no grads: nothing to do
+
+
 def test_get_total_norm_bad_inputs():
     t = ac.tensor([1.0, np.nan])
     assert math.isnan(nn.utils.get_total_norm([t]).item())

@@ -662,6 +662,10 @@ AcTensor *ac_tensor_view_flat(AcTensor *flat, int64_t offset, const int64_t *sha
    summed in double, the same bits for any thread count. NULL entries are skipped;
    a NaN anywhere gives NaN. clip_grad_norm_ passes the gradients. */
 int ac_total_norm(const AcTensor *const *tensors, int count, double norm_type, double *norm);
+/* Scale each of the count tensors in place by max_norm / (total_norm + 1e-6)
+   when that is below 1 or NaN (torch.nn.utils.clip_grads_with_norm_); NULL
+   entries are skipped. clip_grad_norm_ passes the gradients and their total_norm. */
+int ac_clip_grads_with_norm(AcTensor *const *tensors, int count, double max_norm, double total_norm);
 
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops

@@ -2,7 +2,8 @@
  * test_grad_norm.c - ac_total_norm: the norm of several tensors as one vector
  * against a double reference for orders 1, 2, 3 and inf, tensors longer than
  * one chunk of the kernel, the same bits for any thread count, NaN and inf
- * passed through, and every bad argument refused.
+ * passed through; ac_clip_grads_with_norm's scaling; and every bad argument
+ * of both refused.
  */
 #include "ac.h"
 #include "test.h"
@@ -100,11 +101,46 @@ static void test_total_norm_refuses_bad_arguments(void)
     ac_tensor_free(ids);
 }
 
+static void test_clip_grads_with_norm_scales_in_place_below_one(void)
+{
+    const int64_t long_shape[1] = {70001}, short_shape[1] = {3};
+    AcTensor *t[3], *before;
+    const float coef = (float)(2.0 / (8.0 + 1e-6));
+    int64_t i;
+    t[0] = leaf_randn(long_shape, 1, 1.0f);
+    t[1] = NULL;
+    t[2] = leaf_randn(short_shape, 1, 1.0f);
+    before = ac_tensor_clone(t[0]);
+    CHECK(ac_clip_grads_with_norm(t, 3, 8.0, 7.0) == AC_OK);   /* coef above 1: untouched */
+    CHECK(memcmp(t[0]->data, before->data, (size_t)before->size * sizeof(float)) == 0);
+    CHECK(ac_clip_grads_with_norm(t, 3, 2.0, 8.0) == AC_OK);
+    for (i = 0; i < t[0]->size; i++) CHECK(t[0]->data[i] == before->data[i] * coef);
+    CHECK(ac_clip_grads_with_norm(t + 2, 1, 1.0, NAN) == AC_OK);   /* as PyTorch's clamp: NaN */
+    for (i = 0; i < 3; i++) CHECK(isnan(t[2]->data[i]));
+    ac_tensor_free(before);
+    ac_tensor_free(t[0]);
+    ac_tensor_free(t[2]);
+}
+
+static void test_clip_grads_with_norm_refuses_bad_arguments(void)
+{
+    const int64_t n = 4;
+    AcTensor *ids = ac_tensor_new_typed(&n, 1, AC_INT64);
+    CHECK(ac_clip_grads_with_norm(NULL, 1, 1.0, 2.0) == AC_ERR_ARG);
+    CHECK(ac_clip_grads_with_norm(&ids, -2, 1.0, 2.0) == AC_ERR_ARG);
+    CHECK(strstr(ac_last_error(), "clip_grads_with_norm: count -2") != NULL);
+    CHECK(ac_clip_grads_with_norm(&ids, 1, 1.0, 2.0) < 0);
+    CHECK(ac_clip_grads_with_norm(NULL, 0, 1.0, 2.0) == AC_OK);
+    ac_tensor_free(ids);
+}
+
 int main(void)
 {
     RUN(test_total_norm_matches_double_reference);
     RUN(test_total_norm_same_bits_for_any_thread_count);
     RUN(test_total_norm_passes_nan_and_inf_through);
     RUN(test_total_norm_refuses_bad_arguments);
+    RUN(test_clip_grads_with_norm_scales_in_place_below_one);
+    RUN(test_clip_grads_with_norm_refuses_bad_arguments);
     return TEST_REPORT();
 }

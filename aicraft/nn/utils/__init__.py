@@ -1,5 +1,6 @@
-"""utils - gradient clipping: clip_grad_norm_, clip_grad_value_ and get_total_norm
-(torch.nn.utils), and the `rnn` submodule (pad_sequence).
+"""utils - gradient clipping: clip_grad_norm_, its halves get_total_norm and
+clip_grads_with_norm_, and clip_grad_value_ (torch.nn.utils); and the `rnn` submodule
+(pad_sequence).
 
 The clipping changes the parameters' .grad in place with C calls; nothing records a graph.
 """
@@ -14,7 +15,7 @@ from aicraft.errors import raise_error
 from aicraft.nn.utils import rnn
 from aicraft.tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm", "rnn"]
 
 
 def _tensors(tensors, fn, what):
@@ -62,6 +63,20 @@ def _total_norm(tensors, norm_type):
     return out[0]
 
 
+def _scale(grads, max_norm, total):
+    """Each grad times max_norm / (total + 1e-6) when that is below 1 (or NaN), in place."""
+    ptrs = [_live(g) for g in grads]
+    if any(p.device != 0 for p in ptrs):   # no scale kernel there: in-place ops
+        coef = max_norm / (total + 1e-6)
+        if not coef >= 1.0:
+            with no_grad():
+                for g in grads:
+                    g.mul_(coef)
+        return
+    if lib.ac_clip_grads_with_norm(ffi.new("AcTensor *[]", ptrs), len(ptrs), max_norm, total) < 0:
+        raise_error(*grads)
+
+
 def _check_finite(total, norm_type, fn):
     if not math.isfinite(total):
         raise RuntimeError("%s: the total norm of order %g of the gradients is non-finite, so it "
@@ -95,12 +110,23 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     total = _total_norm(grads, norm_type)
     if error_if_nonfinite:
         _check_finite(total, norm_type, "clip_grad_norm_")
-    coef = max_norm / (total + 1e-6)
-    if coef < 1.0:
-        with no_grad():
-            for g in grads:
-                g.mul_(coef)
+    _scale(grads, max_norm, total)
     return tensor(total)
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale the parameters' gradients in place by max_norm / (total_norm + 1e-6) when
+    that is below 1: clip_grad_norm_ after get_total_norm. total_norm is a number or a
+    one-element tensor; foreach is accepted for PyTorch's signature."""
+    max_norm = _scalar(max_norm)
+    if isinstance(total_norm, Tensor):
+        total_norm = total_norm.item()
+    total_norm = _scalar(total_norm)
+    if max_norm is None or total_norm is None:
+        raise TypeError("clip_grads_with_norm_: max_norm and total_norm must be numbers")
+    grads = _grads(parameters, "clip_grads_with_norm_")
+    if grads:
+        _scale(grads, max_norm, total_norm)
 
 
 def clip_grad_value_(parameters, clip_value):

@@ -310,6 +310,8 @@ typedef struct AcKernels {
     /* optim/grad_norm.c: *out = the sum of |x[i]|^p over i < n in double, or for
        p = inf the largest |x[i]| (NaN when one is NaN), the same for any thread count */
     int (*norm_power_sum)(const float *x, int64_t n, double p, double *out);
+    /* x[i] *= s for i < n, in place (the clipping's scale) */
+    int (*scale)(float *x, int64_t n, float s);
 } AcKernels;
 
 extern const AcKernels ac_cpu_kernels;

@@ -165,5 +165,6 @@ int cpu_sgd_step(const SgdArgs *args, int count, float *const *params, const flo
 int cpu_adam_step(const AdamArgs *args, int count, float *const *params, const float *const *grads,
                   float *const *exp_avg, float *const *exp_avg_sq, const int64_t *sizes);
 int cpu_norm_power_sum(const float *x, int64_t n, double p, double *out);
+int cpu_scale(float *x, int64_t n, float s);
 
 #endif /* AC_CPU_KERNELS_H */

@@ -2,7 +2,8 @@
  * cpu/optim.c - the CPU's kernels for optim/: SGD and Adam steps, each one
  * fused pass over every parameter, exactly as torch.optim computes them
  * (single-tensor form), down to the order of the floating-point operations;
- * and the sums behind a gradient norm (optim/grad_norm.c), one read pass.
+ * and the sums behind a gradient norm and the clipping's scale
+ * (optim/grad_norm.c), one pass each.
  */
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -235,5 +236,28 @@ int cpu_norm_power_sum(const float *x, int64_t n, double p, double *out)
         else if (job.partial[c] != job.partial[c] || job.partial[c] > total) total = job.partial[c];
     }
     *out = total;
+    return AC_OK;
+}
+
+typedef struct {
+    float *x;
+    float s;
+} ScaleJob;
+
+static void scale_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const ScaleJob *job = ctx;
+    float *x = job->x;
+    const float s = job->s;
+    int64_t i;
+    for (i = begin; i < end; i++) x[i] *= s;
+}
+
+int cpu_scale(float *x, int64_t n, float s)
+{
+    ScaleJob job;
+    job.x = x;
+    job.s = s;
+    parallel_for(n, NORM_CHUNK, scale_chunk, &job);
     return AC_OK;
 }

@@ -123,6 +123,7 @@ const AcKernels ac_cpu_kernels = {
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
     .norm_power_sum = cpu_norm_power_sum,
+    .scale = cpu_scale,
 };
 
 static const AcKernels no_kernels;
