@@ -387,12 +387,13 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     AcTensor *dw = input_needs_grad(node, 1) ? ac_tensor_new(W->shape, 2) : NULL;
     AcTensor *dstate = need_state ? tensor_alloc_like(node->op, state) : NULL;
     /* dG of all steps (and the GRU's dG of the hidden part), time-major rows
-       like the projection; dh, dc and a zero row; the [x | h_prev] rows of
-       dW's product and dx's rows before a batch_first reorder */
-    const int64_t xh_ld = I + H, dx_rows_size = dx && s->batch_first ? TB * I : 0;
-    float *dg = arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + GH +
-                                     (dw ? TB * xh_ld : 0) + dx_rows_size) * sizeof(float));
-    float *dgh, *dh, *dc, *zeros, *sums, *xh, *dx_rows;
+       like the projection; dh, dc and a zero row; [x | h_prev]^T, (I + H, T*B),
+       and dW^T, the product that reads both operands as they lie (transposed
+       dG would be packed); dx's rows before a batch_first reorder */
+    const int64_t dw_size = dw ? (TB + GH) * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
+    float *dg = arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + GH + dw_size +
+                                     dx_rows_size) * sizeof(float));
+    float *dgh, *dh, *dc, *zeros, *sums, *xh_t, *dw_t, *dx_rows;
     GateJob job;
     ParallelFn task = lstm ? rnn_lstm_back_task : gru ? rnn_gru_back_task : rnn_plain_back_task;
     int64_t k;
@@ -404,8 +405,9 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     dc = dh + HB;
     zeros = dc + HB;
     sums = zeros + H;
-    xh = sums + GH;
-    dx_rows = xh + (dw ? TB * xh_ld : 0);
+    xh_t = sums + GH;
+    dw_t = xh_t + (dw ? TB * (I + H) : 0);
+    dx_rows = dw_t + (dw ? GH * (I + H) : 0);
     memset(&job, 0, sizeof job);
     job.hidden = H;
     job.relu = c->cell == CELL_RELU;
@@ -438,9 +440,10 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         if (k > 0 || need_state)
             gemm(0, 0, B, H, GH, 1.0f, job.dgh, GH, W->data + I, ldw, gru ? 1.0f : 0.0f, dh, H);
         if (dw) {
-            float *row = xh + t * B * xh_ld;
-            copy_rows(row, xh_ld, x->data + step_row(s, t) * I, bs * I, B, I);
-            copy_rows(row + I, xh_ld, h_prev, h_ld, B, H);
+            int64_t j;
+            matrix_transpose(xh_t + t * B, TB, x->data + step_row(s, t) * I, bs * I, B, I, 0);
+            if (h_prev) matrix_transpose(xh_t + I * TB + t * B, TB, h_prev, h_ld, B, H, 0);
+            else for (j = I; j < I + H; j++) memset(xh_t + j * TB + t * B, 0, (size_t)B * sizeof(float));
         }
     }
     if (dx) {   /* dx = dG W_ih */
@@ -448,9 +451,10 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         for (k = 0; dx_rows_size && k < T; k++)
             copy_rows(dx->data + step_row(s, k) * I, bs * I, dx_rows + k * B * I, I, B, I);
     }
-    if (dw) {   /* dW = dG^T [x | h_prev], the GRU's hidden part with its own dG */
-        gemm(1, 0, GH, gru ? I : I + H, TB, 1.0f, dg, GH, xh, xh_ld, 0.0f, dw->data, ldw);
-        if (gru) gemm(1, 0, GH, H, TB, 1.0f, dgh, GH, xh + I, xh_ld, 0.0f, dw->data + I, ldw);
+    if (dw) {   /* dW^T = [x | h_prev]^T dG, the GRU's hidden part with its own dG */
+        gemm(0, 0, gru ? I : I + H, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_t, GH);
+        if (gru) gemm(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_t + I * GH, GH);
+        matrix_transpose(dw->data, ldw, dw_t, GH, I + H, GH, 0);
         if (c->bias_cols > 0) column_sums(dw->data + I + H, ldw, dg, TB, GH, sums);
         if (c->bias_cols > 1) column_sums(dw->data + I + H + 1, ldw, dgh, TB, GH, sums);
     }
