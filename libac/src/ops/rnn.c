@@ -435,8 +435,8 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
             job.h_prev_ld = h_prev ? h_ld : 0;
         }
         parallel_for(B, gate_rows(H), task, &job);
-        /* dh of the step before, but for its output's gradient, which its gate
-           loop adds: W_hh^T dG of the hidden part, plus z dh for the GRU */
+        /* dh of the step before, less its output's gradient (its gate loop
+           adds that): dG W_hh of the hidden part, plus z dh for the GRU */
         if (k > 0 || need_state)
             gemm(0, 0, B, H, GH, 1.0f, job.dgh, GH, W->data + I, ldw, gru ? 1.0f : 0.0f, dh, H);
         if (dw) {
