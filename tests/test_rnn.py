@@ -3,7 +3,9 @@ final states against a float64 NumPy implementation of PyTorch's gate equations
 written here; gradients of every input and parameter against central differences
 of it, over several steps, layers and both directions; weights with PyTorch's
 names loaded from safetensors (and, when torch is importable, the same outputs
-and gradients as torch.nn.LSTM/GRU); dropout between layers; backward through
+and gradients as torch.nn.LSTM/GRU/RNN, also at batches past and short of the
+GEMM's tiles and odd sizes); bits that do not depend on the thread count;
+ac_lstm with h0 or c0 alone; dropout between layers; backward through
 1,000 steps with memory that grows linearly and is returned when the scope ends;
 clear errors for bad input."""
 import numpy as np
@@ -11,7 +13,8 @@ import pytest
 
 import aicraft as ac
 from aicraft import nn
-from conftest import numeric_grad
+from conftest import check_gradients, numeric_grad
+from thread_counts import assert_same_for_thread_counts
 
 rng = np.random.default_rng(5)
 
@@ -371,6 +374,103 @@ def test_same_outputs_and_gradients_as_torch(mode, tmp_path):
     for name, p in ref.named_parameters():
         np.testing.assert_allclose(getattr(model, name).grad.numpy(), p.grad.numpy(),
                                    rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+# ---- batch-major steps: batches past and short of the GEMM's 12-row tile ----------------
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("num_layers,bidirectional,batch_first,with_state,B,H,I,T", [
+    (1, False, False, True, 13, 33, 7, 5),    # a full 12-row tile and one row more
+    (2, False, True, False, 20, 17, 11, 6),   # the LM's batch: 12 + 8 rows
+    (2, True, False, True, 3, 9, 5, 4),       # rows few enough for gemm's unpacked path
+    (1, True, True, False, 25, 20, 1, 3),     # one input feature
+])
+def test_layouts_and_odd_sizes_match_torch(mode, num_layers, bidirectional, batch_first,
+                                           with_state, B, H, I, T):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(1)
+    kwargs = dict(num_layers=num_layers, bidirectional=bidirectional, batch_first=batch_first)
+    ref = getattr(torch.nn, mode)(I, H, **kwargs)
+    model = getattr(nn, mode)(I, H, **kwargs)
+    model.load_state_dict({k: ac.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    D = 2 if bidirectional else 1
+    x = rng.standard_normal(input_shape(T, B, I, batch_first)).astype(np.float32)
+    states = [rng.standard_normal((num_layers * D, B, H)).astype(np.float32)
+              for _ in range((2 if mode == "LSTM" else 1) if with_state else 0)]
+    w_out = rng.standard_normal(input_shape(T, B, D * H, batch_first)).astype(np.float32)
+    w_state = rng.standard_normal((num_layers * D, B, H)).astype(np.float32)
+
+    def run(lib, make):
+        xt = make(x)
+        st = [make(v) for v in states]
+        state = (tuple(st) if mode == "LSTM" else st[0]) if st else None
+        out, hidden = (ref if lib is torch else model)(xt, state)
+        finals = list(hidden) if mode == "LSTM" else [hidden]
+        loss = (out * lib.tensor(w_out)).sum()
+        for f in finals:
+            loss = loss + (f * lib.tensor(w_state)).sum()
+        loss.backward()
+        return [out, *finals], [xt, *st]
+
+    t_outs, t_inputs = run(torch, lambda v: torch.tensor(v, requires_grad=True))
+    a_outs, a_inputs = run(ac, lambda v: ac.tensor(v, requires_grad=True))
+    for a, t in zip(a_outs, t_outs):
+        np.testing.assert_allclose(a.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-5)
+    for a, t in zip(a_inputs, t_inputs):
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for name, p in ref.named_parameters():
+        np.testing.assert_allclose(getattr(model, name).grad.numpy(), p.grad.numpy(),
+                                   rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("which", ["h0", "c0"])
+def test_lstm_layer_with_one_initial_state_gradients(which):
+    """ac_lstm with h0 or c0 alone: the other starts at zero."""
+    from aicraft.nn.rnn import _run_layer
+    T, B, I, H = 3, 14, 2, 3
+    x = rng.standard_normal((T, B, I))
+    state = rng.standard_normal((B, H))
+    w = [rng.standard_normal(s) * 0.6 for s in ((4 * H, I), (4 * H, H), (4 * H,), (4 * H,))]
+
+    def ac_fn(x, state, *weights):
+        h0, c0 = (state, None) if which == "h0" else (None, state)
+        out, h_n, c_n = _run_layer(ac._ffi.lib.ac_lstm, True, x, h0, c0, weights, False, False)
+        return ac.cat([out.reshape(-1), h_n.reshape(-1), c_n.reshape(-1)])
+
+    def np_fn(x, state, *weights):
+        h = state if which == "h0" else np.zeros((B, H))
+        c = state if which == "c0" else np.zeros((B, H))
+        out = []
+        for t in range(T):
+            h, c = np_lstm_step(x[t], h, c, *weights)
+            out.append(h)
+        return np.concatenate([np.stack(out).reshape(-1), h.reshape(-1), c.reshape(-1)])
+
+    check_gradients(ac_fn, np_fn, [x, state] + w, rtol=2e-3, atol=2e-4)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+def test_bits_do_not_depend_on_thread_count(mode):
+    """Batches wide enough that the gate loops and the step products split across threads."""
+    T, B, I, H = 5, 150, 24, 48
+    model = getattr(nn, mode)(I, H, num_layers=2, bidirectional=True, batch_first=True)
+    x = rng.standard_normal((B, T, I)).astype(np.float32)
+    h0 = rng.standard_normal((4, B, H)).astype(np.float32)
+    c0 = rng.standard_normal((4, B, H)).astype(np.float32)
+
+    def run():
+        model.zero_grad()
+        xt, ht, ct = (ac.tensor(v, requires_grad=True) for v in (x, h0, c0))
+        out, hidden = model(xt, (ht, ct) if mode == "LSTM" else ht)
+        finals = hidden if mode == "LSTM" else (hidden,)
+        loss = (out * out).sum()
+        for f in finals:
+            loss = loss + f.sum()
+        loss.backward()
+        grads = [xt.grad, ht.grad] + ([ct.grad] if mode == "LSTM" else [])
+        return [out.numpy()] + [g.numpy() for g in grads] + [p.grad.numpy() for p in model.parameters()]
+
+    assert_same_for_thread_counts(run)
 
 
 # ---- long sequences and memory ---------------------------------------------------------

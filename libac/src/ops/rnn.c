@@ -9,26 +9,28 @@
  *            biases add to the same pre-activations, so it gets one column,
  *            b_ih + b_hh; the GRU's b_hn sits inside r * (W_hn h + b_hn), so it
  *            keeps two). The cat costs one copy of the weights per call; in
- *            return backward makes all weight gradients itself, with no
- *            transposed copies of dG.
+ *            return backward makes all weight gradients with one product.
  *   state  = h0 (GRU), or h0 and c0 stacked (LSTM), or NULL for zeros.
  *   saved  = what backward needs (see the node's section), a tensor forward
  *            makes when it records a graph; as an input it is freed with the
  *            output (at the end of the step's scope), unlike a node context it
  *            is not zero-filled first, and it grows linearly with T.
  *
+ * Everything is batch-major, (B, G*H) per step, as the output is: the steps'
+ * products have the batch as their rows, which the GEMM's register tile (12
+ * rows) covers with little waste for any batch (with the batch as columns, a
+ * batch of 20 fills 20 of 32 lanes), and the state goes from one step's output
+ * rows to the next step's product as it lies, with no transposes.
+ *
  * Forward: the input projection of all time steps is ONE gemm, x W_ih^T. Then
- * each step is one gemm, W_hh h^T, and one fused loop over the gate math. A
- * step's gates are one contiguous (G*H, B) block, feature-major: the weights
- * are gemm's left operand, read where they lie, only the small (B, H) state is
- * packed per step (batch-major gates would repack all of W_hh every step,
- * which costs more than the multiply at small batches), and the gate loop runs
- * flat over the block. Each step moves its rows of the projection into its
- * block with one transpose.
+ * each step is one gemm, h W_hh^T (with W_hh^T made once per call, so gemm
+ * packs it as it goes), added to the step's rows of the projection, and one
+ * fused loop over the gate math, which adds the biases.
  *
  * Backward walks the steps in reverse: a fused loop turns (dh, dc) into the
- * pre-activation gradients dG of the step, one gemm carries them to dh of the
- * step before; dW += dG [x_t | h_prev] runs as one gemm per DW_CHUNK steps.
+ * pre-activation gradients dG of the step, and one gemm, dG W_hh, carries them
+ * to dh of the step before. The dG of all steps stay, so dx = dG W_ih and
+ * dW = dG^T [x | h_prev] are one gemm each after the walk.
  *
  * The node's output is 2-d: the output rows, t*B + b (or b*T + t when
  * batch_first), and for the LSTM B more rows holding c_T. The output sequence
@@ -48,7 +50,6 @@
 #include <string.h>
 
 #define GATE_GRAIN 4096   /* elements per gate per parallel task, at least */
-#define DW_CHUNK 4        /* LSTM steps whose weight-gradient products run as one gemm */
 
 /* ---- layouts and small helpers --------------------------------------------- */
 
@@ -57,31 +58,12 @@ typedef struct {
     int batch_first, reverse;
 } SeqShape;
 
-/* The batch-major row of (position t, sequence 0), and the distance between a
-   position's rows, in a (T, B, .) or (B, T, .) tensor. */
+/* The row of (position t, sequence 0), and the distance between a position's
+   rows, in a (T, B, .) or (B, T, .) tensor. */
 static int64_t step_row(const SeqShape *s, int64_t t) { return s->batch_first ? t : t * s->batch; }
 static int64_t batch_stride(const SeqShape *s) { return s->batch_first ? s->steps : 1; }
 /* The position visited k-th. */
 static int64_t position(const SeqShape *s, int64_t k) { return s->reverse ? s->steps - 1 - k : k; }
-
-/* A position's (B, H) state rows, feature-major into dst (H, B); zeros for NULL. */
-static void state_in(float *dst, const float *rows, int64_t ld, int64_t batch, int64_t hidden)
-{
-    if (rows) matrix_transpose(dst, batch, rows, ld, batch, hidden, 0);
-    else memset(dst, 0, (size_t)(batch * hidden) * sizeof(float));
-}
-
-/* The transpose (cols x rows) of the rows x cols block w (leading dimension
-   ld), in the current scope, its rows padded by 16 floats: gemm packs a left
-   operand whose rows are a multiple of 2 KiB apart on every call. */
-static float *transposed_block(const float *w, int64_t rows, int64_t cols, int64_t ld, int64_t *t_ld)
-{
-    float *t;
-    *t_ld = rows + 16;
-    t = arena_alloc((size_t)(cols * *t_ld) * sizeof(float));
-    if (t) matrix_transpose(t, *t_ld, w, ld, rows, cols, 0);
-    return t;
-}
 
 /* rows x cols from src (leading dimension src_ld) to dst; zeros when src is NULL. */
 static void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows,
@@ -94,15 +76,16 @@ static void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_
     }
 }
 
-/* out[j] += the sum of row j of the rows x cols block m, added in order. */
-static void add_row_sums(float *out, int64_t out_stride, const float *m, int64_t rows, int64_t cols)
+/* out[j * out_stride] = the sum of column j of the rows x cols block m, rows
+   added in order; sums is cols floats of room. */
+static void column_sums(float *out, int64_t out_stride, const float *m, int64_t rows, int64_t cols,
+                        float *sums)
 {
-    int64_t j, c;
-    for (j = 0; j < rows; j++) {
-        float sum = 0.0f;
-        for (c = 0; c < cols; c++) sum += m[j * cols + c];
-        out[j * out_stride] += sum;
-    }
+    int64_t r, j;
+    memset(sums, 0, (size_t)cols * sizeof(float));
+    for (r = 0; r < rows; r++)
+        for (j = 0; j < cols; j++) sums[j] += m[r * cols + j];
+    for (j = 0; j < cols; j++) out[j * out_stride] = sums[j];
 }
 
 /* The index of inputs[i] among the node's recorded inputs (NULL ones are not
@@ -116,15 +99,8 @@ static int recorded_index(const AcTensor *const *inputs, int i)
     return index;
 }
 
-/* rows x cols block m += column col (stride ld) of w, one value per row. */
-static void add_column(float *m, int64_t rows, int64_t cols, const float *col, int64_t ld)
-{
-    int64_t j, k;
-    for (j = 0; j < rows; j++) {
-        const float v = col[j * ld];
-        for (k = 0; k < cols; k++) m[j * cols + k] += v;
-    }
-}
+/* Rows of a gate loop's parallel task: GATE_GRAIN elements per gate, at least. */
+static int64_t gate_rows(int64_t hidden) { return (GATE_GRAIN + hidden - 1) / hidden; }
 
 /* ---- argument checks ------------------------------------------------------- */
 
@@ -205,13 +181,14 @@ static int rnn_check(const RnnKind *k, const AcTensor *x, const AcTensor *h0, co
  *   W      [w_ih | w_hh | bias columns], (G*H, I + H + bias_cols): the LSTM and
  *          the plain RNN have one bias column, b_ih + b_hh, the GRU two.
  *   state  the initial state or NULL: LSTM (2, B, H), h0 then c0; else (B, H).
- *   saved  what backward needs, made by forward when it records a graph: LSTM
- *          gates (T, 4H, B), the cells the steps started from and tanh of the
- *          cells they made (T, H, B each); GRU gates r, z, n (T, 3H, B) and the
- *          hidden part of n, W_hn h + b_hn (T, H, B); plain RNN the states it
- *          made (T, H, B). Blocks go by position.
+ *   saved  what backward needs, made by forward when it records a graph, a
+ *          block per position, a row per sequence: LSTM gates (T, B, 4H), the
+ *          cells the steps started from and tanh of the cells they made
+ *          (T, B, H each); GRU gates r, z, n (T, B, 3H) and the hidden part of
+ *          n, W_hn h + b_hn (T, B, H); plain RNN the states it made (T, B, H).
  *          Until step t runs, its gates block holds its rows of the input
- *          projection, which the step reads before writing its gates there.
+ *          projection, which the step adds to and reads before writing its
+ *          gates there.
  */
 typedef struct {
     SeqShape s;
@@ -221,8 +198,39 @@ typedef struct {
     int state_index, saved_index;    /* recorded input index, -1 when NULL */
 } RnnCtx;
 
+/* What forward's steps read of W, laid out for them: W_hh^T, (H, G*H), as
+   gemm's right operand, its rows padded by 16 floats (4 KiB apart, the rows
+   gemm reads as it packs them would crowd a few L1 sets), and the bias
+   columns as rows of G*H (zeros when there are none). */
+typedef struct {
+    float *whh_t;
+    int64_t whh_t_ld;
+    float *bias, *bias_h;   /* b_ih + b_hh (LSTM, plain); the GRU's b_ih and b_hh */
+} StepWeights;
+
+/* Fills *sw in scratch of *bytes; NULL when memory is short. */
+static float *step_weights(const AcTensor *W, const RnnCtx *c, StepWeights *sw, size_t *bytes)
+{
+    const int64_t GH = W->shape[0], ldw = W->shape[1], H = c->s.hidden, I = c->features;
+    const float *columns = W->data + I + H;
+    float *mem;
+    int64_t j;
+    sw->whh_t_ld = GH + 16;
+    *bytes = (size_t)(H * sw->whh_t_ld + 2 * GH) * sizeof(float);
+    if (!(mem = scratch_alloc(*bytes))) return NULL;
+    sw->whh_t = mem;
+    sw->bias = mem + H * sw->whh_t_ld;
+    sw->bias_h = sw->bias + GH;
+    matrix_transpose(sw->whh_t, sw->whh_t_ld, W->data + I, ldw, GH, H, 0);
+    for (j = 0; j < GH; j++) {
+        sw->bias[j] = c->bias_cols > 0 ? columns[j * ldw] : 0.0f;
+        sw->bias_h[j] = c->bias_cols > 1 ? columns[j * ldw + 1] : 0.0f;
+    }
+    return mem;
+}
+
 /* The input projection of all steps, ONE gemm: xp (T*B, G*H) = x W_ih^T, rows
-   in time-major order (the steps add b_ih as they read their rows). */
+   in time-major order (the steps add the biases). */
 static int project_inputs(const AcTensor *x, const AcTensor *W, const RnnCtx *c, float *xp)
 {
     const SeqShape *s = &c->s;
@@ -231,13 +239,11 @@ static int project_inputs(const AcTensor *x, const AcTensor *W, const RnnCtx *c,
     const float *rows = x->data;
     size_t copy_bytes = 0;
     float *copy = NULL;
-    int64_t t, b;
+    int64_t t;
     if (s->batch_first && I > 0) {
         copy_bytes = (size_t)(TB * I) * sizeof(float);
         if (!(copy = scratch_alloc(copy_bytes))) return AC_ERR_MEMORY;
-        for (t = 0; t < T; t++)
-            for (b = 0; b < B; b++)
-                memcpy(copy + (t * B + b) * I, x->data + (b * T + t) * I, (size_t)I * sizeof(float));
+        for (t = 0; t < T; t++) copy_rows(copy + t * B * I, I, x->data + t * I, T * I, B, I);
         rows = copy;
     }
     gemm(0, 1, TB, GH, I, 1.0f, rows, I, W->data, ldw, 0.0f, xp, GH);
@@ -245,117 +251,70 @@ static int project_inputs(const AcTensor *x, const AcTensor *W, const RnnCtx *c,
     return AC_OK;
 }
 
-static int lstm_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, float *saved,
-                      const float *xp, float *P)
+/* The steps in visiting order, each one gemm and one gate loop. xp is the
+   projection, which becomes the gates (saved holds both when not NULL); the
+   states go to out's rows, the LSTM's c_T after the T*B output rows. */
+static int run_steps(const StepWeights *sw, const AcTensor *state, const RnnCtx *c, float *saved,
+                     float *xp, float *out)
 {
     const SeqShape *s = &c->s;
+    const int lstm = c->cell == CELL_LSTM, gru = c->cell == CELL_GRU;
     const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
-    const int64_t I = c->features, ldw = W->shape[1];
-    const size_t scratch_bytes = (size_t)(12 * HB) * sizeof(float);
-    float *scratch = scratch_alloc(scratch_bytes), *pre, *cells[2];
-    float *gates = saved, *c_prev = saved ? saved + 4 * HB * T : NULL;
-    float *tanh_c = saved ? c_prev + HB * T : NULL;
-    const float *h0 = state ? state->data : NULL, *c0 = state ? state->data + HB : NULL;
+    const int64_t GH = (lstm ? 4 : gru ? 3 : 1) * H;
+    /* LSTM without saved: two cells and tanh of one; GRU: W_hh h, a zero row, hn */
+    const size_t scratch_bytes = (size_t)(lstm ? (saved ? 0 : 3 * HB) : gru ? B * GH + H + HB : 0) *
+                                 sizeof(float);
+    float *scratch = scratch_bytes ? scratch_alloc(scratch_bytes) : NULL;
+    float *cells = NULL, *tanh_c = NULL, *zeros = NULL;
+    const float *h0 = state ? state->data : NULL;
     GateJob job;
+    ParallelFn task = lstm ? rnn_lstm_task : gru ? rnn_gru_task : rnn_plain_task;
     int64_t k;
-    if (!scratch) return AC_ERR_MEMORY;
-    pre = scratch;
-    job.span = HB;
-    job.pre = pre;
-    job.h = scratch + 8 * HB;
-    cells[0] = job.h + HB;
-    cells[1] = cells[0] + HB;
-    state_in(saved ? c_prev + position(s, 0) * HB : cells[0], c0, H, B, H);
-    for (k = 0; k < T; k++) {
-        const int64_t t = position(s, k);
-        const float *h_in = k == 0 ? h0 : P + step_row(s, position(s, k - 1)) * H;
-        const int64_t h_in_ld = k == 0 ? H : bs * H;
-        job.gates = saved ? gates + t * 4 * HB : scratch + 4 * HB;
-        job.c_prev = saved ? c_prev + t * HB : cells[k % 2];
-        job.c_next = !saved ? cells[(k + 1) % 2] : k + 1 < T ? c_prev + position(s, k + 1) * HB : cells[0];
-        job.tanh_out = saved ? tanh_c + t * HB : cells[1] + HB;
-        matrix_transpose(pre, B, xp + t * B * 4 * H, 4 * H, B, 4 * H, 0);
-        if (c->bias_cols) add_column(pre, 4 * H, B, W->data + I + H, ldw);
-        if (h_in) gemm(0, 1, 4 * H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, pre, B);
-        parallel_for(HB, GATE_GRAIN, rnn_lstm_task, &job);
-        matrix_transpose(P + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
-    }
-    matrix_transpose(P + T * HB, H, job.c_next, B, H, B, 0);   /* c_T, after the T*B output rows */
-    scratch_free(scratch, scratch_bytes);
-    return AC_OK;
-}
-
-static int gru_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, float *saved,
-                     const float *xp, float *out)
-{
-    const SeqShape *s = &c->s;
-    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
-    const int64_t I = c->features, ldw = W->shape[1];
-    const size_t scratch_bytes = (size_t)(12 * HB) * sizeof(float);
-    float *scratch = scratch_alloc(scratch_bytes), *xs, *hs, *states[2];
-    float *gates = saved, *hn = saved ? saved + 3 * HB * T : NULL;
-    GateJob job;
-    int64_t k, j;
-    if (!scratch) return AC_ERR_MEMORY;
-    xs = scratch;
-    hs = scratch + 3 * HB;
-    states[0] = scratch + 10 * HB;
-    states[1] = states[0] + HB;
-    job.span = HB;
-    job.pre = xs;
-    job.hs = hs;
-    state_in(states[0], state ? state->data : NULL, H, B, H);
-    for (k = 0; k < T; k++) {
-        const int64_t t = position(s, k);
-        const float *h_in = k == 0 ? (state ? state->data : NULL)
-                                   : out + step_row(s, position(s, k - 1)) * H;
-        const int64_t h_in_ld = k == 0 ? H : bs * H;
-        job.gates = saved ? gates + t * 3 * HB : scratch + 6 * HB;
-        job.hn = saved ? hn + t * HB : scratch + 9 * HB;
-        job.h_prev = states[k % 2];
-        job.h = states[(k + 1) % 2];
-        matrix_transpose(xs, B, xp + t * B * 3 * H, 3 * H, B, 3 * H, 0);
-        if (c->bias_cols) add_column(xs, 3 * H, B, W->data + I + H, ldw);
-        for (j = 0; j < 3 * H; j++) {   /* W_hh h^T + b_hh */
-            const float bias = c->bias_cols ? W->data[j * ldw + I + H + 1] : 0.0f;
-            int64_t b;
-            for (b = 0; b < B; b++) hs[j * B + b] = bias;
-        }
-        if (h_in) gemm(0, 1, 3 * H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, hs, B);
-        parallel_for(HB, GATE_GRAIN, rnn_gru_task, &job);
-        matrix_transpose(out + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
-    }
-    scratch_free(scratch, scratch_bytes);
-    return AC_OK;
-}
-
-static int plain_steps(const AcTensor *W, const AcTensor *state, const RnnCtx *c, float *saved,
-                       const float *xp, float *out)
-{
-    const SeqShape *s = &c->s;
-    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, bs = batch_stride(s);
-    const int64_t I = c->features, ldw = W->shape[1];
-    const size_t scratch_bytes = (size_t)(2 * HB) * sizeof(float);
-    float *scratch = scratch_alloc(scratch_bytes);
-    GateJob job;
-    int64_t k;
-    if (!scratch) return AC_ERR_MEMORY;
-    job.span = HB;
+    if (scratch_bytes && !scratch) return AC_ERR_MEMORY;
+    memset(&job, 0, sizeof job);
+    job.hidden = H;
     job.relu = c->cell == CELL_RELU;
-    job.pre = scratch;
+    job.bias = sw->bias;
+    job.bias_h = sw->bias_h;
+    job.h_ld = bs * H;
+    if (lstm) {   /* the cells, c0 (or zeros) first */
+        float *first;
+        cells = saved ? saved + 4 * HB * T : scratch;
+        tanh_c = saved ? cells + HB * T : scratch + 2 * HB;
+        first = saved ? cells + position(s, 0) * HB : cells;
+        if (state) memcpy(first, state->data + HB, (size_t)HB * sizeof(float));
+        else memset(first, 0, (size_t)HB * sizeof(float));
+    }
+    if (gru) {
+        job.hs = scratch;
+        zeros = scratch + B * GH;
+        memset(zeros, 0, (size_t)H * sizeof(float));
+    }
     for (k = 0; k < T; k++) {
         const int64_t t = position(s, k);
-        const float *h_in = k == 0 ? (state ? state->data : NULL)
-                                   : out + step_row(s, position(s, k - 1)) * H;
+        const float *h_in = k == 0 ? h0 : out + step_row(s, position(s, k - 1)) * H;
         const int64_t h_in_ld = k == 0 ? H : bs * H;
-        job.h = saved ? saved + t * HB : scratch + HB;
-        matrix_transpose(scratch, B, xp + t * B * H, H, B, H, 0);
-        if (c->bias_cols) add_column(scratch, H, B, W->data + I + H, ldw);
-        if (h_in) gemm(0, 1, H, B, H, 1.0f, W->data + I, ldw, h_in, h_in_ld, 1.0f, scratch, B);
-        parallel_for(HB, GATE_GRAIN, rnn_plain_task, &job);
-        matrix_transpose(out + step_row(s, t) * H, bs * H, job.h, B, H, B, 0);
+        job.gates = xp + t * B * GH;
+        job.h = out + step_row(s, t) * H;
+        if (lstm) {
+            job.c_prev = saved ? cells + t * HB : cells + (k % 2) * HB;
+            job.c_next = k + 1 == T ? out + T * HB
+                         : saved    ? cells + position(s, k + 1) * HB
+                                    : cells + ((k + 1) % 2) * HB;
+            job.tanh_out = saved ? tanh_c + t * HB : tanh_c;
+        }
+        if (gru) {   /* W_hh h into hs, which the gate loop adds b_hh to */
+            job.hn = saved ? saved + 3 * HB * T + t * HB : zeros + H;
+            job.h_prev = h_in ? h_in : zeros;
+            job.h_prev_ld = h_in ? h_in_ld : 0;
+            if (h_in) gemm(0, 0, B, GH, H, 1.0f, h_in, h_in_ld, sw->whh_t, sw->whh_t_ld, 0.0f, scratch, GH);
+            else memset(scratch, 0, (size_t)(B * GH) * sizeof(float));
+        } else if (h_in) {
+            gemm(0, 0, B, GH, H, 1.0f, h_in, h_in_ld, sw->whh_t, sw->whh_t_ld, 1.0f, job.gates, GH);
+        }
+        parallel_for(B, gate_rows(H), task, &job);
     }
-    scratch_free(scratch, scratch_bytes);
+    if (scratch) scratch_free(scratch, scratch_bytes);
     return AC_OK;
 }
 
@@ -373,8 +332,10 @@ static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTen
     int64_t shape[2];
     AcTensor *saved = NULL, *out;
     RnnCtx local, *c;
-    float *xp;
-    int rc;
+    StepWeights sw;
+    size_t sw_bytes = 0;
+    float *xp, *sw_mem = NULL;
+    int rc = AC_ERR_MEMORY;
     if (record && !(saved = tensor_alloc(kind->op, &saved_size, 1))) return NULL;
     inputs[0] = x;
     inputs[1] = W;
@@ -394,11 +355,11 @@ static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTen
     c->state_index = recorded_index(inputs, 2);
     c->saved_index = recorded_index(inputs, 3);
     xp = c != &local ? saved->data : scratch_alloc((size_t)xp_size * sizeof(float));
-    rc = xp ? project_inputs(x, W, c, xp) : AC_ERR_MEMORY;
-    if (rc == AC_OK && lstm) rc = lstm_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
-    else if (rc == AC_OK && kind->cell == CELL_GRU)
-        rc = gru_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
-    else if (rc == AC_OK) rc = plain_steps(W, state, c, c != &local ? xp : NULL, xp, out->data);
+    if (xp && (sw_mem = step_weights(W, c, &sw, &sw_bytes))) {
+        rc = project_inputs(x, W, c, xp);
+        if (rc == AC_OK) rc = run_steps(&sw, state, c, c != &local ? xp : NULL, xp, out->data);
+        scratch_free(sw_mem, sw_bytes);
+    }
     if (c == &local && xp) scratch_free(xp, (size_t)xp_size * sizeof(float));
     if (rc) {
         ac_tensor_free(out);
@@ -413,89 +374,93 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 {
     const RnnCtx *c = node->context;
     const SeqShape *s = &c->s;
-    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, I = c->features;
+    const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, TB = T * B, I = c->features;
     const int lstm = c->cell == CELL_LSTM, gru = c->cell == CELL_GRU;
-    const int64_t G = lstm ? 4 : gru ? 3 : 1, GH = G * H, bs = batch_stride(s), x_ld = bs * I;
+    const int64_t GH = (lstm ? 4 : gru ? 3 : 1) * H, bs = batch_stride(s);
     const AcTensor *x = node->inputs[0], *W = node->inputs[1];
     const AcTensor *state = c->state_index >= 0 ? node->inputs[c->state_index] : NULL;
-    const float *saved = node->inputs[c->saved_index]->data, *out = node->output->data;
+    float *saved = node->inputs[c->saved_index]->data;
+    const float *out = node->output->data;
     const int64_t ldw = W->shape[1];
     const int need_state = state && input_needs_grad(node, c->state_index);
     AcTensor *dx = input_needs_grad(node, 0) ? tensor_alloc_like(node->op, x) : NULL;
     AcTensor *dw = input_needs_grad(node, 1) ? ac_tensor_new(W->shape, 2) : NULL;
     AcTensor *dstate = need_state ? tensor_alloc_like(node->op, state) : NULL;
-    const int64_t CB = DW_CHUNK * B;
-    float *work = arena_alloc((size_t)(3 * HB + 2 * GH * B + CB * (GH + I + H)) * sizeof(float));
-    int64_t t_ld, k;
-    float *w_t = transposed_block(W->data + I, GH, H, ldw, &t_ld);   /* W_hh^T, (H, G*H) */
-    /* the LSTM's (and plain RNN's) dG of DW_CHUNK steps side by side, (G*H, CB), and their
-       [x_t | h_prev] rows, (CB, I + H): dW += one product per chunk */
-    float *dg_chunk = work ? work + 3 * HB + 2 * GH * B : NULL, *xh_chunk = dg_chunk + GH * CB;
+    /* dG of all steps (and the GRU's dG of the hidden part), time-major rows
+       like the projection; dh, dc and a zero row; [x | h_prev]^T, (I + H, T*B),
+       and dW^T, the product that reads both operands as they lie (transposed
+       dG would be packed); dx's rows before a batch_first reorder */
+    const int64_t dw_size = dw ? (TB + GH) * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
+    float *dg = arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + GH + dw_size +
+                                     dx_rows_size) * sizeof(float));
+    float *dgh, *dh, *dc, *zeros, *sums, *xh_t, *dw_t, *dx_rows;
     GateJob job;
-    if (!work || !w_t || (input_needs_grad(node, 0) && !dx) || (input_needs_grad(node, 1) && !dw) ||
+    ParallelFn task = lstm ? rnn_lstm_back_task : gru ? rnn_gru_back_task : rnn_plain_back_task;
+    int64_t k;
+    if (!dg || (input_needs_grad(node, 0) && !dx) || (input_needs_grad(node, 1) && !dw) ||
         (need_state && !dstate))
         return ac_last_error_code();
-    job.span = HB;
-    job.dh = work;
-    job.dc = work + HB;
-    job.dg = work + 3 * HB;
-    job.dgh = job.dg + GH * B;
+    dgh = gru ? dg + TB * GH : dg;
+    dh = dg + (gru ? 2 : 1) * TB * GH;
+    dc = dh + HB;
+    zeros = dc + HB;
+    sums = zeros + H;
+    xh_t = sums + GH;
+    dw_t = xh_t + (dw ? TB * (I + H) : 0);
+    dx_rows = dw_t + (dw ? GH * (I + H) : 0);
+    memset(&job, 0, sizeof job);
+    job.hidden = H;
     job.relu = c->cell == CELL_RELU;
-    if (lstm) state_in(job.dc, gout->data + T * HB, H, B, H);
-    state_in(job.dh, gout->data + step_row(s, position(s, T - 1)) * H, bs * H, B, H);
+    job.dh = dh;
+    job.dc = dc;
+    job.dh_out_ld = bs * H;
+    memset(dh, 0, (size_t)(HB + HB + H) * sizeof(float));   /* dh, dc and the zero row */
+    if (lstm) memcpy(dc, gout->data + T * HB, (size_t)HB * sizeof(float));
     for (k = T - 1; k >= 0; k--) {
         const int64_t t = position(s, k);
         const float *h_prev = k > 0 ? out + step_row(s, position(s, k - 1)) * H
                                     : state ? state->data : NULL;
         const int64_t h_ld = k > 0 ? bs * H : H;
-        const float *x_t = x->data + step_row(s, t) * I;
+        job.gates = saved + t * B * GH;
+        job.dh_out = gout->data + step_row(s, t) * H;
+        job.dg = dg + t * B * GH;
+        job.dgh = dgh + t * B * GH;
         if (lstm) {
-            job.gates = (float *)saved + t * 4 * HB;
             job.c_prev = saved + 4 * HB * T + t * HB;
             job.tanh_c = saved + 5 * HB * T + t * HB;
-            parallel_for(HB, GATE_GRAIN, rnn_lstm_back_task, &job);
-        } else if (!gru) {
-            job.gates = (float *)saved + t * HB;
-            parallel_for(HB, GATE_GRAIN, rnn_plain_back_task, &job);
-        } else {
-            float *h_prev_t = work + 2 * HB;
-            state_in(h_prev_t, h_prev, h_ld, B, H);
-            job.gates = (float *)saved + t * 3 * HB;
-            job.hn = (float *)saved + 3 * HB * T + t * HB;
-            job.h_prev = h_prev_t;
-            parallel_for(HB, GATE_GRAIN, rnn_gru_back_task, &job);
         }
-        if (dw && !gru) {   /* dW_ih and dW_hh in one product: dG [x_t | h_prev] */
-            const int64_t slot = (T - 1 - k) % DW_CHUNK;
-            float *xh = xh_chunk + slot * B * (I + H);
-            copy_rows(dg_chunk + slot * B, CB, job.dg, B, GH, B);
-            copy_rows(xh, I + H, x_t, x_ld, B, I);
-            copy_rows(xh + I, I + H, h_prev, h_ld, B, H);
-            if (slot == DW_CHUNK - 1 || k == 0)
-                gemm(0, 0, GH, I + H, (slot + 1) * B, 1.0f, dg_chunk, CB, xh_chunk, I + H, 1.0f,
-                     dw->data, ldw);
-            if (c->bias_cols) add_row_sums(dw->data + I + H, ldw, job.dg, GH, B);
-        } else if (dw) {
-            gemm(0, 0, GH, I, B, 1.0f, job.dg, B, x_t, x_ld, 1.0f, dw->data, ldw);
-            if (h_prev) gemm(0, 0, GH, H, B, 1.0f, job.dgh, B, h_prev, h_ld, 1.0f, dw->data + I, ldw);
-            if (c->bias_cols) {
-                add_row_sums(dw->data + I + H, ldw, job.dg, GH, B);
-                add_row_sums(dw->data + I + H + 1, ldw, job.dgh, GH, B);
-            }
+        if (gru) {
+            job.hn = saved + 3 * HB * T + t * HB;
+            job.h_prev = h_prev ? h_prev : zeros;
+            job.h_prev_ld = h_prev ? h_ld : 0;
         }
-        if (dx) gemm(1, 0, B, I, GH, 1.0f, job.dg, B, W->data, ldw, 0.0f, dx->data + step_row(s, t) * I, x_ld);
-        /* dh of the step before: its output's gradient, plus z dh for the GRU,
-           plus W_hh^T times the hidden part's pre-activation gradients */
-        if (k > 0)
-            matrix_transpose(job.dh, B, gout->data + step_row(s, position(s, k - 1)) * H, bs * H,
-                             B, H, gru);
+        parallel_for(B, gate_rows(H), task, &job);
+        /* dh of the step before, less its output's gradient (its gate loop
+           adds that): dG W_hh of the hidden part, plus z dh for the GRU */
         if (k > 0 || need_state)
-            gemm(0, 0, H, B, GH, 1.0f, w_t, t_ld, gru ? job.dgh : job.dg, B,
-                 !gru && k == 0 ? 0.0f : 1.0f, job.dh, B);
+            gemm(0, 0, B, H, GH, 1.0f, job.dgh, GH, W->data + I, ldw, gru ? 1.0f : 0.0f, dh, H);
+        if (dw) {
+            int64_t j;
+            matrix_transpose(xh_t + t * B, TB, x->data + step_row(s, t) * I, bs * I, B, I, 0);
+            if (h_prev) matrix_transpose(xh_t + I * TB + t * B, TB, h_prev, h_ld, B, H, 0);
+            else for (j = I; j < I + H; j++) memset(xh_t + j * TB + t * B, 0, (size_t)B * sizeof(float));
+        }
+    }
+    if (dx) {   /* dx = dG W_ih */
+        gemm(0, 0, TB, I, GH, 1.0f, dg, GH, W->data, ldw, 0.0f, dx_rows_size ? dx_rows : dx->data, I);
+        for (k = 0; dx_rows_size && k < T; k++)
+            copy_rows(dx->data + step_row(s, k) * I, bs * I, dx_rows + k * B * I, I, B, I);
+    }
+    if (dw) {   /* dW^T = [x | h_prev]^T dG, the GRU's hidden part with its own dG */
+        gemm(0, 0, gru ? I : I + H, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_t, GH);
+        if (gru) gemm(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_t + I * GH, GH);
+        matrix_transpose(dw->data, ldw, dw_t, GH, I + H, GH, 0);
+        if (c->bias_cols > 0) column_sums(dw->data + I + H, ldw, dg, TB, GH, sums);
+        if (c->bias_cols > 1) column_sums(dw->data + I + H + 1, ldw, dgh, TB, GH, sums);
     }
     if (dstate) {
-        matrix_transpose(dstate->data, H, job.dh, B, H, B, 0);
-        if (lstm) matrix_transpose(dstate->data + HB, H, job.dc, B, H, B, 0);
+        memcpy(dstate->data, dh, (size_t)HB * sizeof(float));
+        if (lstm) memcpy(dstate->data + HB, dc, (size_t)HB * sizeof(float));
     }
     gin[0] = dx;
     gin[1] = dw;
