@@ -335,14 +335,40 @@ def _named(name: str, operator: Callable[["Tensor", Any], Any]) -> Callable[["Te
     return method
 
 
-def _inplace(name: str, op: Callable[["Tensor", Any], "Tensor"]) -> Callable[["Tensor", Any], "Tensor"]:
-    """self <op>= other, written into self's memory without recording a graph."""
+def _with_alpha(name: str, method: Callable[["Tensor", Any], "Tensor"]) -> Callable[..., "Tensor"]:
+    """method (an add or a sub) with PyTorch's alpha: self <op> alpha * other."""
+    def wrapped(self, other, *, alpha=1):
+        scale = _scalar(alpha)
+        if scale is None or type(alpha) is bool:
+            raise TypeError("%s(): alpha must be a number, not %s" % (name, type(alpha).__name__))
+        if scale != 1.0:
+            other = other * scale
+        return method(self, other)
+    wrapped.__name__ = name
+    wrapped.__doc__ = method.__doc__
+    return wrapped
+
+
+def _inplace(name: str, op: Callable[["Tensor", Any], "Tensor"], tensor_fn: Any = None,
+             scalar_fn: Any = None) -> Callable[["Tensor", Any], "Tensor"]:
+    """self <op>= other, written into self's memory without recording a graph: by
+    tensor_fn / scalar_fn in one pass where self and other are float32, else as
+    op's result copied in."""
     def method(self, other):
         p = _live(self)
-        other_needs_grad = isinstance(other, Tensor) and _live(other).requires_grad
-        if lib.ac_is_grad_enabled() and (p.requires_grad or other_needs_grad):
+        is_tensor = isinstance(other, Tensor)
+        q = _live(other) if is_tensor else None
+        if lib.ac_is_grad_enabled() and (p.requires_grad or (is_tensor and q.requires_grad)):
             raise RuntimeError("%s: in-place changes of tensors that require grad are not recorded; "
                                "do them under `with ac.no_grad():`" % name)
+        if tensor_fn is not None and p.dtype == 0:
+            if is_tensor and q.dtype == 0:
+                _check(tensor_fn(p, q), self, other)
+                return self
+            s = None if is_tensor else _scalar(other)
+            if s is not None:
+                _check(scalar_fn(p, s), self)
+                return self
         result = op(self, other)
         if result is NotImplemented:
             raise TypeError("%s: unsupported operand type %s" % (name, type(other).__name__))

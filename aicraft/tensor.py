@@ -28,7 +28,8 @@ from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes, tls as _tls
 from aicraft._wrapping import (_binary, _bool_only, _check, _comparison, _extreme, _full_scalar,
                                _inplace, _live, _logical, _named, _operand, _reduce, _reflected,
-                               _shape_of, _spread, _unary, _wrap, _wrap_borrowed, _wrap_scoped)
+                               _shape_of, _spread, _unary, _with_alpha, _wrap, _wrap_borrowed,
+                               _wrap_scoped)
 from aicraft.autograd import add_grad_hook as _add_grad_hook, after_backward as _after_backward
 from aicraft.autograd import raise_hook_error as _raise_hook_error
 from aicraft.errors import ShapeError, raise_error
@@ -44,6 +45,10 @@ _matmul = lib.ac_matmul
 
 def _sub_scalar(p, s):
     return _add_scalar(p, -s)
+
+
+def _sub_scalar_(p, s):
+    return lib.ac_add_scalar_(p, -s)
 
 
 def _rpow_scalar(p, base):
@@ -547,15 +552,17 @@ class Tensor:
     def cuda(self, device: Any = None) -> "Tensor":
         return self.to(dtypes.device("cuda") if device is None else device)
 
-    add, sub, mul = _named("add", __add__), _named("sub", __sub__), _named("mul", __mul__)
+    add, sub = _with_alpha("add", _named("add", __add__)), _with_alpha("sub", _named("sub", __sub__))
+    mul = _named("mul", __mul__)
     div, pow = _named("div", __truediv__), _named("pow", __pow__)
     matmul = _named("matmul", __matmul__)
     neg = __neg__
 
-    add_ = __iadd__ = _inplace("add_", __add__)
-    sub_ = __isub__ = _inplace("sub_", __sub__)
-    mul_ = __imul__ = _inplace("mul_", __mul__)
-    div_ = __itruediv__ = _inplace("div_", __truediv__)
+    __iadd__ = _inplace("add_", __add__, lib.ac_add_, lib.ac_add_scalar_)
+    __isub__ = _inplace("sub_", __sub__, lib.ac_sub_, _sub_scalar_)
+    __imul__ = mul_ = _inplace("mul_", __mul__, lib.ac_mul_, lib.ac_mul_scalar_)
+    __itruediv__ = div_ = _inplace("div_", __truediv__, lib.ac_div_, lib.ac_div_scalar_)
+    add_, sub_ = _with_alpha("add_", __iadd__), _with_alpha("sub_", __isub__)
     _copy_ = staticmethod(_inplace("copy_", lambda dst, src: src))
 
     # ---- math and activations ----------------------------------------------

@@ -577,6 +577,60 @@ def test_inplace_on_a_tensor_that_requires_grad_needs_no_grad():
             w += ac.ones(2, 3)                   # the result does not fit w
 
 
+def test_inplace_writes_the_out_of_place_bits_without_a_new_tensor():
+    a_np, b_np, row_np = arr(4, 5), arr(4, 5) + 3.0, arr(5) - 1.0
+    for name, op in (("add_", np.add), ("sub_", np.subtract), ("mul_", np.multiply), ("div_", np.divide)):
+        for other, other_np in ((ac.tensor(b_np), b_np), (ac.tensor(row_np), row_np), (2.5, 2.5)):
+            with ac.checkpoint():                # a result made on the way would stay here
+                a = ac.tensor(a_np)
+                out_of_place = getattr(a, name[:-1])(other).numpy()
+                before = ac.memory_stats()["bytes_in_use"]
+                assert getattr(a, name)(other) is a
+                assert ac.memory_stats()["bytes_in_use"] == before
+                np.testing.assert_array_equal(a.numpy(), out_of_place)
+                close(a, op(a_np.astype(np.float64), other_np), rtol=1e-6)
+    a = ac.tensor(a_np)
+    a += a                                       # the operand is the tensor written
+    np.testing.assert_array_equal(a.numpy(), a_np + a_np)
+    counts = ac.tensor([1, 2, 3])
+    counts.add_(2)                               # int64 keeps its dtype
+    assert counts.dtype == ac.int64 and counts.tolist() == [3, 4, 5]
+
+
+def test_alpha_scales_the_other_operand():
+    a_np, b_np = arr(3, 4), arr(3, 4) - 0.5
+    a, b = ac.tensor(a_np), ac.tensor(b_np)
+    close(a.add(b, alpha=-0.1), a_np - 0.1 * b_np.astype(np.float64), rtol=1e-6)
+    close(ac.sub(a, b, alpha=3), a_np - 3 * b_np.astype(np.float64), rtol=1e-6)
+    close(a.add(2.0, alpha=0.5), a_np + 1.0, rtol=1e-6)
+    w = ac.tensor(a_np, requires_grad=True)
+    (w * w).sum().backward()
+    with ac.no_grad():
+        w.add_(w.grad, alpha=-0.1)               # word_language_model's SGD step
+        w.sub_(b, alpha=2)
+    close(w, a_np - 0.2 * a_np.astype(np.float64) - 2 * b_np, rtol=1e-5)
+    x = ac.tensor(a_np, requires_grad=True)
+    ac.add(x, x, alpha=2).sum().backward()
+    close(x.grad, np.full((3, 4), 3.0))
+    for bad in ("2", None, ac.ones(1), True):
+        with pytest.raises(TypeError, match="alpha"):
+            a.add(b, alpha=bad)
+        with pytest.raises(TypeError, match="alpha"):
+            a.sub_(b, alpha=bad)
+
+
+def test_inplace_and_alpha_match_torch():
+    torch = pytest.importorskip("torch")
+    a_np, b_np = arr(3, 4), arr(4) + 2.0
+    mine, theirs = ac.tensor(a_np), torch.tensor(a_np)
+    for name, other, kwargs in (("add_", b_np, {"alpha": -0.5}), ("sub_", b_np, {"alpha": 2}),
+                                ("mul_", b_np, {}), ("div_", b_np, {}), ("add_", 1.5, {}),
+                                ("div_", 3.0, {})):
+        getattr(mine, name)(ac.tensor(other) if isinstance(other, np.ndarray) else other, **kwargs)
+        getattr(theirs, name)(torch.tensor(other) if isinstance(other, np.ndarray) else other, **kwargs)
+    close(mine, theirs.numpy(), rtol=1e-6)
+
+
 def test_keep_outlives_the_scope():
     x = ac.tensor(arr(4), requires_grad=True)
     with ac.checkpoint():

@@ -194,6 +194,15 @@ AcTensor *ac_abs(const AcTensor *a);
 AcTensor *ac_sin(const AcTensor *a);
 AcTensor *ac_cos(const AcTensor *a);
 AcTensor *ac_clamp(const AcTensor *a, float lo, float hi); /* -INFINITY / INFINITY for no bound */
+/* In place, recording no graph (PyTorch's add_, sub_, mul_, div_): a = a <op> b, b
+   broadcast to a's shape (b may be a, or share its memory), or a = a <op> s. */
+int ac_add_(AcTensor *a, const AcTensor *b);
+int ac_sub_(AcTensor *a, const AcTensor *b);
+int ac_mul_(AcTensor *a, const AcTensor *b);
+int ac_div_(AcTensor *a, const AcTensor *b);
+int ac_add_scalar_(AcTensor *a, float s);
+int ac_mul_scalar_(AcTensor *a, float s);
+int ac_div_scalar_(AcTensor *a, float s);
 
 /* ---- Comparisons and selection --------------------------------------------- */
 /* Elementwise tests with broadcasting, giving bool tensors; operands of any dtype

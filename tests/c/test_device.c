@@ -50,6 +50,9 @@ static void test_inputs_on_two_devices_are_refused(void)
           strstr(msg, "cuda:0"));
     CHECK(!ac_mul(gpu, cpu) && ac_last_error_code() == AC_ERR_DEVICE);
     CHECK(strstr(ac_last_error(), "cuda:0 and cpu") != NULL);
+    CHECK(ac_add_(cpu, gpu) == AC_ERR_DEVICE && strstr(ac_last_error(), "add_:") != NULL);
+    CHECK(ac_div_(gpu, cpu) == AC_ERR_DEVICE && strstr(ac_last_error(), "cuda:0 and cpu") != NULL);
+    CHECK(cpu->data[0] == 1.0f && gpu->data[0] == 1.0f);   /* untouched */
     gpu->device_index = 1;
     cpu->device = AC_CUDA;   /* cuda:0 against cuda:1 */
     CHECK(!ac_sub(cpu, gpu) && ac_last_error_code() == AC_ERR_DEVICE);

@@ -510,6 +510,85 @@ static void test_bad_input(void)
     ac_mem_restore(cp);
 }
 
+/* ---- in place ------------------------------------------------------------- */
+
+static int same_bits(const AcTensor *a, const AcTensor *b)
+{
+    return a && b && a->size == b->size && memcmp(a->data, b->data, (size_t)a->size * 4) == 0;
+}
+
+static void check_status(int status, int code, const char *op)
+{
+    CHECK(status == code);
+    CHECK(ac_last_error_code() == code);
+    CHECK(strncmp(ac_last_error(), op, strlen(op)) == 0);
+    ac_clear_error();
+}
+
+/* The writes give the out-of-place ops' bits, broadcast b and scalars included;
+   a b that overlaps a reads as it was before the write. */
+static void test_inplace(void)
+{
+    AcCheckpoint cp = ac_mem_checkpoint();
+    const float av[6] = {1, -2, 3.5f, 4, 0.25f, -6}, bv[6] = {2, 0.5f, -1, 3, 7, 0.125f};
+    const int64_t s23[2] = {2, 3}, s3[1] = {3}, s4[1] = {4}, s48[1] = {48}, s64[1] = {64};
+    float fv[64];
+    AcTensor *(*outs[4])(const AcTensor *, const AcTensor *) = {ac_add, ac_sub, ac_mul, ac_div};
+    int (*ins[4])(AcTensor *, const AcTensor *) = {ac_add_, ac_sub_, ac_mul_, ac_div_};
+    AcTensor *b = make(bv, s23, 2), *row = make(bv, s3, 1), *a, *flat, *lo, *hi, *lo_copy, *hi_copy;
+    AcTensor *expect;
+    int i;
+    for (i = 0; i < 4; i++) {
+        a = make(av, s23, 2);
+        expect = outs[i](a, b);
+        CHECK(ins[i](a, b) == AC_OK && same_bits(a, expect));
+        a = make(av, s23, 2);
+        expect = outs[i](a, row);
+        CHECK(ins[i](a, row) == AC_OK && same_bits(a, expect));
+        a = make(av, s23, 2);
+        expect = outs[i](a, a);
+        CHECK(ins[i](a, a) == AC_OK && same_bits(a, expect));
+    }
+    a = make(av, s23, 2);
+    CHECK(ac_add_scalar_(a, 1.5f) == AC_OK && same_bits(a, ac_add_scalar(make(av, s23, 2), 1.5f)));
+    a = make(av, s23, 2);
+    CHECK(ac_mul_scalar_(a, -3) == AC_OK && same_bits(a, ac_mul_scalar(make(av, s23, 2), -3)));
+    a = make(av, s23, 2);
+    CHECK(ac_div_scalar_(a, 3) == AC_OK && same_bits(a, ac_div_scalar(make(av, s23, 2), 3)));
+
+    /* hi = flat[16:64] += lo = flat[0:48]: lo[16:48] is read as it was, not as the
+       writes to hi[0:32] left it */
+    ac_mem_restore(cp);
+    for (i = 0; i < 64; i++) fv[i] = (float)(i % 7) - 2.5f;
+    flat = make(fv, s64, 1);
+    lo = ac_tensor_view_flat(flat, 0, s48, 1);
+    hi = ac_tensor_view_flat(flat, 16, s48, 1);
+    lo_copy = make(fv, s48, 1);
+    hi_copy = make(fv + 16, s48, 1);
+    expect = ac_add(hi_copy, lo_copy);
+    CHECK(ac_add_(hi, lo) == AC_OK && same_bits(hi, expect));
+    CHECK(memcmp(flat->data, fv, 16 * sizeof(float)) == 0);
+    ac_tensor_free(lo);
+    ac_tensor_free(hi);
+    ac_tensor_free(flat);
+    ac_tensor_free(lo_copy);
+    ac_tensor_free(hi_copy);
+    ac_tensor_free(expect);
+
+    cp = ac_mem_checkpoint();
+    a = make(av, s3, 1);
+    b = make(bv, s23, 2);
+    check_status(ac_add_(NULL, a), AC_ERR_ARG, "add_");
+    check_status(ac_sub_(a, NULL), AC_ERR_ARG, "sub_");
+    check_status(ac_mul_scalar_(NULL, 2), AC_ERR_ARG, "mul_");
+    check_status(ac_mul_(a, b), AC_ERR_SHAPE, "mul_");   /* (3,) cannot take (2, 3) */
+    CHECK(a->data[0] == av[0] && a->data[2] == av[2]);
+    check_status(ac_div_(a, make(av, s4, 1)), AC_ERR_SHAPE, "div_");
+    check_status(ac_add_(ac_tensor_new_typed(s3, 1, AC_INT64), a), AC_ERR_DTYPE, "add_");
+    check_status(ac_div_scalar_(ac_tensor_new_typed(s3, 1, AC_INT64), 2), AC_ERR_DTYPE, "div_");
+    ac_mem_restore(cp);
+}
+
 /* At root the caller owns each output; once all are freed, nothing is left. */
 static void test_root_no_leak(void)
 {
@@ -554,6 +633,7 @@ int main(void)
     RUN(test_gradient_check);
     RUN(test_threads_bit_identical);
     RUN(test_bad_input);
+    RUN(test_inplace);
     RUN(test_root_no_leak);
     ac_memory_stats(&end);
     CHECK(end.bytes_in_use == start.bytes_in_use);

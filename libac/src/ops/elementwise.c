@@ -545,3 +545,55 @@ AcTensor *ac_clamp(const AcTensor *a, float lo, float hi)
                           (double)hi);
     return unary_op("clamp", ENTRY(clamp), a, lo, hi, clamp_backward, sizeof(ScalarCtx));
 }
+
+/* ---- in place, no graph --------------------------------------------------- */
+
+/* a = entry(a, b) written into a's memory, b broadcast to a's shape. A b that
+   shares a's memory other than as all of it, element for element, is read from
+   a copy: a write must not reach an element still to be read. */
+static int update_(const char *op, size_t entry, AcTensor *a, const AcTensor *b)
+{
+    const AcTensor *in[2];
+    int64_t shape[AC_MAX_DIMS];
+    AcTensor *copy = NULL;
+    int ndim, status;
+    const char *a_end, *b_end;
+    if (tensor_check(op, a, "a") || tensor_check(op, b, "b")) return ac_last_error_code();
+    in[0] = a;
+    in[1] = b;
+    if (!common_device(op, in, 2) || broadcast_shapes(op, a, b, shape, &ndim)) return ac_last_error_code();
+    if (ndim != a->ndim || memcmp(shape, a->shape, (size_t)ndim * sizeof *shape) != 0)
+        return error_set(AC_ERR_SHAPE, "%s: b of shape %s broadcasts to %s, not to a's shape %s", op,
+                         tensor_shape_str(b), shape_str(shape, ndim), tensor_shape_str(a));
+    if (graph_recording) graph_note_write(op, a);
+    a_end = (const char *)(a->data + a->size);
+    b_end = (const char *)(b->data + b->size);
+    if ((b->data != a->data || b->size != a->size) && (const char *)b->data < a_end &&
+        (const char *)a->data < b_end) {
+        copy = tensor_alloc_like(op, b);
+        if (!copy) return ac_last_error_code();
+        if ((status = ac_tensor_copy_(copy, b))) {
+            ac_tensor_free(copy);
+            return status;
+        }
+        in[1] = copy;
+    }
+    status = map_into(entry, op, a, in, 2, 0.0f, 0.0f);
+    ac_tensor_free(copy);
+    return status;
+}
+
+static int update_scalar_(const char *op, size_t entry, AcTensor *a, float s)
+{
+    if (tensor_check(op, a, "a")) return ac_last_error_code();
+    if (graph_recording) graph_note_write(op, a);
+    return map_into(entry, op, a, (const AcTensor *[]){a}, 1, s, 0.0f);
+}
+
+int ac_add_(AcTensor *a, const AcTensor *b) { return update_("add_", ENTRY(add), a, b); }
+int ac_sub_(AcTensor *a, const AcTensor *b) { return update_("sub_", ENTRY(sub), a, b); }
+int ac_mul_(AcTensor *a, const AcTensor *b) { return update_("mul_", ENTRY(mul), a, b); }
+int ac_div_(AcTensor *a, const AcTensor *b) { return update_("div_", ENTRY(div), a, b); }
+int ac_add_scalar_(AcTensor *a, float s) { return update_scalar_("add_", ENTRY(add_scalar), a, s); }
+int ac_mul_scalar_(AcTensor *a, float s) { return update_scalar_("mul_", ENTRY(mul_scalar), a, s); }
+int ac_div_scalar_(AcTensor *a, float s) { return update_scalar_("div_", ENTRY(div_scalar), a, s); }
