@@ -9,6 +9,7 @@
 #ifndef AC_GEMM_H
 #define AC_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -29,7 +30,9 @@ typedef void (*GemmPackFn)(const float *x, int64_t ld, int depth_contiguous,
  * When b_source is set (only for a full panel, n == nr), the kernel packs
  * the panel as it goes: row p of B is read at b_source + p*ldb and also
  * stored to the panel at b. When beta == 0, C is only written, never read
- * (it may hold NaN). a_next is the next A-panel when it is packed, else NULL;
+ * (it may hold NaN). When bias is set (then beta == 0), C(i, j) = alpha *
+ * (A * B)(i, j) + bias[j]. C(i, j) is c[i*ldc + j], or c[j*ldc + i] when
+ * c_transposed. a_next is the next A-panel when it is packed, else NULL;
  * a kernel may fetch its depth steps [next_from, next_to) into L2
  * (gemm_fetch_next_a).
  */
@@ -42,7 +45,9 @@ typedef struct {
     int64_t ldb;
     float *c;
     int64_t ldc;
+    int c_transposed;
     float alpha, beta;
+    const float *bias;
     const float *a_next;
     int next_from, next_to;
 } GemmTile;
@@ -71,7 +76,8 @@ static inline void gemm_fetch_next_a(const GemmTile *t, int mr)
  * columns, as in x @ W^T: each output is the dot product of two contiguous
  * rows), else b[p*ldb + j]. m is at most GEMM_FEW_ROWS. Each element of C
  * is summed in an order that depends only on k, never on j0 or j1. When
- * beta == 0, C is only written.
+ * beta == 0, C is only written; when bias is set (then beta == 0), bias[j]
+ * is added to C(i, j) after the scaling.
  */
 #define GEMM_FEW_ROWS 4
 
@@ -85,6 +91,7 @@ typedef struct {
     float *c;
     int64_t ldc;
     float alpha, beta;
+    const float *bias;
 } GemmFewRows;
 
 typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
@@ -106,9 +113,12 @@ typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
         by_rows[f->m - 1](f);                                                   \
     }
 
-/* One finished element of C: alpha * sum + beta * c, reading c only when beta != 0. */
-static inline float gemm_scaled(float sum, float alpha, float beta, const float *c)
+/* One finished element of C: alpha * sum, plus *bias when there is one, else
+   plus beta * c, reading c only when beta != 0. */
+static inline float gemm_scaled(float sum, float alpha, float beta, const float *c,
+                                const float *bias)
 {
+    if (bias) return alpha * sum + *bias;
     return beta == 0.0f ? alpha * sum : alpha * sum + beta * *c;
 }
 

@@ -81,20 +81,49 @@ AVX512_TARGET static void avx512_pack(const float *x, int64_t ld, int depth_cont
     }
 }
 
-/* c[0:32] = alpha * (lo, hi) + beta * c[0:32], touching only the lanes in the masks. */
+/* c[0:32] = alpha * (lo, hi) + bias[0:32] when there is a bias, else + beta *
+   c[0:32], touching only the lanes in the masks. */
 AVX512_TARGET static inline void store_row(float *c, __m512 lo, __m512 hi, int wide,
-                                           __m512 alpha, float beta, __mmask16 mask_lo,
-                                           __mmask16 mask_hi)
+                                           __m512 alpha, float beta, const float *bias,
+                                           __mmask16 mask_lo, __mmask16 mask_hi)
 {
     lo = _mm512_mul_ps(lo, alpha);
-    if (beta != 0.0f)
+    if (bias)
+        lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(mask_lo, bias));
+    else if (beta != 0.0f)
         lo = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask_lo, c), lo);
     _mm512_mask_storeu_ps(c, mask_lo, lo);
     if (!wide) return;
     hi = _mm512_mul_ps(hi, alpha);
-    if (beta != 0.0f)
+    if (bias)
+        hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(mask_hi, bias + 16));
+    else if (beta != 0.0f)
         hi = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask_hi, c + 16), hi);
     _mm512_mask_storeu_ps(c + 16, mask_hi, hi);
+}
+
+/*
+ * One half of a tile (`half` 0: columns 0-15, 1: 16-31) stored transposed,
+ * C(i, j) at c[j*ldc + i]: the rows of the half, one vector each, are
+ * transposed in registers, and each column of C becomes a masked store of
+ * its m values. Each element is finished as store_row would finish it.
+ */
+AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512 block[16],
+                                                       int half, __m512 alpha)
+{
+    __mmask16 rows = first_lanes(t->m);
+    int q, cols = t->n - 16 * half < 16 ? t->n - 16 * half : 16;
+    transpose16(block);
+    for (q = 0; q < cols; q++) {
+        int64_t j = 16 * half + q;
+        float *c = t->c + j * t->ldc;
+        __m512 v = _mm512_mul_ps(block[q], alpha);
+        if (t->bias)
+            v = _mm512_add_ps(v, _mm512_set1_ps(t->bias[j]));
+        else if (t->beta != 0.0f)
+            v = _mm512_fmadd_ps(_mm512_set1_ps(t->beta), _mm512_maskz_loadu_ps(rows, c), v);
+        _mm512_mask_storeu_ps(c, rows, v);
+    }
 }
 
 #define ROW_FMA(i)                                                             \
@@ -113,7 +142,7 @@ AVX512_TARGET static inline void store_row(float *c, __m512 lo, __m512 hi, int w
 
 #define ROW_STORE(i)                                                           \
     if (rows > i && t->m > i)                                                  \
-        store_row(t->c + i * t->ldc, c##i##a, c##i##b, wide, va, t->beta, lo, hi);
+        store_row(c + i * ldc, c##i##a, c##i##b, wide, va, t->beta, t->bias, lo, hi);
 
 /*
  * The micro-kernel, specialised below for each combination of: rows of A it
@@ -132,15 +161,22 @@ avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
     __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, c10a = c0a, c10b = c0a;
     __m512 c11a = c0a, c11b = c0a;
     const float *ap = t->a, *src = t->b_source;
-    float *bp = t->b;
-    int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb;
+    float *bp = t->b, *c = t->c;
+    int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb, ldc = t->ldc;
     int n = t->n, p, kc = t->kc;
     __m512 va = _mm512_set1_ps(t->alpha);
     __mmask16 lo = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
     __mmask16 hi = (__mmask16)(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
-    ROW_PREFETCH(0) ROW_PREFETCH(1) ROW_PREFETCH(2) ROW_PREFETCH(3) ROW_PREFETCH(4)
-    ROW_PREFETCH(5) ROW_PREFETCH(6) ROW_PREFETCH(7) ROW_PREFETCH(8) ROW_PREFETCH(9)
-    ROW_PREFETCH(10) ROW_PREFETCH(11)
+    if (t->c_transposed) {
+        for (p = 0; p < n; p++) {
+            _mm_prefetch((const char *)(c + p * ldc), _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + p * ldc + t->m - 1), _MM_HINT_T0);
+        }
+    } else {
+        ROW_PREFETCH(0) ROW_PREFETCH(1) ROW_PREFETCH(2) ROW_PREFETCH(3) ROW_PREFETCH(4)
+        ROW_PREFETCH(5) ROW_PREFETCH(6) ROW_PREFETCH(7) ROW_PREFETCH(8) ROW_PREFETCH(9)
+        ROW_PREFETCH(10) ROW_PREFETCH(11)
+    }
     for (p = 0; p < kc; p++) {
         __m512 b0, b1;
         if (copy_b) {
@@ -162,6 +198,16 @@ avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
         ROW_FMA(6) ROW_FMA(7) ROW_FMA(8) ROW_FMA(9) ROW_FMA(10) ROW_FMA(11)
         ap += by_rows ? 1 : a_step;
         bp += AVX512_NR;
+    }
+    if (t->c_transposed) {   /* rows past m hold zeros, and are not stored */
+        __m512 z = _mm512_setzero_ps();
+        __m512 left[16] = {c0a, c1a, c2a, c3a, c4a, c5a, c6a, c7a, c8a, c9a, c10a, c11a,
+                           z, z, z, z};
+        __m512 right[16] = {c0b, c1b, c2b, c3b, c4b, c5b, c6b, c7b, c8b, c9b, c10b, c11b,
+                            z, z, z, z};
+        store_half_transposed(t, left, 0, va);
+        if (wide) store_half_transposed(t, right, 1, va);
+        return;
     }
     ROW_STORE(0) ROW_STORE(1) ROW_STORE(2) ROW_STORE(3) ROW_STORE(4) ROW_STORE(5)
     ROW_STORE(6) ROW_STORE(7) ROW_STORE(8) ROW_STORE(9) ROW_STORE(10) ROW_STORE(11)
@@ -217,7 +263,8 @@ static void avx512_kernel(const GemmTile *t)
         sum[1] = _mm512_reduce_add_ps(c##r##1);                                \
         sum[2] = _mm512_reduce_add_ps(c##r##2);                                \
         sum[3] = _mm512_reduce_add_ps(c##r##3);                                \
-        for (q = 0; q < cols; q++) c[q] = gemm_scaled(sum[q], f->alpha, f->beta, c + q); \
+        for (q = 0; q < cols; q++)                                             \
+            c[q] = gemm_scaled(sum[q], f->alpha, f->beta, c + q, f->bias ? f->bias + j + q : NULL); \
     }
 
 /*
@@ -250,7 +297,9 @@ dots_4(const GemmFewRows *f, int64_t j, const int rows)
 
 #define AXPY_STORE_ONE(r, v)                                                   \
     out = _mm512_mul_ps(va, c##r##v);                                          \
-    if (f->beta != 0.0f)                                                       \
+    if (f->bias)                                                               \
+        out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask[v], f->bias + j + 16 * v)); \
+    else if (f->beta != 0.0f)                                                  \
         out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out); \
     _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
 
