@@ -15,7 +15,7 @@
 
 #define AVX512_MR 12
 #define AVX512_NR 32
-#define AVX512_TARGET __attribute__((target("avx512f")))
+#define AVX512_TARGET __attribute__((target("avx512f,fma")))
 /* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
 #define PREFETCH_ROWS 8
 /* How far ahead the kernel fetches a packed B-panel streamed from L2. */
@@ -126,12 +126,29 @@ AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512
     }
 }
 
+/*
+ * Row i of the tile times B at one depth step. B is `lanes` wide: 32 as two
+ * vectors (b0, b1); 24 as a vector and a half (b0, y1); 16 as one (b0); 8 as
+ * a half (y0). A 256-bit FMA does half the work of a 512-bit one at half the
+ * cost on cores that split 512-bit operations in two (AMD Zen 4), so a panel
+ * cut short at the edge of C pays for the columns it has, to 8.
+ */
 #define ROW_FMA(i)                                                             \
     if (rows > i) {                                                            \
         __m512 a = _mm512_set1_ps(by_rows ? ap[i * a_step] : ap[i]);           \
-        c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                             \
-        if (wide) c##i##b = _mm512_fmadd_ps(a, b1, c##i##b);                   \
+        if (lanes == 8)                                                        \
+            c##i##y = _mm256_fmadd_ps(_mm512_castps512_ps256(a), y0, c##i##y); \
+        else                                                                   \
+            c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                         \
+        if (lanes == 24)                                                       \
+            c##i##y = _mm256_fmadd_ps(_mm512_castps512_ps256(a), y1, c##i##y); \
+        if (lanes == 32) c##i##b = _mm512_fmadd_ps(a, b1, c##i##b);            \
     }
+
+/* The half-vector accumulator into its place among the full ones, for the stores. */
+#define ROW_WIDEN(i)                                                           \
+    if (lanes == 8) c##i##a = _mm512_zextps256_ps512(c##i##y);                 \
+    if (lanes == 24) c##i##b = _mm512_zextps256_ps512(c##i##y);
 
 /* C's rows are read or written only at the end; start fetching them now. */
 #define ROW_PREFETCH(i)                                                        \
@@ -144,26 +161,28 @@ AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512
     if (rows > i && t->m > i)                                                  \
         store_row(c + i * ldc, c##i##a, c##i##b, wide, va, t->beta, t->bias, lo, hi);
 
+#define ACCUMULATORS(i) __m512 c##i##a = zero, c##i##b = zero; __m256 c##i##y = half_zero;
+
 /*
  * The micro-kernel, specialised below for each combination of: rows of A it
  * multiplies (12, 8 or 4, so a short last panel does not pay for 12); B of
- * one vector, two vectors, or two vectors packed on the way (copy_b); and A
- * read by rows (a_depth == 1) or by depth. Every lane of C sees the same
- * sequence of FMAs in every specialisation.
+ * 8, 16, 24 or 32 lanes, or 32 packed on the way (copy_b); and A read by
+ * rows (a_depth == 1) or by depth. Every lane of C sees the same sequence of
+ * FMAs in every specialisation.
  */
 AVX512_TARGET static inline __attribute__((always_inline)) void
-avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
+avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b,
             const int by_rows)
 {
-    __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a;
-    __m512 c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a, c4a = c0a, c4b = c0a;
-    __m512 c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
-    __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, c10a = c0a, c10b = c0a;
-    __m512 c11a = c0a, c11b = c0a;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m256 half_zero = _mm256_setzero_ps();
+    ACCUMULATORS(0) ACCUMULATORS(1) ACCUMULATORS(2) ACCUMULATORS(3) ACCUMULATORS(4)
+    ACCUMULATORS(5) ACCUMULATORS(6) ACCUMULATORS(7) ACCUMULATORS(8) ACCUMULATORS(9)
+    ACCUMULATORS(10) ACCUMULATORS(11)
     const float *ap = t->a, *src = t->b_source;
     float *bp = t->b, *c = t->c;
     int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb, ldc = t->ldc;
-    int n = t->n, p, kc = t->kc;
+    int n = t->n, p, kc = t->kc, wide = lanes > 16;
     __m512 va = _mm512_set1_ps(t->alpha);
     __mmask16 lo = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
     __mmask16 hi = (__mmask16)(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
@@ -178,7 +197,8 @@ avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
         ROW_PREFETCH(10) ROW_PREFETCH(11)
     }
     for (p = 0; p < kc; p++) {
-        __m512 b0, b1;
+        __m512 b0 = zero, b1 = zero;
+        __m256 y0 = half_zero, y1 = half_zero;
         if (copy_b) {
             _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb), _MM_HINT_T0);
             _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
@@ -191,20 +211,25 @@ avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
             _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX512_NR), _MM_HINT_T0);
             if (wide)
                 _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX512_NR + 16), _MM_HINT_T0);
-            b0 = _mm512_loadu_ps(bp);
-            b1 = wide ? _mm512_loadu_ps(bp + 16) : b0;
+            if (lanes == 8)
+                y0 = _mm256_loadu_ps(bp);
+            else
+                b0 = _mm512_loadu_ps(bp);
+            if (lanes == 24) y1 = _mm256_loadu_ps(bp + 16);
+            if (lanes == 32) b1 = _mm512_loadu_ps(bp + 16);
         }
         ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3) ROW_FMA(4) ROW_FMA(5)
         ROW_FMA(6) ROW_FMA(7) ROW_FMA(8) ROW_FMA(9) ROW_FMA(10) ROW_FMA(11)
         ap += by_rows ? 1 : a_step;
         bp += AVX512_NR;
     }
+    ROW_WIDEN(0) ROW_WIDEN(1) ROW_WIDEN(2) ROW_WIDEN(3) ROW_WIDEN(4) ROW_WIDEN(5)
+    ROW_WIDEN(6) ROW_WIDEN(7) ROW_WIDEN(8) ROW_WIDEN(9) ROW_WIDEN(10) ROW_WIDEN(11)
     if (t->c_transposed) {   /* rows past m hold zeros, and are not stored */
-        __m512 z = _mm512_setzero_ps();
         __m512 left[16] = {c0a, c1a, c2a, c3a, c4a, c5a, c6a, c7a, c8a, c9a, c10a, c11a,
-                           z, z, z, z};
+                           zero, zero, zero, zero};
         __m512 right[16] = {c0b, c1b, c2b, c3b, c4b, c5b, c6b, c7b, c8b, c9b, c10b, c11b,
-                            z, z, z, z};
+                            zero, zero, zero, zero};
         store_half_transposed(t, left, 0, va);
         if (wide) store_half_transposed(t, right, 1, va);
         return;
@@ -213,27 +238,29 @@ avx512_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
     ROW_STORE(6) ROW_STORE(7) ROW_STORE(8) ROW_STORE(9) ROW_STORE(10) ROW_STORE(11)
 }
 
-/* tile_ROWS_B_A: B 0 = one vector, 1 = two, 2 = two packed on the way; A 1 = by rows */
+/* tile_ROWS_B_A: B 0-3 = 8, 16, 24, 32 lanes, 4 = 32 packed on the way; A 1 = by rows */
 #define TILE_VARIANT(rows, b, by_rows)                                         \
     AVX512_TARGET static void tile_##rows##_##b##_##by_rows(const GemmTile *t) \
     {                                                                          \
-        avx512_tile(t, rows, b > 0, b == 2, by_rows);                          \
+        avx512_tile(t, rows, b == 4 ? 32 : 8 * (b + 1), b == 4, by_rows);      \
     }
 #define TILE_VARIANTS(b, by_rows) \
     TILE_VARIANT(12, b, by_rows) TILE_VARIANT(8, b, by_rows) TILE_VARIANT(4, b, by_rows)
-TILE_VARIANTS(0, 0) TILE_VARIANTS(1, 0) TILE_VARIANTS(2, 0)
-TILE_VARIANTS(0, 1) TILE_VARIANTS(1, 1) TILE_VARIANTS(2, 1)
+TILE_VARIANTS(0, 0) TILE_VARIANTS(1, 0) TILE_VARIANTS(2, 0) TILE_VARIANTS(3, 0)
+TILE_VARIANTS(4, 0)
+TILE_VARIANTS(0, 1) TILE_VARIANTS(1, 1) TILE_VARIANTS(2, 1) TILE_VARIANTS(3, 1)
+TILE_VARIANTS(4, 1)
 
 #define TILE_ROW(b, by_rows) \
     {tile_12_##b##_##by_rows, tile_8_##b##_##by_rows, tile_4_##b##_##by_rows}
-static const GemmKernelFn tile_variants[2][3][3] = {
-    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0)},
-    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1)},
+static const GemmKernelFn tile_variants[2][5][3] = {
+    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0), TILE_ROW(3, 0), TILE_ROW(4, 0)},
+    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1), TILE_ROW(3, 1), TILE_ROW(4, 1)},
 };
 
 static void avx512_kernel(const GemmTile *t)
 {
-    int b = t->b_source ? 2 : t->n > 16;
+    int b = t->b_source ? 4 : (t->n + 7) / 8 - 1;
     tile_variants[t->a_depth == 1][b][t->m > 8 ? 0 : t->m > 4 ? 1 : 2](t);
 }
 
