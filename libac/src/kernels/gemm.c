@@ -16,7 +16,8 @@
  * they lie. Two variants share the driver: gemm_bias adds a bias to each row
  * as the tiles are stored (a Linear layer's forward, with no pass of its
  * own), and gemm_transposed_c stores C transposed (a wide Linear layer's
- * dW = (x^T g)^T, whose product runs faster with the long side as columns).
+ * dW = (x^T g)^T, whose product runs faster with the long side as columns)
+ * and can sum op(B)'s columns as it packs them (that layer's db).
  * This file also holds ac_sgemm, the checked public entry.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -171,6 +172,7 @@ typedef struct {
     float *c;
     int64_t lda, ldb, ldc;
     int c_transposed;   /* C(i, j) is c[j*ldc + i] */
+    float *b_sums;      /* NULL, or set to the sums of op(B)'s columns (gemm_transposed_c) */
     int split_rows;     /* tasks own stripes of rows of C, else of columns */
     int64_t task_span;  /* rows or columns per task: a multiple of mr or nr */
     int64_t keep_b;     /* nonzero: a number no other job has; each thread packs all
@@ -186,6 +188,18 @@ static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 static float *c_at(const GemmJob *job, int64_t i, int64_t j)
 {
     return job->c_transposed ? job->c + j * job->ldc + i : job->c + i * job->ldc + j;
+}
+
+/* b_sums[j0:j1] by plain loops, where no packing pass makes them. */
+static void plain_b_sums(const GemmJob *job, int64_t j0, int64_t j1)
+{
+    int64_t j, p;
+    for (j = j0; j < j1; j++) {
+        float sum = 0.0f;
+        for (p = 0; p < job->k; p++)
+            sum += job->trans_b ? job->b[j * job->ldb + p] : job->b[p * job->ldb + j];
+        job->b_sums[j] = sum;
+    }
 }
 
 /* Plain loops over C[i0:i1, j0:j1], for when no pack buffer can be had. */
@@ -220,8 +234,11 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
 {
     const GemmKernels *kern = job->kern;
     int mr = kern->mr, nr = kern->nr;
-    /* Small products are common and 64-bit divisions slow: skip or narrow them. */
-    int64_t slices = job->k <= job->blk.kc ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
+    /* Small products are common and 64-bit divisions slow: skip or narrow them.
+       A depth up to 1.5 kc is one slice, not two short ones that would each
+       store C (and the second read it back): the B-panels streaming through L1
+       evict the A-panel either way. */
+    int64_t slices = job->k <= job->blk.kc * 3 / 2 ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
     int64_t slice = slices == 1 ? job->k : (job->k + slices - 1) / slices;
     /* Every row group asks for the same size, so a kept B is never reallocated. */
     int rows = (int)min64(job->blk.mc, job->keep_b ? job->task_span : i1 - i0);
@@ -236,8 +253,11 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
     GemmTile tile;
     if (!abuf) {
         gemm_unpacked(job, i0, i1, j0, j1);
+        if (job->b_sums) plain_b_sums(job, j0, j1);
         return;
     }
+    /* Columns belong to one task (gemm_run): its first row block sums them. */
+    if (job->b_sums) memset(job->b_sums + j0, 0, (size_t)(j1 - j0) * sizeof(float));
     tile.ldb = job->ldb;
     tile.ldc = job->ldc;
     tile.c_transposed = job->c_transposed;
@@ -268,6 +288,9 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                     kern->pack(job->trans_b ? b + packed_later * job->ldb : b + packed_later,
                                job->ldb, job->trans_b, nc - packed_later, tile.kc, nr,
                                bbuf + (int64_t)packed_later * tile.kc);
+                for (jr = packed_later; job->b_sums && ic == i0 && jr < nc; jr += nr)
+                    gemm_sum_panel(job->b_sums + jc + jr, bbuf + (int64_t)jr * tile.kc, tile.kc,
+                                   nr, nc - jr < nr ? nc - jr : nr);
                 for (ir = 0; ir < mc; ir += mr) {
                     if (ir < in_place && job->trans_a) {   /* columns of A */
                         tile.a = a + ir;
@@ -290,6 +313,8 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                         tile.next_to = (int)min64(tile.next_from + next_share, tile.kc);
                         tile.b = bbuf + (int64_t)jr * tile.kc;
                         tile.b_source = ir == 0 && jr < packed_later ? b + jr : NULL;
+                        tile.b_sums = job->b_sums && tile.b_source && ic == i0
+                                          ? job->b_sums + jc + jr : NULL;
                         tile.n = nc - jr < nr ? nc - jr : nr;
                         tile.c = c_at(job, ic + ir, jc + jr);
                         tile.bias = pc == 0 && job->bias ? job->bias + jc + jr : NULL;
@@ -380,9 +405,9 @@ static void gemm_run(GemmJob *job)
 {
     int threads = ac_get_num_threads();
     int64_t m = job->m, n = job->n, k = job->k, tasks, tiles;
-    if (m == 0 || n == 0) return;
-    if (k == 0 || job->alpha == 0.0f) {
+    if (m == 0 || n == 0 || k == 0 || job->alpha == 0.0f) {
         scale_c(job);
+        if (job->b_sums) plain_b_sums(job, 0, n);
         return;
     }
     job->kern = kernels();
@@ -402,8 +427,9 @@ static void gemm_run(GemmJob *job)
     job->a_in_place = job->trans_a ? job->lda % 512 != 0 && k <= TRANSPOSED_IN_PLACE_DEPTH
                                    : job->lda % 1024 != 0;
     /* Split the longer side: each task packs all of the other operand, and that
-       operand is then the smaller one to pack twice. */
-    job->split_rows = m >= n;
+       operand is then the smaller one to pack twice. Columns whose sums are
+       wanted must each be packed by one task. */
+    job->split_rows = m >= n && !job->b_sums;
     job->keep_b = 0;
     if (threads == 1 || (double)m * n * k < GEMM_PARALLEL_WORK) {
         job->task_span = job->split_rows ? m : n;   /* one task: all of C */
@@ -441,6 +467,7 @@ static void set_up_job(GemmJob *job, int trans_a, int trans_b, int64_t m, int64_
     job->ldb = ldb;
     job->ldc = ldc;
     job->c_transposed = 0;
+    job->b_sums = NULL;
 }
 
 void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
@@ -464,11 +491,12 @@ void gemm_bias(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 
 void gemm_transposed_c(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                       float beta, float *c, int64_t ldc)
+                       float beta, float *c, int64_t ldc, float *b_sums)
 {
     GemmJob job;
     set_up_job(&job, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     job.c_transposed = 1;
+    job.b_sums = b_sums;
     gemm_run(&job);
 }
 

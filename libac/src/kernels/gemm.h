@@ -32,7 +32,10 @@ typedef void (*GemmPackFn)(const float *x, int64_t ld, int depth_contiguous,
  * stored to the panel at b. When beta == 0, C is only written, never read
  * (it may hold NaN). When bias is set (then beta == 0), C(i, j) = alpha *
  * (A * B)(i, j) + bias[j]. C(i, j) is c[i*ldc + j], or c[j*ldc + i] when
- * c_transposed. a_next is the next A-panel when it is packed, else NULL;
+ * c_transposed. When b_sums is set (only with b_source), the kernel also
+ * adds the sum of each column of the panel over its kc depth steps, summed
+ * in depth order, to b_sums[0:nr]. a_next is the next A-panel when it is
+ * packed, else NULL;
  * a kernel may fetch its depth steps [next_from, next_to) into L2
  * (gemm_fetch_next_a).
  */
@@ -48,6 +51,7 @@ typedef struct {
     int c_transposed;
     float alpha, beta;
     const float *bias;
+    float *b_sums;
     const float *a_next;
     int next_from, next_to;
 } GemmTile;
@@ -66,6 +70,18 @@ static inline void gemm_fetch_next_a(const GemmTile *t, int mr)
     if (!t->a_next) return;
     for (q = (int64_t)t->next_from * mr; q < (int64_t)t->next_to * mr; q += 16)
         __builtin_prefetch(t->a_next + q, 0, 2);
+}
+
+/* b_sums[0:width] += the sums of the first `width` columns of a packed panel
+   (`depth` steps of `stride` floats), each summed in depth order. */
+static inline void gemm_sum_panel(float *b_sums, const float *panel, int depth, int stride,
+                                  int width)
+{
+    float sum[64] = {0.0f};   /* width <= 64 */
+    int p, j;
+    for (p = 0; p < depth; p++)
+        for (j = 0; j < width; j++) sum[j] += panel[p * stride + j];
+    for (j = 0; j < width; j++) b_sums[j] += sum[j];
 }
 
 /*

@@ -257,6 +257,7 @@ avx2_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
         ap += by_rows ? 1 : a_step;
         bp += AVX2_NR;
     }
+    if (copy_b && t->b_sums) gemm_sum_panel(t->b_sums, t->b, kc, AVX2_NR, AVX2_NR);
     if (t->c_transposed) {   /* rows past m hold zeros, and are not stored */
         __m256 z = _mm256_setzero_ps();
         __m256 left[8] = {c00, c10, c20, c30, c40, c50, z, z};

@@ -223,6 +223,7 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
         ap += by_rows ? 1 : a_step;
         bp += AVX512_NR;
     }
+    if (copy_b && t->b_sums) gemm_sum_panel(t->b_sums, t->b, kc, AVX512_NR, AVX512_NR);
     ROW_WIDEN(0) ROW_WIDEN(1) ROW_WIDEN(2) ROW_WIDEN(3) ROW_WIDEN(4) ROW_WIDEN(5)
     ROW_WIDEN(6) ROW_WIDEN(7) ROW_WIDEN(8) ROW_WIDEN(9) ROW_WIDEN(10) ROW_WIDEN(11)
     if (t->c_transposed) {   /* rows past m hold zeros, and are not stored */

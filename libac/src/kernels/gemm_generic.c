@@ -54,6 +54,7 @@ static void generic_kernel(const GemmTile *t)
     if (t->b_source)
         for (p = 0; p < t->kc; p++)
             for (j = 0; j < GENERIC_NR; j++) t->b[p * GENERIC_NR + j] = t->b_source[p * t->ldb + j];
+    if (t->b_sums) gemm_sum_panel(t->b_sums, t->b, t->kc, GENERIC_NR, GENERIC_NR);
     for (i = 0; i < GENERIC_MR; i++)
         row_times_panel(acc + i * GENERIC_NR, t->a + i * t->a_row, t->a_depth, t->b, t->kc);
     for (i = 0; i < t->m; i++) {

@@ -7,7 +7,8 @@
  * flags, dx = g W (NN) and dW = g^T x (TN), plus column sums of g for db. A
  * layer with more outputs than inputs (a vocabulary projection) takes
  * dW^T = x^T g instead, stored transposed straight into dW: the GEMM runs
- * faster with the long side as its columns.
+ * faster with the long side as its columns, and it sums g's columns (db)
+ * as it packs them.
  */
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -57,16 +58,17 @@ static void bias_grad(const float *gy, int64_t rows, int64_t cols, float *db)
 int cpu_linear_backward(int64_t rows, int64_t in, int64_t out, const float *x, const float *w,
                         const float *gy, float *dx, float *dw, float *db)
 {
+    const int wide = dw && out > in;   /* dW^T = x^T g, and db from the pass that packs g */
     if (dx && out == 0)
         memset(dx, 0, (size_t)(rows * in) * sizeof(float));
     else if (dx && rows * in > 0)
         gemm(0, 0, rows, in, out, 1.0f, gy, out, w, in, 0.0f, dx, in);
-    if (dw && rows == 0)
+    if (wide)
+        gemm_transposed_c(1, 0, in, out, rows, 1.0f, x, in, gy, out, 0.0f, dw, in, db);
+    else if (dw && rows == 0)
         memset(dw, 0, (size_t)(out * in) * sizeof(float));
-    else if (dw && out > in)
-        gemm_transposed_c(1, 0, in, out, rows, 1.0f, x, in, gy, out, 0.0f, dw, in);
     else if (dw && out * in > 0)
         gemm(1, 0, out, in, rows, 1.0f, gy, out, x, in, 0.0f, dw, in);
-    if (db) bias_grad(gy, rows, out, db);
+    if (db && !wide) bias_grad(gy, rows, out, db);
     return AC_OK;
 }
