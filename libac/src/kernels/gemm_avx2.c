@@ -180,9 +180,7 @@ AVX2_TARGET static inline void store_half_transposed(const GemmTile *t, __m256 b
         int64_t j = 8 * half + q;
         float *c = t->c + j * t->ldc;
         __m256 v = _mm256_mul_ps(block[q], alpha);
-        if (t->bias)
-            v = _mm256_add_ps(v, _mm256_set1_ps(t->bias[j]));
-        else if (t->beta != 0.0f)
+        if (t->beta != 0.0f)
             v = _mm256_fmadd_ps(_mm256_set1_ps(t->beta), load_lanes(c, t->m), v);
         store_lanes(c, v, t->m);
     }

@@ -118,9 +118,7 @@ AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512
         int64_t j = 16 * half + q;
         float *c = t->c + j * t->ldc;
         __m512 v = _mm512_mul_ps(block[q], alpha);
-        if (t->bias)
-            v = _mm512_add_ps(v, _mm512_set1_ps(t->bias[j]));
-        else if (t->beta != 0.0f)
+        if (t->beta != 0.0f)
             v = _mm512_fmadd_ps(_mm512_set1_ps(t->beta), _mm512_maskz_loadu_ps(rows, c), v);
         _mm512_mask_storeu_ps(c, rows, v);
     }
