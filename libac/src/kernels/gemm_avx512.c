@@ -16,8 +16,13 @@
 #define AVX512_MR 12
 #define AVX512_NR 32
 #define AVX512_TARGET __attribute__((target("avx512f,fma")))
-/* How far ahead the kernel that packs B fetches B's rows (often in other pages). */
-#define PREFETCH_ROWS 8
+/* How far ahead the kernel that packs B fetches B's rows (often in other pages,
+   and from L3 or memory): into L2 far enough ahead to hide L3's latency, then
+   into L1 shortly before use. A wide Linear layer's dW (B's rows 40 KB apart)
+   runs 3% faster than with L1 fetches 8 rows ahead alone; 32 rows ahead
+   slows its dX (rows 800 B apart) by 2%. */
+#define PREFETCH_ROWS_L2 16
+#define PREFETCH_ROWS_L1 8
 /* How far ahead the kernel fetches a packed B-panel streamed from L2. */
 #define PREFETCH_STEPS 8
 
@@ -198,8 +203,10 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
         __m512 b0 = zero, b1 = zero;
         __m256 y0 = half_zero, y1 = half_zero;
         if (copy_b) {
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb), _MM_HINT_T0);
-            _mm_prefetch((const char *)(src + PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L2 * ldb), _MM_HINT_T1);
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L2 * ldb + 16), _MM_HINT_T1);
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L1 * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + PREFETCH_ROWS_L1 * ldb + 16), _MM_HINT_T0);
             b0 = _mm512_loadu_ps(src);
             b1 = _mm512_loadu_ps(src + 16);
             _mm512_storeu_ps(bp, b0);
