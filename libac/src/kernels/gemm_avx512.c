@@ -131,26 +131,23 @@ AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512
 
 /*
  * Row i of the tile times B at one depth step. B is `lanes` wide: 32 as two
- * vectors (b0, b1); 24 as a vector and a half (b0, y1); 16 as one (b0); 8 as
- * a half (y0). A 256-bit FMA does half the work of a 512-bit one at half the
- * cost on cores that split 512-bit operations in two (AMD Zen 4), so a panel
- * cut short at the edge of C pays for the columns it has, to 8.
+ * vectors (b0, b1); 24 as a vector and a half (b0, y1); 16 as one (b0). A
+ * 256-bit FMA does half the work of a 512-bit one at half the cost on cores
+ * that split 512-bit operations in two (AMD Zen 4), so a panel of 17-24
+ * columns at the edge of C pays for 24, not 32. (A panel of 8 as a half
+ * vector runs no faster than as a whole one: its loads of A bound it.)
  */
 #define ROW_FMA(i)                                                             \
     if (rows > i) {                                                            \
         __m512 a = _mm512_set1_ps(by_rows ? ap[i * a_step] : ap[i]);           \
-        if (lanes == 8)                                                        \
-            c##i##y = _mm256_fmadd_ps(_mm512_castps512_ps256(a), y0, c##i##y); \
-        else                                                                   \
-            c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                         \
+        c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                             \
         if (lanes == 24)                                                       \
             c##i##y = _mm256_fmadd_ps(_mm512_castps512_ps256(a), y1, c##i##y); \
         if (lanes == 32) c##i##b = _mm512_fmadd_ps(a, b1, c##i##b);            \
     }
 
 /* The half-vector accumulator into its place among the full ones, for the stores. */
-#define ROW_WIDEN(i)                                                           \
-    if (lanes == 8) c##i##a = _mm512_zextps256_ps512(c##i##y);                 \
+#define ROW_WIDEN(i) \
     if (lanes == 24) c##i##b = _mm512_zextps256_ps512(c##i##y);
 
 /* C's rows are read or written only at the end; start fetching them now. */
@@ -169,7 +166,7 @@ AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512
 /*
  * The micro-kernel, specialised below for each combination of: rows of A it
  * multiplies (12, 8 or 4, so a short last panel does not pay for 12); B of
- * 8, 16, 24 or 32 lanes, or 32 packed on the way (copy_b); and A read by
+ * 16, 24 or 32 lanes, or 32 packed on the way (copy_b); and A read by
  * rows (a_depth == 1) or by depth. Every lane of C sees the same sequence of
  * FMAs in every specialisation.
  */
@@ -200,8 +197,8 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
         ROW_PREFETCH(10) ROW_PREFETCH(11)
     }
     for (p = 0; p < kc; p++) {
-        __m512 b0 = zero, b1 = zero;
-        __m256 y0 = half_zero, y1 = half_zero;
+        __m512 b0, b1 = zero;
+        __m256 y1 = half_zero;
         if (copy_b) {
             _mm_prefetch((const char *)(src + PREFETCH_ROWS_L2 * ldb), _MM_HINT_T1);
             _mm_prefetch((const char *)(src + PREFETCH_ROWS_L2 * ldb + 16), _MM_HINT_T1);
@@ -216,10 +213,7 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
             _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX512_NR), _MM_HINT_T0);
             if (wide)
                 _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX512_NR + 16), _MM_HINT_T0);
-            if (lanes == 8)
-                y0 = _mm256_loadu_ps(bp);
-            else
-                b0 = _mm512_loadu_ps(bp);
+            b0 = _mm512_loadu_ps(bp);
             if (lanes == 24) y1 = _mm256_loadu_ps(bp + 16);
             if (lanes == 32) b1 = _mm512_loadu_ps(bp + 16);
         }
@@ -244,29 +238,27 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
     ROW_STORE(6) ROW_STORE(7) ROW_STORE(8) ROW_STORE(9) ROW_STORE(10) ROW_STORE(11)
 }
 
-/* tile_ROWS_B_A: B 0-3 = 8, 16, 24, 32 lanes, 4 = 32 packed on the way; A 1 = by rows */
+/* tile_ROWS_B_A: B 0-2 = 16, 24, 32 lanes, 3 = 32 packed on the way; A 1 = by rows */
 #define TILE_VARIANT(rows, b, by_rows)                                         \
     AVX512_TARGET static void tile_##rows##_##b##_##by_rows(const GemmTile *t) \
     {                                                                          \
-        avx512_tile(t, rows, b == 4 ? 32 : 8 * (b + 1), b == 4, by_rows);      \
+        avx512_tile(t, rows, b == 3 ? 32 : 16 + 8 * b, b == 3, by_rows);       \
     }
 #define TILE_VARIANTS(b, by_rows) \
     TILE_VARIANT(12, b, by_rows) TILE_VARIANT(8, b, by_rows) TILE_VARIANT(4, b, by_rows)
 TILE_VARIANTS(0, 0) TILE_VARIANTS(1, 0) TILE_VARIANTS(2, 0) TILE_VARIANTS(3, 0)
-TILE_VARIANTS(4, 0)
 TILE_VARIANTS(0, 1) TILE_VARIANTS(1, 1) TILE_VARIANTS(2, 1) TILE_VARIANTS(3, 1)
-TILE_VARIANTS(4, 1)
 
 #define TILE_ROW(b, by_rows) \
     {tile_12_##b##_##by_rows, tile_8_##b##_##by_rows, tile_4_##b##_##by_rows}
-static const GemmKernelFn tile_variants[2][5][3] = {
-    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0), TILE_ROW(3, 0), TILE_ROW(4, 0)},
-    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1), TILE_ROW(3, 1), TILE_ROW(4, 1)},
+static const GemmKernelFn tile_variants[2][4][3] = {
+    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0), TILE_ROW(3, 0)},
+    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1), TILE_ROW(3, 1)},
 };
 
 static void avx512_kernel(const GemmTile *t)
 {
-    int b = t->b_source ? 4 : (t->n + 7) / 8 - 1;
+    int b = t->b_source ? 3 : t->n <= 16 ? 0 : t->n <= 24 ? 1 : 2;
     tile_variants[t->a_depth == 1][b][t->m > 8 ? 0 : t->m > 4 ? 1 : 2](t);
 }
 
