@@ -30,14 +30,13 @@ typedef void (*GemmPackFn)(const float *x, int64_t ld, int depth_contiguous,
  * When b_source is set (only for a full panel, n == nr), the kernel packs
  * the panel as it goes: row p of B is read at b_source + p*ldb and also
  * stored to the panel at b. When beta == 0, C is only written, never read
- * (it may hold NaN). When bias is set (then beta == 0 and C is not
- * transposed), C(i, j) = alpha * (A * B)(i, j) + bias[j]. C(i, j) is c[i*ldc + j], or c[j*ldc + i] when
- * c_transposed. When b_sums is set (only with b_source), the kernel also
- * adds the sum of each column of the panel over its kc depth steps, summed
- * in depth order, to b_sums[0:nr]. a_next is the next A-panel when it is
- * packed, else NULL;
- * a kernel may fetch its depth steps [next_from, next_to) into L2
- * (gemm_fetch_next_a).
+ * (it may hold NaN). C(i, j) is c[i*ldc + j], or c[j*ldc + i] when
+ * c_transposed. When bias is set (then beta == 0 and C is not transposed),
+ * C(i, j) = alpha * (A * B)(i, j) + bias[j]. When b_sums is set (only with
+ * b_source), the kernel also adds the sum of each column of the panel over
+ * its kc depth steps, summed in depth order, to b_sums[0:nr]. a_next is the
+ * next A-panel when it is packed, else NULL; a kernel may fetch its depth
+ * steps [next_from, next_to) into L2 (gemm_fetch_next_a).
  */
 typedef struct {
     int kc, m, n;

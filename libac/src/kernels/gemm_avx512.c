@@ -2,9 +2,9 @@
  * gemm_avx512.c - the AVX-512F SGEMM kernel set: a 12x32 micro-kernel.
  *
  * 24 accumulators of 16 floats; each depth step loads two vectors of B and
- * broadcasts 12 values of A. The packer transposes 16x16 blocks in
- * registers (transpose.h). Per-function target attributes keep this file buildable
- * without -mavx512f.
+ * broadcasts 12 values of A. The packer, and the stores of a transposed C,
+ * transpose 16x16 blocks in registers (transpose.h). Per-function target
+ * attributes keep this file buildable without -mavx512f.
  */
 #include "gemm.h"
 #include "transpose.h"
