@@ -64,15 +64,16 @@ def test_gradient_of_weight_alone():
     np.testing.assert_allclose(b.grad.numpy(), g.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [37, 1100])
 @pytest.mark.parametrize("bias", [True, False])
-def test_wide_layer_gradients_match_float64(bias):
-    """More outputs than inputs (a vocabulary projection): dW^T and db come from
-    one product with a row of ones, then dW is transposed out; odd sizes leave
-    partial tiles in both."""
-    x = rng.standard_normal((37, 19)).astype(np.float32)
+def test_wide_layer_gradients_match_float64(bias, rows):
+    """More outputs than inputs (a vocabulary projection): dW^T comes from a
+    product stored transposed into dW, db from the pass that packs g; odd sizes
+    leave partial tiles in both, and 1100 rows are two slices of the depth."""
+    x = rng.standard_normal((rows, 19)).astype(np.float32)
     w = rng.standard_normal((301, 19)).astype(np.float32)
     b = rng.standard_normal(301).astype(np.float32)
-    g = rng.standard_normal((37, 301)).astype(np.float32)
+    g = rng.standard_normal((rows, 301)).astype(np.float32)
     xt, wt = ac.tensor(x, requires_grad=True), ac.tensor(w, requires_grad=True)
     bt = ac.tensor(b, requires_grad=True) if bias else None
     F.linear(xt, wt, bt).backward(ac.tensor(g))

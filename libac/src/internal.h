@@ -342,5 +342,14 @@ void profile_task_run(void *ctx, int64_t begin, int64_t end);
 void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
           float beta, float *c, int64_t ldc);
+/* C = alpha op(A) op(B) + bias, bias[j] added to every row's C(i, j) (NULL: nothing). */
+void gemm_bias(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+               const float *bias, float *c, int64_t ldc);
+/* gemm with C stored transposed: C(i, j) is c[j*ldc + i], ldc >= m; and
+   b_sums (NULL, or n floats) set to sum_p op(B)(p, j), from the packing pass. */
+void gemm_transposed_c(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                       float beta, float *c, int64_t ldc, float *b_sums);
 
 #endif /* AC_INTERNAL_H */

@@ -1,12 +1,14 @@
 /*
  * test_gemm.c - ac_sgemm against a float64 reference, on every kernel set
  * this CPU can run (AVX-512, AVX2, generic), for all four transpose cases,
- * odd shapes, padded leading dimensions and alpha/beta variants; and
- * ac_sgemm's argument checks.
+ * odd shapes, padded leading dimensions and alpha/beta variants; gemm_bias
+ * and gemm_transposed_c against plain gemm, bit for bit; and ac_sgemm's
+ * argument checks.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "ac.h"
+#include "internal.h"
 #include "kernels/gemm.h"
 #include "test.h"
 
@@ -227,6 +229,111 @@ static void test_same_bits_on_two_threads(void)
     ac_set_num_threads(threads);
 }
 
+/* Shapes for the stores: few rows, short tiles at both edges, the depth in
+   slices, columns split over threads (with 2 threads), empty depth. */
+static const int64_t store_shapes[][3] = {
+    {1, 5, 7},   {3, 70, 20},  {4, 64, 300},  {13, 33, 9}, {29, 45, 33},
+    {200, 300, 700}, {37, 1000, 64}, {50, 17, 1100}, {6, 8, 0},
+};
+
+/*
+ * gemm_bias gives the bits of the way Linear added its bias before: C filled
+ * with the bias in every row, then gemm with beta = 1; on 1 and 2 threads.
+ */
+static void test_bias_in_the_store(void)
+{
+    size_t s;
+    int tb, threads = ac_get_num_threads();
+    for (s = 0; s < sizeof store_shapes / sizeof store_shapes[0]; s++) {
+        for (tb = 0; tb < 2; tb++) {
+            int64_t m = store_shapes[s][0], n = store_shapes[s][1], k = store_shapes[s][2];
+            int64_t ldc = n + 3, i, count = m * ldc;
+            float *a = random_matrix(m * k), *b = random_matrix(k * n), *bias = random_matrix(n);
+            float *want = random_matrix(count), *got = malloc((size_t)count * sizeof(float));
+            int t;
+            memcpy(got, want, (size_t)count * sizeof(float));   /* the padding too */
+            for (i = 0; i < m; i++) memcpy(want + i * ldc, bias, (size_t)n * sizeof(float));
+            gemm(0, tb, m, n, k, -0.5f, a, k, b, tb ? k : n, 1.0f, want, ldc);
+            for (t = 1; t <= 2; t++) {
+                ac_set_num_threads(t);
+                for (i = 0; i < m; i++) memset(got + i * ldc, 0xFF, (size_t)n * sizeof(float));
+                gemm_bias(0, tb, m, n, k, -0.5f, a, k, b, tb ? k : n, bias, got, ldc);
+                CHECK(memcmp(got, want, (size_t)count * sizeof(float)) == 0);
+            }
+            gemm_bias(0, tb, m, n, k, 0.0f, a, k, b, tb ? k : n, bias, got, ldc);  /* C = bias */
+            CHECK(memcmp(got + (m - 1) * ldc, bias, (size_t)n * sizeof(float)) == 0);
+            free(a);
+            free(b);
+            free(bias);
+            free(want);
+            free(got);
+        }
+    }
+    ac_set_num_threads(threads);
+}
+
+/*
+ * gemm_transposed_c stores the bits plain gemm computes, transposed, for
+ * beta 0 (C never read: it holds NaN) and beta != 0, with op(A) transposed
+ * or not, on 1 and 2 threads; the padding past m in each row of C^T stays.
+ * Its column sums of B match float64 sums, with the same bits on 1 and 2
+ * threads.
+ */
+static void test_transposed_store(void)
+{
+    static const float betas[] = {0.0f, 0.75f};
+    size_t s, bi;
+    int ta, threads = ac_get_num_threads();
+    for (s = 0; s < sizeof store_shapes / sizeof store_shapes[0]; s++) {
+        for (ta = 0; ta < 2; ta++) {
+            for (bi = 0; bi < 2; bi++) {
+                int64_t m = store_shapes[s][0], n = store_shapes[s][1], k = store_shapes[s][2];
+                int64_t ldt = m + 2, i, j;
+                float beta = betas[bi];
+                float *a = random_matrix(m * k), *b = random_matrix(k * n);
+                float *plain = random_matrix(m * n), *start = random_matrix(n * ldt);
+                float *got = malloc((size_t)(n * ldt) * sizeof(float));
+                float *sums = malloc((size_t)(2 * n + 1) * sizeof(float));
+                int t, bad = 0;
+                if (beta == 0.0f)
+                    for (i = 0; i < n; i++)
+                        for (j = 0; j < m; j++) start[i * ldt + j] = NAN;
+                for (i = 0; i < m; i++)
+                    for (j = 0; j < n; j++) plain[i * n + j] = start[j * ldt + i];
+                gemm(ta, 0, m, n, k, 1.5f, a, ta ? m : k, b, n, beta, plain, n);
+                for (t = 1; t <= 2; t++) {
+                    ac_set_num_threads(t);
+                    memcpy(got, start, (size_t)(n * ldt) * sizeof(float));
+                    gemm_transposed_c(ta, 0, m, n, k, 1.5f, a, ta ? m : k, b, n, beta, got, ldt,
+                                      sums + (t - 1) * n);
+                    for (j = 0; j < n; j++)
+                        for (i = 0; i < ldt; i++) {
+                            const float *w = i < m ? &plain[i * n + j] : &start[j * ldt + i];
+                            bad += memcmp(&got[j * ldt + i], w, sizeof(float)) != 0;
+                        }
+                }
+                for (j = 0; j < n; j++) {
+                    double want = 0.0, size = 0.0;
+                    for (i = 0; i < k; i++) {
+                        want += b[i * n + j];
+                        size += fabs(b[i * n + j]);
+                    }
+                    bad += !(fabs(sums[j] - want) <= 1e-5 * size);
+                }
+                CHECK(bad == 0);
+                CHECK(memcmp(sums, sums + n, (size_t)n * sizeof(float)) == 0);
+                free(a);
+                free(b);
+                free(plain);
+                free(start);
+                free(got);
+                free(sums);
+            }
+        }
+    }
+    ac_set_num_threads(threads);
+}
+
 static void test_every_kernel_set(void)
 {
     static const char *const names[] = {"avx512", "avx2", "generic"};
@@ -242,6 +349,8 @@ static void test_every_kernel_set(void)
         RUN(test_power_of_two_leading_dimensions);
         RUN(test_empty_sizes);
         RUN(test_same_bits_on_two_threads);
+        RUN(test_bias_in_the_store);
+        RUN(test_transposed_store);
     }
     CHECK(gemm_use_kernels("no-such-set") == 0);
     CHECK(gemm_use_kernels(NULL) == 1);

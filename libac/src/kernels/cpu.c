@@ -13,7 +13,8 @@ int cpu_can_run(const char *simd)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (strcmp(simd, "avx512") == 0) return __builtin_cpu_supports("avx512f");
+    if (strcmp(simd, "avx512") == 0)   /* gemm_avx512.c also uses 256-bit FMAs */
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
     if (strcmp(simd, "avx2") == 0)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (strcmp(simd, "avx512-vnni") == 0)   /* the int8 kernels' set (qgemm.c), not an AC_SIMD name */

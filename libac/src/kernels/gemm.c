@@ -13,7 +13,12 @@
  * blocks, so results do not depend on the thread count. A product of a few rows (m <= GEMM_FEW_ROWS, such as a Linear
  * layer's forward on one sample) packs nothing: packing B would cost more
  * than the product, so the kernel set's few_rows routine reads A and B where
- * they lie. This file also holds ac_sgemm, the checked public entry.
+ * they lie. Two variants share the driver: gemm_bias adds a bias to each row
+ * as the tiles are stored (a Linear layer's forward, with no pass of its
+ * own), and gemm_transposed_c stores C transposed (a wide Linear layer's
+ * dW = (x^T g)^T, whose product runs faster with the long side as columns)
+ * and can sum op(B)'s columns as it packs them (that layer's db).
+ * This file also holds ac_sgemm, the checked public entry.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -163,8 +168,11 @@ typedef struct {
     int64_t m, n, k;
     float alpha, beta;
     const float *a, *b;
+    const float *bias;  /* NULL, or added to each row of C in place of beta * C */
     float *c;
     int64_t lda, ldb, ldc;
+    int c_transposed;   /* C(i, j) is c[j*ldc + i] */
+    float *b_sums;      /* NULL, or set to the sums of op(B)'s columns (gemm_transposed_c) */
     int split_rows;     /* tasks own stripes of rows of C, else of columns */
     int64_t task_span;  /* rows or columns per task: a multiple of mr or nr */
     int64_t keep_b;     /* nonzero: a number no other job has; each thread packs all
@@ -176,19 +184,37 @@ static int64_t kept_b_jobs;
 
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 
+/* Where C(i, j) lies. */
+static float *c_at(const GemmJob *job, int64_t i, int64_t j)
+{
+    return job->c_transposed ? job->c + j * job->ldc + i : job->c + i * job->ldc + j;
+}
+
+/* b_sums[j0:j1] by plain loops, where no packing pass makes them. */
+static void plain_b_sums(const GemmJob *job, int64_t j0, int64_t j1)
+{
+    int64_t j, p;
+    for (j = j0; j < j1; j++) {
+        float sum = 0.0f;
+        for (p = 0; p < job->k; p++)
+            sum += job->trans_b ? job->b[j * job->ldb + p] : job->b[p * job->ldb + j];
+        job->b_sums[j] = sum;
+    }
+}
+
 /* Plain loops over C[i0:i1, j0:j1], for when no pack buffer can be had. */
 static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
 {
     int64_t i, j, p;
     for (i = i0; i < i1; i++) {
         for (j = j0; j < j1; j++) {
-            float sum = 0.0f, *out = job->c + i * job->ldc + j;
+            float sum = 0.0f, *out = c_at(job, i, j);
             for (p = 0; p < job->k; p++) {
                 float a = job->trans_a ? job->a[p * job->lda + i] : job->a[i * job->lda + p];
                 float b = job->trans_b ? job->b[j * job->ldb + p] : job->b[p * job->ldb + j];
                 sum += a * b;
             }
-            *out = job->beta == 0.0f ? job->alpha * sum : job->alpha * sum + job->beta * *out;
+            *out = gemm_scaled(sum, job->alpha, job->beta, out, job->bias ? job->bias + j : NULL);
         }
     }
 }
@@ -208,8 +234,11 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
 {
     const GemmKernels *kern = job->kern;
     int mr = kern->mr, nr = kern->nr;
-    /* Small products are common and 64-bit divisions slow: skip or narrow them. */
-    int64_t slices = job->k <= job->blk.kc ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
+    /* Small products are common and 64-bit divisions slow: skip or narrow them.
+       A depth up to 1.5 kc is one slice, not two short ones that would each
+       store C (and the second read it back): the B-panels streaming through L1
+       evict the A-panel either way. */
+    int64_t slices = job->k <= job->blk.kc * 3 / 2 ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
     int64_t slice = slices == 1 ? job->k : (job->k + slices - 1) / slices;
     /* Every row group asks for the same size, so a kept B is never reallocated. */
     int rows = (int)min64(job->blk.mc, job->keep_b ? job->task_span : i1 - i0);
@@ -224,10 +253,14 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
     GemmTile tile;
     if (!abuf) {
         gemm_unpacked(job, i0, i1, j0, j1);
+        if (job->b_sums) plain_b_sums(job, j0, j1);
         return;
     }
+    /* Columns belong to one task (gemm_run): its first row block sums them. */
+    if (job->b_sums) memset(job->b_sums + j0, 0, (size_t)(j1 - j0) * sizeof(float));
     tile.ldb = job->ldb;
     tile.ldc = job->ldc;
+    tile.c_transposed = job->c_transposed;
     tile.alpha = job->alpha;
     for (ic = i0; ic < i1; ic += job->blk.mc) {
         int mc = (int)min64(job->blk.mc, i1 - ic);
@@ -255,6 +288,9 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                     kern->pack(job->trans_b ? b + packed_later * job->ldb : b + packed_later,
                                job->ldb, job->trans_b, nc - packed_later, tile.kc, nr,
                                bbuf + (int64_t)packed_later * tile.kc);
+                for (jr = packed_later; job->b_sums && ic == i0 && jr < nc; jr += nr)
+                    gemm_sum_panel(job->b_sums + jc + jr, bbuf + (int64_t)jr * tile.kc, tile.kc,
+                                   nr, nc - jr < nr ? nc - jr : nr);
                 for (ir = 0; ir < mc; ir += mr) {
                     if (ir < in_place && job->trans_a) {   /* columns of A */
                         tile.a = a + ir;
@@ -277,8 +313,11 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                         tile.next_to = (int)min64(tile.next_from + next_share, tile.kc);
                         tile.b = bbuf + (int64_t)jr * tile.kc;
                         tile.b_source = ir == 0 && jr < packed_later ? b + jr : NULL;
+                        tile.b_sums = job->b_sums && tile.b_source && ic == i0
+                                          ? job->b_sums + jc + jr : NULL;
                         tile.n = nc - jr < nr ? nc - jr : nr;
-                        tile.c = job->c + (ic + ir) * job->ldc + jc + jr;
+                        tile.c = c_at(job, ic + ir, jc + jr);
+                        tile.bias = pc == 0 && job->bias ? job->bias + jc + jr : NULL;
                         kern->kernel(&tile);
                         tile.next_from = tile.next_to;
                     }
@@ -322,77 +361,61 @@ static void few_rows_tasks(void *ctx, int64_t begin, int64_t end)
     tasks->kern->few_rows(&part);
 }
 
-/* op(A) with at most GEMM_FEW_ROWS rows, each contiguous (trans_a == 0). */
-static void gemm_few_rows(const GemmKernels *kern, int trans_b, int64_t m, int64_t n,
-                          int64_t k, float alpha, const float *a, int64_t lda, const float *b,
-                          int64_t ldb, float beta, float *c, int64_t ldc)
+/* op(A) with at most GEMM_FEW_ROWS rows, each contiguous (trans_a == 0), and
+   C not transposed. */
+static void gemm_few_rows(const GemmJob *job)
 {
     FewRowsTasks tasks;
-    int64_t count = (n + FEW_ROWS_SPAN - 1) / FEW_ROWS_SPAN;
-    tasks.kern = kern;
-    tasks.job.m = m;
-    tasks.job.k = k;
+    int64_t count = (job->n + FEW_ROWS_SPAN - 1) / FEW_ROWS_SPAN;
+    tasks.kern = job->kern;
+    tasks.job.m = job->m;
+    tasks.job.k = job->k;
     tasks.job.j0 = 0;
-    tasks.job.j1 = n;
-    tasks.job.a = a;
-    tasks.job.lda = lda;
-    tasks.job.b = b;
-    tasks.job.ldb = ldb;
-    tasks.job.b_by_rows = trans_b;
-    tasks.job.c = c;
-    tasks.job.ldc = ldc;
-    tasks.job.alpha = alpha;
-    tasks.job.beta = beta;
-    if ((double)m * n * k >= GEMM_PARALLEL_WORK)
+    tasks.job.j1 = job->n;
+    tasks.job.a = job->a;
+    tasks.job.lda = job->lda;
+    tasks.job.b = job->b;
+    tasks.job.ldb = job->ldb;
+    tasks.job.b_by_rows = job->trans_b;
+    tasks.job.c = job->c;
+    tasks.job.ldc = job->ldc;
+    tasks.job.alpha = job->alpha;
+    tasks.job.beta = job->beta;
+    tasks.job.bias = job->bias;
+    if ((double)job->m * job->n * job->k >= GEMM_PARALLEL_WORK)
         parallel_for(count, 1, few_rows_tasks, &tasks);
     else
         few_rows_tasks(&tasks, 0, count);
 }
 
-/* C = beta * C, where beta == 0 clears C whatever it held. */
-static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
+/* C = bias in every row, or beta * C, where beta == 0 clears C whatever it held. */
+static void scale_c(const GemmJob *job)
 {
     int64_t i, j;
-    for (i = 0; i < m; i++) {
-        float *row = c + i * ldc;
-        if (beta == 0.0f)
-            memset(row, 0, (size_t)n * sizeof(float));
-        else
-            for (j = 0; j < n; j++) row[j] *= beta;
+    for (i = 0; i < job->m; i++) {
+        for (j = 0; j < job->n; j++) {
+            float *out = c_at(job, i, j);
+            *out = job->bias ? job->bias[j] : job->beta == 0.0f ? 0.0f : job->beta * *out;
+        }
     }
 }
 
-void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-          float beta, float *c, int64_t ldc)
+/* The product a job from set_up_job describes. */
+static void gemm_run(GemmJob *job)
 {
-    GemmJob job;
     int threads = ac_get_num_threads();
-    int64_t tasks, tiles;
-    if (m == 0 || n == 0) return;
-    if (k == 0 || alpha == 0.0f) {
-        scale_c(m, n, beta, c, ldc);
+    int64_t m = job->m, n = job->n, k = job->k, tasks, tiles;
+    if (m == 0 || n == 0 || k == 0 || job->alpha == 0.0f) {
+        scale_c(job);
+        if (job->b_sums) plain_b_sums(job, 0, n);
         return;
     }
-    job.kern = kernels();
-    if (m <= GEMM_FEW_ROWS && !trans_a) {
-        gemm_few_rows(job.kern, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    job->kern = kernels();
+    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {
+        gemm_few_rows(job);
         return;
     }
-    job.blk = blocking_for(job.kern);
-    job.trans_a = trans_a;
-    job.trans_b = trans_b;
-    job.m = m;
-    job.n = n;
-    job.k = k;
-    job.alpha = alpha;
-    job.beta = beta;
-    job.a = a;
-    job.b = b;
-    job.c = c;
-    job.lda = lda;
-    job.ldb = ldb;
-    job.ldc = ldc;
+    job->blk = blocking_for(job->kern);
     /* A panel read in place must not crowd a few L1 sets: pack it when its rows
        start 4 KiB apart (all in one set; 2 KiB apart they use two, and n = 512
        runs 3% faster in place than packed, 6% slower packed at 4 KiB), or when
@@ -401,27 +424,80 @@ void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
        depth step, 4 KB at most, and the MLP's weight gradient (784x64^T .
        64x128) runs 4% faster than with it packed; deeper, the lines would
        crowd B out of L1. */
-    job.a_in_place = trans_a ? lda % 512 != 0 && k <= TRANSPOSED_IN_PLACE_DEPTH
-                             : lda % 1024 != 0;
+    job->a_in_place = job->trans_a ? job->lda % 512 != 0 && k <= TRANSPOSED_IN_PLACE_DEPTH
+                                   : job->lda % 1024 != 0;
     /* Split the longer side: each task packs all of the other operand, and that
-       operand is then the smaller one to pack twice. */
-    job.split_rows = m >= n;
-    job.keep_b = 0;
+       operand is then the smaller one to pack twice. Columns whose sums are
+       wanted must each be packed by one task. */
+    job->split_rows = m >= n && !job->b_sums;
+    job->keep_b = 0;
     if (threads == 1 || (double)m * n * k < GEMM_PARALLEL_WORK) {
-        job.task_span = job.split_rows ? m : n;   /* one task: all of C */
-        gemm_tasks(&job, 0, 1);
+        job->task_span = job->split_rows ? m : n;   /* one task: all of C */
+        gemm_tasks(job, 0, 1);
         return;
     }
-    tiles = job.split_rows ? (m + job.kern->mr - 1) / job.kern->mr
-                           : (n + job.kern->nr - 1) / job.kern->nr;
+    tiles = job->split_rows ? (m + job->kern->mr - 1) / job->kern->mr
+                            : (n + job->kern->nr - 1) / job->kern->nr;
     tasks = min64(threads, tiles);
-    if (job.split_rows && k * n <= job.blk.kept_b) {
-        job.keep_b = __atomic_add_fetch(&kept_b_jobs, 1, __ATOMIC_RELAXED);
+    if (job->split_rows && k * n <= job->blk.kept_b) {
+        job->keep_b = __atomic_add_fetch(&kept_b_jobs, 1, __ATOMIC_RELAXED);
         tasks = min64((int64_t)threads * ROW_GROUPS_PER_THREAD, tiles);
     }
-    job.task_span = (tiles + tasks - 1) / tasks * (job.split_rows ? job.kern->mr : job.kern->nr);
-    tasks = ((job.split_rows ? m : n) + job.task_span - 1) / job.task_span;
-    parallel_for(tasks, 1, gemm_tasks, &job);
+    job->task_span = (tiles + tasks - 1) / tasks * (job->split_rows ? job->kern->mr : job->kern->nr);
+    tasks = ((job->split_rows ? m : n) + job->task_span - 1) / job->task_span;
+    parallel_for(tasks, 1, gemm_tasks, job);
+}
+
+static void set_up_job(GemmJob *job, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                       float beta, float *c, int64_t ldc)
+{
+    job->trans_a = trans_a;
+    job->trans_b = trans_b;
+    job->m = m;
+    job->n = n;
+    job->k = k;
+    job->alpha = alpha;
+    job->beta = beta;
+    job->a = a;
+    job->b = b;
+    job->bias = NULL;
+    job->c = c;
+    job->lda = lda;
+    job->ldb = ldb;
+    job->ldc = ldc;
+    job->c_transposed = 0;
+    job->b_sums = NULL;
+}
+
+void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc)
+{
+    GemmJob job;
+    set_up_job(&job, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_run(&job);
+}
+
+void gemm_bias(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+               const float *bias, float *c, int64_t ldc)
+{
+    GemmJob job;
+    set_up_job(&job, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+    job.bias = bias;
+    gemm_run(&job);
+}
+
+void gemm_transposed_c(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                       float beta, float *c, int64_t ldc, float *b_sums)
+{
+    GemmJob job;
+    set_up_job(&job, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    job.c_transposed = 1;
+    job.b_sums = b_sums;
+    gemm_run(&job);
 }
 
 /* ---- the public entry ---------------------------------------------------- */

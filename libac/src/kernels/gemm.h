@@ -9,6 +9,7 @@
 #ifndef AC_GEMM_H
 #define AC_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -29,9 +30,13 @@ typedef void (*GemmPackFn)(const float *x, int64_t ld, int depth_contiguous,
  * When b_source is set (only for a full panel, n == nr), the kernel packs
  * the panel as it goes: row p of B is read at b_source + p*ldb and also
  * stored to the panel at b. When beta == 0, C is only written, never read
- * (it may hold NaN). a_next is the next A-panel when it is packed, else NULL;
- * a kernel may fetch its depth steps [next_from, next_to) into L2
- * (gemm_fetch_next_a).
+ * (it may hold NaN). C(i, j) is c[i*ldc + j], or c[j*ldc + i] when
+ * c_transposed. When bias is set (then beta == 0 and C is not transposed),
+ * C(i, j) = alpha * (A * B)(i, j) + bias[j]. When b_sums is set (only with
+ * b_source), the kernel also adds the sum of each column of the panel over
+ * its kc depth steps, summed in depth order, to b_sums[0:nr]. a_next is the
+ * next A-panel when it is packed, else NULL; a kernel may fetch its depth
+ * steps [next_from, next_to) into L2 (gemm_fetch_next_a).
  */
 typedef struct {
     int kc, m, n;
@@ -42,7 +47,10 @@ typedef struct {
     int64_t ldb;
     float *c;
     int64_t ldc;
+    int c_transposed;
     float alpha, beta;
+    const float *bias;
+    float *b_sums;
     const float *a_next;
     int next_from, next_to;
 } GemmTile;
@@ -63,6 +71,18 @@ static inline void gemm_fetch_next_a(const GemmTile *t, int mr)
         __builtin_prefetch(t->a_next + q, 0, 2);
 }
 
+/* b_sums[0:width] += the sums of the first `width` columns of a packed panel
+   (`depth` steps of `stride` floats), each summed in depth order. */
+static inline void gemm_sum_panel(float *b_sums, const float *panel, int depth, int stride,
+                                  int width)
+{
+    float sum[64] = {0.0f};   /* width <= 64 */
+    int p, j;
+    for (p = 0; p < depth; p++)
+        for (j = 0; j < width; j++) sum[j] += panel[p * stride + j];
+    for (j = 0; j < width; j++) b_sums[j] += sum[j];
+}
+
 /*
  * A few rows of A times B with nothing packed, for when packing B would cost
  * more than the product (a Linear layer's forward on one or two samples):
@@ -71,7 +91,8 @@ static inline void gemm_fetch_next_a(const GemmTile *t, int mr)
  * columns, as in x @ W^T: each output is the dot product of two contiguous
  * rows), else b[p*ldb + j]. m is at most GEMM_FEW_ROWS. Each element of C
  * is summed in an order that depends only on k, never on j0 or j1. When
- * beta == 0, C is only written.
+ * beta == 0, C is only written; when bias is set (then beta == 0), bias[j]
+ * is added to C(i, j) after the scaling.
  */
 #define GEMM_FEW_ROWS 4
 
@@ -85,6 +106,7 @@ typedef struct {
     float *c;
     int64_t ldc;
     float alpha, beta;
+    const float *bias;
 } GemmFewRows;
 
 typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
@@ -106,9 +128,12 @@ typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
         by_rows[f->m - 1](f);                                                   \
     }
 
-/* One finished element of C: alpha * sum + beta * c, reading c only when beta != 0. */
-static inline float gemm_scaled(float sum, float alpha, float beta, const float *c)
+/* One finished element of C: alpha * sum, plus *bias when there is one, else
+   plus beta * c, reading c only when beta != 0. */
+static inline float gemm_scaled(float sum, float alpha, float beta, const float *c,
+                                const float *bias)
 {
+    if (bias) return alpha * sum + *bias;
     return beta == 0.0f ? alpha * sum : alpha * sum + beta * *c;
 }
 

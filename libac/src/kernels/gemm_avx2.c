@@ -45,6 +45,27 @@ AVX2_TARGET static void store_lanes(float *dst, __m256 v, int count)
         _mm256_maskstore_ps(dst, lane_mask(count), v);
 }
 
+/* In-register transpose of the 8x8 block r[0..7]. */
+AVX2_TARGET static void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 /* One panel when X's rows run along memory: copy `width` floats per depth step. */
 AVX2_TARGET static void pack_rows_along_memory(const float *x, int64_t ld, int rows,
                                                int depth, int width, float *dst)
@@ -72,27 +93,6 @@ AVX2_TARGET static void pack_rows_along_memory(const float *x, int64_t ld, int r
         for (g = 0; g < width; g += 8)
             store_lanes(out + g, load_lanes(src + g, rows - g), width - g);
     }
-}
-
-/* In-register transpose of the 8x8 block r[0..7]. */
-AVX2_TARGET static void transpose8(__m256 r[8])
-{
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
 /* One panel when X's depth runs along memory: transpose 8x8 blocks into place. */
@@ -145,17 +145,45 @@ AVX2_TARGET static void avx2_pack(const float *x, int64_t ld, int depth_contiguo
     }
 }
 
-/* c[0:16] = alpha * (lo, hi) + beta * c[0:16], touching only the first n lanes. */
+/* c[0:16] = alpha * (lo, hi) + bias[0:16] when there is a bias, else + beta *
+   c[0:16], touching only the first n lanes. */
 AVX2_TARGET static inline void store_row(float *c, __m256 lo, __m256 hi, int wide,
-                                         __m256 alpha, float beta, int n)
+                                         __m256 alpha, float beta, const float *bias, int n)
 {
     lo = _mm256_mul_ps(lo, alpha);
-    if (beta != 0.0f) lo = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c, n), lo);
+    if (bias)
+        lo = _mm256_add_ps(lo, load_lanes(bias, n));
+    else if (beta != 0.0f)
+        lo = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c, n), lo);
     store_lanes(c, lo, n);
     if (!wide) return;
     hi = _mm256_mul_ps(hi, alpha);
-    if (beta != 0.0f) hi = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c + 8, n - 8), hi);
+    if (bias)
+        hi = _mm256_add_ps(hi, load_lanes(bias + 8, n - 8));
+    else if (beta != 0.0f)
+        hi = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c + 8, n - 8), hi);
     store_lanes(c + 8, hi, n - 8);
+}
+
+/*
+ * One half of a tile (`half` 0: columns 0-7, 1: 8-15) stored transposed,
+ * C(i, j) at c[j*ldc + i]: the rows of the half, one vector each, are
+ * transposed in registers, and each column of C becomes a store of its m
+ * values. Each element is finished as store_row would finish it.
+ */
+AVX2_TARGET static inline void store_half_transposed(const GemmTile *t, __m256 block[8],
+                                                     int half, __m256 alpha)
+{
+    int q, cols = t->n - 8 * half < 8 ? t->n - 8 * half : 8;
+    transpose8(block);
+    for (q = 0; q < cols; q++) {
+        int64_t j = 8 * half + q;
+        float *c = t->c + j * t->ldc;
+        __m256 v = _mm256_mul_ps(block[q], alpha);
+        if (t->beta != 0.0f)
+            v = _mm256_fmadd_ps(_mm256_set1_ps(t->beta), load_lanes(c, t->m), v);
+        store_lanes(c, v, t->m);
+    }
 }
 
 #define ROW_FMA(i)                                                             \
@@ -174,7 +202,7 @@ AVX2_TARGET static inline void store_row(float *c, __m256 lo, __m256 hi, int wid
 
 #define ROW_STORE(i)                                                           \
     if (rows > i && t->m > i)                                                  \
-        store_row(t->c + i * t->ldc, c##i##0, c##i##1, wide, va, t->beta, t->n);
+        store_row(c + i * ldc, c##i##0, c##i##1, wide, va, t->beta, t->bias, t->n);
 
 /*
  * The micro-kernel, specialised below for the rows of A it multiplies (6, 4
@@ -190,12 +218,19 @@ avx2_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
     __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
     __m256 c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const float *ap = t->a, *src = t->b_source;
-    float *bp = t->b;
-    int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb;
+    float *bp = t->b, *c = t->c;
+    int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb, ldc = t->ldc;
     __m256 va = _mm256_set1_ps(t->alpha);
     int p, kc = t->kc;
-    ROW_PREFETCH(0) ROW_PREFETCH(1) ROW_PREFETCH(2) ROW_PREFETCH(3) ROW_PREFETCH(4)
-    ROW_PREFETCH(5)
+    if (t->c_transposed) {
+        for (p = 0; p < t->n; p++) {
+            _mm_prefetch((const char *)(c + p * ldc), _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + p * ldc + t->m - 1), _MM_HINT_T0);
+        }
+    } else {
+        ROW_PREFETCH(0) ROW_PREFETCH(1) ROW_PREFETCH(2) ROW_PREFETCH(3) ROW_PREFETCH(4)
+        ROW_PREFETCH(5)
+    }
     /* n = 2048 runs 1.02-1.03x faster; AVX-512's 12-row panels gain nothing */
     gemm_fetch_next_a(t, AVX2_MR);
     for (p = 0; p < kc; p++) {
@@ -219,6 +254,15 @@ avx2_tile(const GemmTile *t, const int rows, const int wide, const int copy_b,
         ROW_FMA(0) ROW_FMA(1) ROW_FMA(2) ROW_FMA(3) ROW_FMA(4) ROW_FMA(5)
         ap += by_rows ? 1 : a_step;
         bp += AVX2_NR;
+    }
+    if (copy_b && t->b_sums) gemm_sum_panel(t->b_sums, t->b, kc, AVX2_NR, AVX2_NR);
+    if (t->c_transposed) {   /* rows past m hold zeros, and are not stored */
+        __m256 z = _mm256_setzero_ps();
+        __m256 left[8] = {c00, c10, c20, c30, c40, c50, z, z};
+        __m256 right[8] = {c01, c11, c21, c31, c41, c51, z, z};
+        store_half_transposed(t, left, 0, va);
+        if (wide) store_half_transposed(t, right, 1, va);
+        return;
     }
     ROW_STORE(0) ROW_STORE(1) ROW_STORE(2) ROW_STORE(3) ROW_STORE(4) ROW_STORE(5)
 }
@@ -281,8 +325,11 @@ dots_2(const GemmFewRows *f, int64_t j, const int rows)
     }
     for (r = 0; r < rows; r++) {
         float *c = f->c + r * f->ldc + j;
-        c[0] = gemm_scaled(sum_lanes(acc[r][0]), f->alpha, f->beta, c);
-        if (f->j1 - j > 1) c[1] = gemm_scaled(sum_lanes(acc[r][1]), f->alpha, f->beta, c + 1);
+        const float *bias = f->bias ? f->bias + j : NULL;
+        c[0] = gemm_scaled(sum_lanes(acc[r][0]), f->alpha, f->beta, c, bias);
+        if (f->j1 - j > 1)
+            c[1] = gemm_scaled(sum_lanes(acc[r][1]), f->alpha, f->beta, c + 1,
+                               bias ? bias + 1 : NULL);
     }
 }
 
@@ -307,7 +354,9 @@ axpys_16(const GemmFewRows *f, int64_t j, const int rows)
         float *c = f->c + r * f->ldc + j;
         for (v = 0; v < 2; v++) {
             __m256 out = _mm256_mul_ps(va, acc[r][v]);
-            if (f->beta != 0.0f)
+            if (f->bias)
+                out = _mm256_add_ps(out, load_lanes(f->bias + j + 8 * v, width - 8 * v));
+            else if (f->beta != 0.0f)
                 out = _mm256_fmadd_ps(vb, load_lanes(c + 8 * v, width - 8 * v), out);
             if (width > 8 * v) store_lanes(c + 8 * v, out, width - 8 * v);
         }

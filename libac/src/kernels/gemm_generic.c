@@ -54,13 +54,17 @@ static void generic_kernel(const GemmTile *t)
     if (t->b_source)
         for (p = 0; p < t->kc; p++)
             for (j = 0; j < GENERIC_NR; j++) t->b[p * GENERIC_NR + j] = t->b_source[p * t->ldb + j];
+    if (t->b_sums) gemm_sum_panel(t->b_sums, t->b, t->kc, GENERIC_NR, GENERIC_NR);
     for (i = 0; i < GENERIC_MR; i++)
         row_times_panel(acc + i * GENERIC_NR, t->a + i * t->a_row, t->a_depth, t->b, t->kc);
     for (i = 0; i < t->m; i++) {
-        float *row = t->c + i * t->ldc;
         for (j = 0; j < t->n; j++) {
             float value = t->alpha * acc[i * GENERIC_NR + j];
-            row[j] = t->beta == 0.0f ? value : t->beta * row[j] + value;
+            float *out = t->c_transposed ? t->c + j * t->ldc + i : t->c + i * t->ldc + j;
+            if (t->bias)
+                *out = value + t->bias[j];
+            else
+                *out = t->beta == 0.0f ? value : t->beta * *out + value;
         }
     }
 }
@@ -81,7 +85,8 @@ static void generic_few_rows(const GemmFewRows *f)
                     acc[q] += a[p] * (f->b_by_rows ? f->b[(j + q) * f->ldb + p]
                                                    : f->b[p * f->ldb + j + q]);
             for (q = 0; q < width; q++)
-                c[j + q] = gemm_scaled(acc[q], f->alpha, f->beta, c + j + q);
+                c[j + q] = gemm_scaled(acc[q], f->alpha, f->beta, c + j + q,
+                                       f->bias ? f->bias + j + q : NULL);
         }
     }
 }
