@@ -51,7 +51,7 @@
 
 #include <string.h>
 
-#define GATE_GRAIN 4096   /* elements per gate per parallel task, at least */
+#define GATE_GRAIN 1024   /* elements per gate per parallel task, at least */
 
 /* ---- layouts and small helpers --------------------------------------------- */
 
