@@ -5,7 +5,7 @@
  * with one gate and no cell: G = 1, h' = act(pre-activation).
  *
  * A layer is one node with inputs (x, w_ih, w_hh, b_ih, b_hh, state, saved):
- *   the weights and biases are read where they lie, and backward writes their
+ *   weights and biases are read where they lie, and backward writes their
  *            gradients straight into the leaves' new grads (input_grad_data).
  *            The LSTM's and plain RNN's two biases add to the same
  *            pre-activations, so forward adds them once per call; the GRU's
@@ -31,8 +31,8 @@
  * pre-activation gradients dG of the step, and one gemm, dG W_hh, carries them
  * to dh of the step before. The dG of all steps stay, so dx = dG W_ih,
  * dW_ih = dG^T x and dW_hh = dG^T h_prev are one gemm each after the walk
- * (dW_hh two: the steps' outputs, then h0), on the rows as they lie when they
- * are time-major.
+ * (dW_hh two: h0's rows, then the outputs the other steps started from), on
+ * the rows as they lie when they are time-major.
  *
  * The node's output is 2-d: the output rows, t*B + b (or b*T + t when
  * batch_first), and for the LSTM B more rows holding c_T. The output sequence
@@ -233,12 +233,8 @@ static float *step_weights(const AcTensor *w_hh, const AcTensor *b_ih, const AcT
     matrix_transpose(sw->whh_t, sw->whh_t_ld, w_hh->data, H, GH, H, 0);
     for (j = 0; j < GH; j++) {
         const float bi = b_ih ? b_ih->data[j] : 0.0f, bh = b_hh ? b_hh->data[j] : 0.0f;
-        if (c->cell == CELL_GRU) {
-            sw->bias[j] = bi;
-            sw->bias_h[j] = bh;
-        } else {
-            sw->bias[j] = b_ih && b_hh ? bi + bh : b_ih ? bi : bh;
-        }
+        sw->bias[j] = c->cell == CELL_GRU ? bi : bi + bh;
+        sw->bias_h[j] = c->cell == CELL_GRU ? bh : 0.0f;
     }
     return mem;
 }
