@@ -29,10 +29,10 @@
  *
  * Backward walks the steps in reverse: a fused loop turns (dh, dc) into the
  * pre-activation gradients dG of the step, and one gemm, dG W_hh, carries them
- * to dh of the step before. The dG of all steps stay, so dx = dG W_ih,
- * dW_ih = dG^T x and dW_hh = dG^T h_prev are one gemm each after the walk
- * (dW_hh two: h0's rows, then the outputs the other steps started from), on
- * the rows as they lie when they are time-major.
+ * to dh of the step before. The dG of all steps stay, so dx = dG W_ih and
+ * dW^T = [x | h_prev]^T dG are one gemm each after the walk; dW^T is then
+ * transposed into w_ih's and w_hh's grads (dG^T x and dG^T h_prev, which
+ * read x and the outputs as they lie but pack dG transposed, measure slower).
  *
  * The node's output is 2-d: the output rows, t*B + b (or b*T + t when
  * batch_first), and for the LSTM B more rows holding c_T. The output sequence
@@ -381,21 +381,6 @@ static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTen
 
 /* ---- backward through time --------------------------------------------------- */
 
-/* dW_hh = dG^T h_prev over all steps, dgs the (T*B, G*H) dG rows, hseq the
-   layer's output rows in time-major order: each step's h_prev is the output
-   of the position visited before it, h0 (or zeros) for the first. */
-static void hidden_weight_grad(float *dw_hh, const float *dgs, const float *hseq, const float *h0,
-                               const SeqShape *s, int64_t GH)
-{
-    const int64_t B = s->batch, H = s->hidden, rest = (s->steps - 1) * B;
-    const int64_t first = position(s, 0) * B;   /* the first step's rows */
-    if (h0) gemm(1, 0, GH, H, B, 1.0f, dgs + first * GH, GH, h0, H, 0.0f, dw_hh, H);
-    else memset(dw_hh, 0, (size_t)(GH * H) * sizeof(float));
-    if (rest == 0) return;
-    if (s->reverse) gemm(1, 0, GH, H, rest, 1.0f, dgs, GH, hseq + B * H, H, 1.0f, dw_hh, H);
-    else gemm(1, 0, GH, H, rest, 1.0f, dgs + B * GH, GH, hseq, H, 1.0f, dw_hh, H);
-}
-
 static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
 {
     const RnnCtx *c = node->context;
@@ -416,15 +401,14 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     float *db_hh = input_grad_data(node, c->index[IN_B_HH], gin, &status);
     float *dstate = input_grad_data(node, c->index[IN_STATE], gin, &status);
     /* dG of all steps (and the GRU's dG of the hidden part), time-major rows
-       like the projection; dh, dc and a zero row; batch_first: time-major
-       copies of x and of the output rows for dW, dx's rows before a reorder */
-    const int64_t x_rows_size = dw_ih && s->batch_first ? TB * I : 0;
-    const int64_t h_rows_size = dw_hh && s->batch_first ? TB * H : 0;
-    const int64_t dx_rows_size = dx && s->batch_first ? TB * I : 0;
+       like the projection; dh, dc and a zero row; [x | h_prev]^T, (I + H, T*B),
+       and dW^T; dx's rows before a batch_first reorder */
+    const int dw = dw_ih || dw_hh;
+    const int64_t dw_size = dw ? (TB + GH) * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
     float *dg = status ? NULL
-                       : arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + x_rows_size +
-                                              h_rows_size + dx_rows_size) * sizeof(float));
-    float *dgh, *dh, *dc, *zeros, *x_rows, *h_rows, *dx_rows;
+                       : arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + dw_size +
+                                              dx_rows_size) * sizeof(float));
+    float *dgh, *dh, *dc, *zeros, *xh_t, *dw_t, *dx_rows;
     GateJob job;
     ParallelFn task = lstm ? rnn_lstm_back_task : gru ? rnn_gru_back_task : rnn_plain_back_task;
     int64_t k;
@@ -434,9 +418,9 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     dh = dg + (gru ? 2 : 1) * TB * GH;
     dc = dh + HB;
     zeros = dc + HB;
-    x_rows = zeros + H;
-    h_rows = x_rows + x_rows_size;
-    dx_rows = h_rows + h_rows_size;
+    xh_t = zeros + H;
+    dw_t = xh_t + (dw ? TB * (I + H) : 0);
+    dx_rows = dw_t + (dw ? GH * (I + H) : 0);
     memset(&job, 0, sizeof job);
     job.hidden = H;
     job.relu = c->cell == CELL_RELU;
@@ -449,6 +433,7 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         const int64_t t = position(s, k);
         const float *h_prev = k > 0 ? out + step_row(s, position(s, k - 1)) * H
                                     : state ? state->data : NULL;
+        const int64_t h_ld = k > 0 ? bs * H : H;
         job.gates = saved + t * B * GH;
         job.dh_out = gout->data + step_row(s, t) * H;
         job.dg = dg + t * B * GH;
@@ -460,26 +445,30 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         if (gru) {
             job.hn = saved + 3 * HB * T + t * HB;
             job.h_prev = h_prev ? h_prev : zeros;
-            job.h_prev_ld = h_prev ? (k > 0 ? bs * H : H) : 0;
+            job.h_prev_ld = h_prev ? h_ld : 0;
         }
         parallel_for(B, gate_rows(H), task, &job);
         /* dh of the step before, less its output's gradient (its gate loop
            adds that): dG W_hh of the hidden part, plus z dh for the GRU */
         if (k > 0 || dstate)
             gemm(0, 0, B, H, GH, 1.0f, job.dgh, GH, w_hh->data, H, gru ? 1.0f : 0.0f, dh, H);
+        if (dw) {
+            int64_t j;
+            matrix_transpose(xh_t + t * B, TB, x->data + step_row(s, t) * I, bs * I, B, I, 0);
+            if (h_prev) matrix_transpose(xh_t + I * TB + t * B, TB, h_prev, h_ld, B, H, 0);
+            else for (j = I; j < I + H; j++) memset(xh_t + j * TB + t * B, 0, (size_t)B * sizeof(float));
+        }
     }
     if (dx) {   /* dx = dG W_ih */
         gemm(0, 0, TB, I, GH, 1.0f, dg, GH, w_ih->data, I, 0.0f, dx_rows_size ? dx_rows : dx, I);
         for (k = 0; dx_rows_size && k < T; k++)
             copy_rows(dx + step_row(s, k) * I, bs * I, dx_rows + k * B * I, I, B, I);
     }
-    if (dw_ih) {   /* dW_ih = dG^T x */
-        if (x_rows_size) time_major_rows(x_rows, x->data, s, I);
-        gemm(1, 0, GH, I, TB, 1.0f, dg, GH, x_rows_size ? x_rows : x->data, I, 0.0f, dw_ih, I);
-    }
-    if (dw_hh) {   /* dW_hh = dG^T h_prev, the GRU's with the hidden part's dG */
-        if (h_rows_size) time_major_rows(h_rows, out, s, H);
-        hidden_weight_grad(dw_hh, dgh, h_rows_size ? h_rows : out, state ? state->data : NULL, s, GH);
+    if (dw) {   /* dW^T = [x | h_prev]^T dG, the GRU's hidden part with its own dG */
+        gemm(0, 0, gru ? I : I + H, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_t, GH);
+        if (gru) gemm(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_t + I * GH, GH);
+        if (dw_ih) matrix_transpose(dw_ih, I, dw_t, GH, I, GH, 0);
+        if (dw_hh) matrix_transpose(dw_hh, H, dw_t + I * GH, GH, H, GH, 0);
     }
     /* the LSTM's and plain RNN's biases add to the same pre-activations */
     if (db_ih) column_sums(db_ih, dg, TB, GH);
