@@ -473,6 +473,65 @@ def test_bits_do_not_depend_on_thread_count(mode):
     assert_same_for_thread_counts(run)
 
 
+def test_bits_do_not_depend_on_thread_count_at_the_language_model_size():
+    """The word-level language model's layer: a batch of 20 rows splits across threads."""
+    model = nn.LSTM(200, 200)
+    x = rng.standard_normal((3, 20, 200)).astype(np.float32)
+
+    def run():
+        model.zero_grad()
+        xt = ac.tensor(x, requires_grad=True)
+        out, (h, c) = model(xt)
+        ((out * out).sum() + (h * c).sum()).backward()
+        return [out.numpy(), xt.grad.numpy()] + [p.grad.numpy() for p in model.parameters()]
+
+    assert_same_for_thread_counts(run)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_a_second_backward_adds_to_the_grads(mode, batch_first):
+    """The first backward fills the parameters' new grads in place; the second adds to them."""
+    model = getattr(nn, mode)(6, 5, num_layers=2, bidirectional=True, batch_first=batch_first)
+    x = ac.tensor(rng.standard_normal(input_shape(4, 3, 6, batch_first)).astype(np.float32))
+
+    def backward():
+        out, _ = model(x)
+        (out * out).sum().backward()
+
+    model.zero_grad()
+    backward()
+    once = [p.grad.numpy().copy() for p in model.parameters()]
+    backward()
+    for p, g in zip(model.parameters(), once):
+        assert np.array_equal(p.grad.numpy(), 2 * g)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_frozen_weights_leave_the_other_grads_as_they_were(mode):
+    """Weights without requires_grad get no grad; the biases, input and state get the
+    same gradients as when every parameter trains."""
+    model, _ = make_model(mode, 4, 3)
+    x = rng.standard_normal((5, 2, 4)).astype(np.float32)
+    h0 = rng.standard_normal((1, 2, 3)).astype(np.float32)
+
+    def grads():
+        model.zero_grad()
+        xt, ht = ac.tensor(x, requires_grad=True), ac.tensor(h0, requires_grad=True)
+        out, _ = model(xt, (ht, ac.tensor(h0)) if mode == "LSTM" else ht)
+        (out * out).sum().backward()
+        return [xt.grad.numpy(), ht.grad.numpy(), model.bias_ih_l0.grad.numpy(),
+                model.bias_hh_l0.grad.numpy()]
+
+    trained = grads()
+    model.weight_ih_l0.requires_grad = False
+    model.weight_hh_l0.requires_grad = False
+    frozen = grads()
+    assert model.weight_ih_l0.grad is None and model.weight_hh_l0.grad is None
+    for a, b in zip(trained, frozen):
+        assert np.array_equal(a, b)
+
+
 # ---- long sequences and memory ---------------------------------------------------------
 
 def test_backward_through_1000_steps():

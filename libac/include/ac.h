@@ -39,7 +39,7 @@ extern "C" {
 /* AC_CDEF_BEGIN */
 
 #define AC_MAX_DIMS 8
-#define AC_MAX_INPUTS 4
+#define AC_MAX_INPUTS 8
 
 /* ---- Errors -------------------------------------------------------------- */
 

@@ -4,12 +4,12 @@
  * PyTorch's equations and gate order. The plain RNN is the LSTM's machinery
  * with one gate and no cell: G = 1, h' = act(pre-activation).
  *
- * A layer is one node with inputs (x, W, state, saved), within AC_MAX_INPUTS:
- *   W      = [w_ih | w_hh | bias columns], one cat (and an add: the LSTM's two
- *            biases add to the same pre-activations, so it gets one column,
- *            b_ih + b_hh; the GRU's b_hn sits inside r * (W_hn h + b_hn), so it
- *            keeps two). The cat costs one copy of the weights per call; in
- *            return backward makes all weight gradients with one product.
+ * A layer is one node with inputs (x, w_ih, w_hh, b_ih, b_hh, state, saved):
+ *   weights and biases are read where they lie, and backward writes their
+ *            gradients straight into the leaves' new grads (input_grad_data).
+ *            The LSTM's and plain RNN's two biases add to the same
+ *            pre-activations, so forward adds them once per call; the GRU's
+ *            b_hn sits inside r * (W_hn h + b_hn), so it keeps both.
  *   state  = h0 (GRU), or h0 and c0 stacked (LSTM), or NULL for zeros.
  *   saved  = what backward needs (see the node's section), a tensor forward
  *            makes when it records a graph; as an input it is freed with the
@@ -30,7 +30,9 @@
  * Backward walks the steps in reverse: a fused loop turns (dh, dc) into the
  * pre-activation gradients dG of the step, and one gemm, dG W_hh, carries them
  * to dh of the step before. The dG of all steps stay, so dx = dG W_ih and
- * dW = dG^T [x | h_prev] are one gemm each after the walk.
+ * dW^T = [x | h_prev]^T dG are one gemm each after the walk; dW^T is then
+ * transposed into w_ih's and w_hh's grads (dG^T x and dG^T h_prev, which
+ * read x and the outputs as they lie but pack dG transposed, measure slower).
  *
  * The node's output is 2-d: the output rows, t*B + b (or b*T + t when
  * batch_first), and for the LSTM B more rows holding c_T. The output sequence
@@ -49,7 +51,7 @@
 
 #include <string.h>
 
-#define GATE_GRAIN 4096   /* elements per gate per parallel task, at least */
+#define GATE_GRAIN 1024   /* elements per gate per parallel task, at least */
 
 /* ---- layouts and small helpers --------------------------------------------- */
 
@@ -76,16 +78,22 @@ static void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_
     }
 }
 
-/* out[j * out_stride] = the sum of column j of the rows x cols block m, rows
-   added in order; sums is cols floats of room. */
-static void column_sums(float *out, int64_t out_stride, const float *m, int64_t rows, int64_t cols,
-                        float *sums)
+/* out[j] = the sum of column j of the rows x cols block m, rows added in order. */
+static void column_sums(float *out, const float *m, int64_t rows, int64_t cols)
 {
     int64_t r, j;
-    memset(sums, 0, (size_t)cols * sizeof(float));
+    memset(out, 0, (size_t)cols * sizeof(float));
     for (r = 0; r < rows; r++)
-        for (j = 0; j < cols; j++) sums[j] += m[r * cols + j];
-    for (j = 0; j < cols; j++) out[j * out_stride] = sums[j];
+        for (j = 0; j < cols; j++) out[j] += m[r * cols + j];
+}
+
+/* The rows of a (T, B, width) or (B, T, width) block in time-major order. */
+static void time_major_rows(float *dst, const float *src, const SeqShape *s, int64_t width)
+{
+    int64_t t;
+    for (t = 0; t < s->steps; t++)
+        copy_rows(dst + t * s->batch * width, width, src + step_row(s, t) * width,
+                  batch_stride(s) * width, s->batch, width);
 }
 
 /* The index of inputs[i] among the node's recorded inputs (NULL ones are not
@@ -177,9 +185,9 @@ static int rnn_check(const RnnKind *k, const AcTensor *x, const AcTensor *h0, co
 /* ---- the layer node ------------------------------------------------------------ */
 
 /*
- * One node per layer, inputs (x, W, state, saved):
- *   W      [w_ih | w_hh | bias columns], (G*H, I + H + bias_cols): the LSTM and
- *          the plain RNN have one bias column, b_ih + b_hh, the GRU two.
+ * One node per layer, inputs (x, w_ih, w_hh, b_ih, b_hh, state, saved), the
+ * NULL ones not recorded:
+ *   b_ih, b_hh  the biases or NULL.
  *   state  the initial state or NULL: LSTM (2, B, H), h0 then c0; else (B, H).
  *   saved  what backward needs, made by forward when it records a graph, a
  *          block per position, a row per sequence: LSTM gates (T, B, 4H), the
@@ -190,18 +198,19 @@ static int rnn_check(const RnnKind *k, const AcTensor *x, const AcTensor *h0, co
  *          projection, which the step adds to and reads before writing its
  *          gates there.
  */
+enum { IN_X, IN_W_IH, IN_W_HH, IN_B_IH, IN_B_HH, IN_STATE, IN_SAVED, N_IN };
+
 typedef struct {
     SeqShape s;
     Cell cell;
-    int64_t features;                /* I */
-    int bias_cols;
-    int state_index, saved_index;    /* recorded input index, -1 when NULL */
+    int64_t features;   /* I */
+    int index[N_IN];    /* recorded input index, -1 when NULL */
 } RnnCtx;
 
-/* What forward's steps read of W, laid out for them: W_hh^T, (H, G*H), as
-   gemm's right operand, its rows padded by 16 floats (4 KiB apart, the rows
-   gemm reads as it packs them would crowd a few L1 sets), and the bias
-   columns as rows of G*H (zeros when there are none). */
+/* What forward's steps read of the weights, laid out for them: W_hh^T,
+   (H, G*H), as gemm's right operand, its rows padded by 16 floats (4 KiB
+   apart, the rows gemm reads as it packs them would crowd a few L1 sets), and
+   the biases as rows of G*H (zeros when there are none). */
 typedef struct {
     float *whh_t;
     int64_t whh_t_ld;
@@ -209,10 +218,10 @@ typedef struct {
 } StepWeights;
 
 /* Fills *sw in scratch of *bytes; NULL when memory is short. */
-static float *step_weights(const AcTensor *W, const RnnCtx *c, StepWeights *sw, size_t *bytes)
+static float *step_weights(const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                           const RnnCtx *c, StepWeights *sw, size_t *bytes)
 {
-    const int64_t GH = W->shape[0], ldw = W->shape[1], H = c->s.hidden, I = c->features;
-    const float *columns = W->data + I + H;
+    const int64_t GH = w_hh->shape[0], H = c->s.hidden;
     float *mem;
     int64_t j;
     sw->whh_t_ld = GH + 16;
@@ -221,32 +230,31 @@ static float *step_weights(const AcTensor *W, const RnnCtx *c, StepWeights *sw, 
     sw->whh_t = mem;
     sw->bias = mem + H * sw->whh_t_ld;
     sw->bias_h = sw->bias + GH;
-    matrix_transpose(sw->whh_t, sw->whh_t_ld, W->data + I, ldw, GH, H, 0);
+    matrix_transpose(sw->whh_t, sw->whh_t_ld, w_hh->data, H, GH, H, 0);
     for (j = 0; j < GH; j++) {
-        sw->bias[j] = c->bias_cols > 0 ? columns[j * ldw] : 0.0f;
-        sw->bias_h[j] = c->bias_cols > 1 ? columns[j * ldw + 1] : 0.0f;
+        const float bi = b_ih ? b_ih->data[j] : 0.0f, bh = b_hh ? b_hh->data[j] : 0.0f;
+        sw->bias[j] = c->cell == CELL_GRU ? bi : bi + bh;
+        sw->bias_h[j] = c->cell == CELL_GRU ? bh : 0.0f;
     }
     return mem;
 }
 
 /* The input projection of all steps, ONE gemm: xp (T*B, G*H) = x W_ih^T, rows
    in time-major order (the steps add the biases). */
-static int project_inputs(const AcTensor *x, const AcTensor *W, const RnnCtx *c, float *xp)
+static int project_inputs(const AcTensor *x, const AcTensor *w_ih, const RnnCtx *c, float *xp)
 {
     const SeqShape *s = &c->s;
-    const int64_t T = s->steps, B = s->batch, I = c->features, TB = T * B;
-    const int64_t GH = W->shape[0], ldw = W->shape[1];
+    const int64_t TB = s->steps * s->batch, I = c->features, GH = w_ih->shape[0];
     const float *rows = x->data;
     size_t copy_bytes = 0;
     float *copy = NULL;
-    int64_t t;
     if (s->batch_first && I > 0) {
         copy_bytes = (size_t)(TB * I) * sizeof(float);
         if (!(copy = scratch_alloc(copy_bytes))) return AC_ERR_MEMORY;
-        for (t = 0; t < T; t++) copy_rows(copy + t * B * I, I, x->data + t * I, T * I, B, I);
+        time_major_rows(copy, x->data, s, I);
         rows = copy;
     }
-    gemm(0, 1, TB, GH, I, 1.0f, rows, I, W->data, ldw, 0.0f, xp, GH);
+    gemm(0, 1, TB, GH, I, 1.0f, rows, I, w_ih->data, I, 0.0f, xp, GH);
     if (copy) scratch_free(copy, copy_bytes);
     return AC_OK;
 }
@@ -320,30 +328,35 @@ static int run_steps(const StepWeights *sw, const AcTensor *state, const RnnCtx 
 
 static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
-static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTensor *W,
-                             const AcTensor *state, const SeqShape *s, int bias_cols)
+/* The layer's node: inputs as the node's section says. */
+static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTensor *w_ih,
+                             const AcTensor *w_hh, const AcTensor *b_ih, const AcTensor *b_hh,
+                             const AcTensor *state, const SeqShape *s)
 {
     const int lstm = kind->cell == CELL_LSTM;
     const int64_t T = s->steps, B = s->batch, H = s->hidden;
-    const int64_t saved_size = (lstm ? 6 : kind->cell == CELL_GRU ? 4 : 1) * H * B * T, xp_size = W->shape[0] * T * B;
-    const int record = ac_is_grad_enabled() &&
-                       (x->requires_grad || W->requires_grad || (state && state->requires_grad));
-    const AcTensor *inputs[4];
+    const int64_t saved_size = (lstm ? 6 : kind->cell == CELL_GRU ? 4 : 1) * H * B * T, xp_size = w_ih->shape[0] * T * B;
+    const AcTensor *inputs[N_IN];
     int64_t shape[2];
     AcTensor *saved = NULL, *out;
     RnnCtx local, *c;
     StepWeights sw;
     size_t sw_bytes = 0;
     float *xp, *sw_mem = NULL;
-    int rc = AC_ERR_MEMORY;
+    int rc = AC_ERR_MEMORY, record = 0, i;
+    inputs[IN_X] = x;
+    inputs[IN_W_IH] = w_ih;
+    inputs[IN_W_HH] = w_hh;
+    inputs[IN_B_IH] = b_ih;
+    inputs[IN_B_HH] = b_hh;
+    inputs[IN_STATE] = state;
+    for (i = 0; i < IN_SAVED; i++) record |= inputs[i] && inputs[i]->requires_grad;
+    record = record && ac_is_grad_enabled();
     if (record && !(saved = tensor_alloc(kind->op, &saved_size, 1))) return NULL;
-    inputs[0] = x;
-    inputs[1] = W;
-    inputs[2] = state;
-    inputs[3] = saved;
+    inputs[IN_SAVED] = saved;
     shape[0] = (T + lstm) * B;
     shape[1] = H;
-    out = op_output(kind->op, shape, 2, inputs, 4, rnn_backward, sizeof(RnnCtx));
+    out = op_output(kind->op, shape, 2, inputs, N_IN, rnn_backward, sizeof(RnnCtx));
     ac_tensor_free(saved);   /* the node holds it */
     if (!out) return NULL;
     c = op_context(out);
@@ -351,12 +364,10 @@ static AcTensor *rnn_forward(const RnnKind *kind, const AcTensor *x, const AcTen
     c->s = *s;
     c->cell = kind->cell;
     c->features = x->shape[2];
-    c->bias_cols = bias_cols;
-    c->state_index = recorded_index(inputs, 2);
-    c->saved_index = recorded_index(inputs, 3);
+    for (i = 0; i < N_IN; i++) c->index[i] = recorded_index(inputs, i);
     xp = c != &local ? saved->data : scratch_alloc((size_t)xp_size * sizeof(float));
-    if (xp && (sw_mem = step_weights(W, c, &sw, &sw_bytes))) {
-        rc = project_inputs(x, W, c, xp);
+    if (xp && (sw_mem = step_weights(w_hh, b_ih, b_hh, c, &sw, &sw_bytes))) {
+        rc = project_inputs(x, w_ih, c, xp);
         if (rc == AC_OK) rc = run_steps(&sw, state, c, c != &local ? xp : NULL, xp, out->data);
         scratch_free(sw_mem, sw_bytes);
     }
@@ -377,35 +388,37 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     const int64_t T = s->steps, B = s->batch, H = s->hidden, HB = H * B, TB = T * B, I = c->features;
     const int lstm = c->cell == CELL_LSTM, gru = c->cell == CELL_GRU;
     const int64_t GH = (lstm ? 4 : gru ? 3 : 1) * H, bs = batch_stride(s);
-    const AcTensor *x = node->inputs[0], *W = node->inputs[1];
-    const AcTensor *state = c->state_index >= 0 ? node->inputs[c->state_index] : NULL;
-    float *saved = node->inputs[c->saved_index]->data;
+    const AcTensor *x = node->inputs[c->index[IN_X]], *w_ih = node->inputs[c->index[IN_W_IH]];
+    const AcTensor *w_hh = node->inputs[c->index[IN_W_HH]];
+    const AcTensor *state = c->index[IN_STATE] >= 0 ? node->inputs[c->index[IN_STATE]] : NULL;
+    float *saved = node->inputs[c->index[IN_SAVED]]->data;
     const float *out = node->output->data;
-    const int64_t ldw = W->shape[1];
-    const int need_state = state && input_needs_grad(node, c->state_index);
-    AcTensor *dx = input_needs_grad(node, 0) ? tensor_alloc_like(node->op, x) : NULL;
-    AcTensor *dw = input_needs_grad(node, 1) ? ac_tensor_new(W->shape, 2) : NULL;
-    AcTensor *dstate = need_state ? tensor_alloc_like(node->op, state) : NULL;
+    int status = AC_OK;
+    float *dx = input_grad_data(node, c->index[IN_X], gin, &status);
+    float *dw_ih = input_grad_data(node, c->index[IN_W_IH], gin, &status);
+    float *dw_hh = input_grad_data(node, c->index[IN_W_HH], gin, &status);
+    float *db_ih = input_grad_data(node, c->index[IN_B_IH], gin, &status);
+    float *db_hh = input_grad_data(node, c->index[IN_B_HH], gin, &status);
+    float *dstate = input_grad_data(node, c->index[IN_STATE], gin, &status);
     /* dG of all steps (and the GRU's dG of the hidden part), time-major rows
        like the projection; dh, dc and a zero row; [x | h_prev]^T, (I + H, T*B),
-       and dW^T, the product that reads both operands as they lie (transposed
-       dG would be packed); dx's rows before a batch_first reorder */
+       and dW^T; dx's rows before a batch_first reorder */
+    const int dw = dw_ih || dw_hh;
     const int64_t dw_size = dw ? (TB + GH) * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
-    float *dg = arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + GH + dw_size +
-                                     dx_rows_size) * sizeof(float));
-    float *dgh, *dh, *dc, *zeros, *sums, *xh_t, *dw_t, *dx_rows;
+    float *dg = status ? NULL
+                       : arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + dw_size +
+                                              dx_rows_size) * sizeof(float));
+    float *dgh, *dh, *dc, *zeros, *xh_t, *dw_t, *dx_rows;
     GateJob job;
     ParallelFn task = lstm ? rnn_lstm_back_task : gru ? rnn_gru_back_task : rnn_plain_back_task;
     int64_t k;
-    if (!dg || (input_needs_grad(node, 0) && !dx) || (input_needs_grad(node, 1) && !dw) ||
-        (need_state && !dstate))
-        return ac_last_error_code();
+    if (status) return status;
+    if (!dg) return ac_last_error_code();
     dgh = gru ? dg + TB * GH : dg;
     dh = dg + (gru ? 2 : 1) * TB * GH;
     dc = dh + HB;
     zeros = dc + HB;
-    sums = zeros + H;
-    xh_t = sums + GH;
+    xh_t = zeros + H;
     dw_t = xh_t + (dw ? TB * (I + H) : 0);
     dx_rows = dw_t + (dw ? GH * (I + H) : 0);
     memset(&job, 0, sizeof job);
@@ -437,8 +450,8 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         parallel_for(B, gate_rows(H), task, &job);
         /* dh of the step before, less its output's gradient (its gate loop
            adds that): dG W_hh of the hidden part, plus z dh for the GRU */
-        if (k > 0 || need_state)
-            gemm(0, 0, B, H, GH, 1.0f, job.dgh, GH, W->data + I, ldw, gru ? 1.0f : 0.0f, dh, H);
+        if (k > 0 || dstate)
+            gemm(0, 0, B, H, GH, 1.0f, job.dgh, GH, w_hh->data, H, gru ? 1.0f : 0.0f, dh, H);
         if (dw) {
             int64_t j;
             matrix_transpose(xh_t + t * B, TB, x->data + step_row(s, t) * I, bs * I, B, I, 0);
@@ -447,24 +460,24 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         }
     }
     if (dx) {   /* dx = dG W_ih */
-        gemm(0, 0, TB, I, GH, 1.0f, dg, GH, W->data, ldw, 0.0f, dx_rows_size ? dx_rows : dx->data, I);
+        gemm(0, 0, TB, I, GH, 1.0f, dg, GH, w_ih->data, I, 0.0f, dx_rows_size ? dx_rows : dx, I);
         for (k = 0; dx_rows_size && k < T; k++)
-            copy_rows(dx->data + step_row(s, k) * I, bs * I, dx_rows + k * B * I, I, B, I);
+            copy_rows(dx + step_row(s, k) * I, bs * I, dx_rows + k * B * I, I, B, I);
     }
     if (dw) {   /* dW^T = [x | h_prev]^T dG, the GRU's hidden part with its own dG */
         gemm(0, 0, gru ? I : I + H, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_t, GH);
         if (gru) gemm(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_t + I * GH, GH);
-        matrix_transpose(dw->data, ldw, dw_t, GH, I + H, GH, 0);
-        if (c->bias_cols > 0) column_sums(dw->data + I + H, ldw, dg, TB, GH, sums);
-        if (c->bias_cols > 1) column_sums(dw->data + I + H + 1, ldw, dgh, TB, GH, sums);
+        if (dw_ih) matrix_transpose(dw_ih, I, dw_t, GH, I, GH, 0);
+        if (dw_hh) matrix_transpose(dw_hh, H, dw_t + I * GH, GH, H, GH, 0);
     }
+    /* the LSTM's and plain RNN's biases add to the same pre-activations */
+    if (db_ih) column_sums(db_ih, dg, TB, GH);
+    if (db_hh && db_ih && !gru) memcpy(db_hh, db_ih, (size_t)GH * sizeof(float));
+    else if (db_hh) column_sums(db_hh, dgh, TB, GH);
     if (dstate) {
-        memcpy(dstate->data, dh, (size_t)HB * sizeof(float));
-        if (lstm) memcpy(dstate->data + HB, dc, (size_t)HB * sizeof(float));
+        memcpy(dstate, dh, (size_t)HB * sizeof(float));
+        if (lstm) memcpy(dstate + HB, dc, (size_t)HB * sizeof(float));
     }
-    gin[0] = dx;
-    gin[1] = dw;
-    if (need_state) gin[c->state_index] = dstate;
     return AC_OK;
 }
 
@@ -527,47 +540,21 @@ static void free_temps(Temps *temps)
     while (temps->n > 0) ac_tensor_free(temps->items[--temps->n]);
 }
 
-/* W = [w_ih | w_hh | the bias columns], the node's weight input. */
-static AcTensor *packed_weights(Temps *temps, const AcTensor *w_ih, const AcTensor *w_hh,
-                                AcTensor *const *biases, int n_biases)
+/* t, or zeros of its shape when it is NULL. */
+static AcTensor *or_zeros(Temps *temps, const AcTensor *t, const int64_t *shape, int ndim)
 {
-    AcTensor *parts[4];
-    int i;
-    parts[0] = (AcTensor *)w_ih;
-    parts[1] = (AcTensor *)w_hh;
-    for (i = 0; i < n_biases; i++)
-        if (!(parts[2 + i] = keep(temps, ac_unsqueeze(biases[i], 1)))) return NULL;
-    return keep(temps, ac_cat(parts, 2 + n_biases, 1));
-}
-
-/* b, or zeros of its shape when it is NULL. */
-static AcTensor *or_zeros(Temps *temps, const AcTensor *b, const int64_t *shape, int ndim)
-{
-    return b ? (AcTensor *)b : keep(temps, ac_full(shape, ndim, 0.0f));
+    return t ? (AcTensor *)t : keep(temps, ac_full(shape, ndim, 0.0f));
 }
 
 static const RnnKind lstm_kind = {"lstm", 4, CELL_LSTM}, gru_kind = {"gru", 3, CELL_GRU};
 static const RnnKind tanh_kind = {"rnn_tanh", 1, CELL_TANH}, relu_kind = {"rnn_relu", 1, CELL_RELU};
-
-/* W with one bias column, b_ih + b_hh (LSTM, plain RNN); *has_bias says
-   whether there is one. */
-static AcTensor *summed_bias_weights(Temps *temps, const AcTensor *w_ih, const AcTensor *w_hh,
-                                     const AcTensor *b_ih, const AcTensor *b_hh, int *has_bias)
-{
-    AcTensor *bias = (AcTensor *)(b_ih ? b_ih : b_hh);
-    if (b_ih && b_hh && !(bias = keep(temps, ac_add(b_ih, b_hh)))) return NULL;
-    *has_bias = bias != NULL;
-    return packed_weights(temps, w_ih, w_hh, &bias, bias ? 1 : 0);
-}
 
 /* The LSTM node's packed output, its intermediates kept in temps. */
 static AcTensor *lstm_layer(Temps *temps, const AcTensor *x, const AcTensor *h0, const AcTensor *c0,
                             const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
                             const AcTensor *b_hh, const SeqShape *s)
 {
-    AcTensor *W, *state = NULL;
-    int has_bias;
-    if (!(W = summed_bias_weights(temps, w_ih, w_hh, b_ih, b_hh, &has_bias))) return NULL;
+    AcTensor *state = NULL;
     if (h0 || c0) {
         const int64_t shape[2] = {s->batch, s->hidden};
         AcTensor *pair[2];
@@ -575,7 +562,7 @@ static AcTensor *lstm_layer(Temps *temps, const AcTensor *x, const AcTensor *h0,
         pair[1] = or_zeros(temps, c0, shape, 2);
         if (!pair[0] || !pair[1] || !(state = keep(temps, ac_stack(pair, 2, 0)))) return NULL;
     }
-    return keep(temps, rnn_forward(&lstm_kind, x, W, state, s, has_bias));
+    return keep(temps, rnn_forward(&lstm_kind, x, w_ih, w_hh, b_ih, b_hh, state, s));
 }
 
 AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, const AcTensor *w_ih,
@@ -604,34 +591,6 @@ AcTensor *ac_lstm(const AcTensor *x, const AcTensor *h0, const AcTensor *c0, con
     return out;
 }
 
-/* The GRU node's output, its intermediates kept in temps. */
-static AcTensor *gru_layer(Temps *temps, const AcTensor *x, const AcTensor *h0,
-                           const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
-                           const AcTensor *b_hh, const SeqShape *s)
-{
-    AcTensor *biases[2], *W;
-    const int n_biases = b_ih || b_hh ? 2 : 0;
-    if (n_biases) {
-        const int64_t shape[1] = {w_ih->shape[0]};
-        if (!(biases[0] = or_zeros(temps, b_ih, shape, 1)) ||
-            !(biases[1] = or_zeros(temps, b_hh, shape, 1)))
-            return NULL;
-    }
-    if (!(W = packed_weights(temps, w_ih, w_hh, biases, n_biases))) return NULL;
-    return rnn_forward(&gru_kind, x, W, h0, s, n_biases);
-}
-
-/* The plain RNN node's output, its intermediates kept in temps. */
-static AcTensor *plain_layer(Temps *temps, const RnnKind *kind, const AcTensor *x,
-                             const AcTensor *h0, const AcTensor *w_ih, const AcTensor *w_hh,
-                             const AcTensor *b_ih, const AcTensor *b_hh, const SeqShape *s)
-{
-    AcTensor *W;
-    int has_bias;
-    if (!(W = summed_bias_weights(temps, w_ih, w_hh, b_ih, b_hh, &has_bias))) return NULL;
-    return rnn_forward(kind, x, W, h0, s, has_bias);
-}
-
 /* A GRU or plain RNN layer: its output and, when h_n is not NULL, h_n. */
 static AcTensor *one_state_layer(const RnnKind *kind, const AcTensor *x, const AcTensor *h0,
                                  const AcTensor *w_ih, const AcTensor *w_hh, const AcTensor *b_ih,
@@ -644,9 +603,7 @@ static AcTensor *one_state_layer(const RnnKind *kind, const AcTensor *x, const A
     if (h_n) *h_n = NULL;
     if (rnn_check(kind, x, h0, NULL, w_ih, w_hh, b_ih, b_hh, batch_first, reverse, &s))
         return NULL;
-    rows = kind->cell == CELL_GRU ? gru_layer(&temps, x, h0, w_ih, w_hh, b_ih, b_hh, &s)
-                                  : plain_layer(&temps, kind, x, h0, w_ih, w_hh, b_ih, b_hh, &s);
-    keep(&temps, rows);
+    rows = keep(&temps, rnn_forward(kind, x, w_ih, w_hh, b_ih, b_hh, h0, &s));
     out = rows ? output_view(rows, &s) : NULL;
     if (out && h_n && !(*h_n = final_hidden(rows, &s))) {
         keep(&temps, out);
