@@ -422,6 +422,44 @@ def test_reading_a_gradient_as_a_tensor_falls_back_to_eager():
     np.testing.assert_array_equal(compiled().numpy(), np.full(3, 4.0, np.float32))
 
 
+def test_in_place_arithmetic_falls_back_to_eager():
+    def fn(x):
+        y = ac.zeros(3)                     # made by the graph, then written from an input
+        y.add_(x)
+        y *= 2.0
+        return y + 1.0
+    compiled = ac.compile(fn)
+    with pytest.warns(UserWarning, match="add_ cannot be recorded"):
+        compiled(ac.full((3,), 1.0))
+    for value in (2.0, 3.0):
+        x = ac.full((3,), value)
+        np.testing.assert_array_equal(compiled(x).numpy(), fn(x).numpy())
+
+
+def test_a_step_that_clips_gradients_falls_back_to_eager():
+    def make():
+        ac.manual_seed(0)
+        model = nn.Linear(4, 3)
+        return model, optim.SGD(model.parameters(), lr=0.5)
+
+    def step(model, opt, x):
+        loss = ((model(x) - 1.0) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+        opt.step()
+        return loss
+    (eager_model, eager_opt), (model, opt) = make(), make()
+    compiled = ac.compile(lambda x: step(model, opt, x))
+    with pytest.warns(UserWarning, match="total_norm cannot be recorded"):
+        compiled(ac.full((2, 4), 1.0))
+    step(eager_model, eager_opt, ac.full((2, 4), 1.0))
+    for value in (2.0, 3.0):
+        x = ac.full((2, 4), value)
+        np.testing.assert_array_equal(compiled(x).numpy(), step(eager_model, eager_opt, x).numpy())
+    assert_same_bits(params_of(model), params_of(eager_model))
+
+
 def test_scoped_tensor_captured_from_outside_falls_back_to_eager():
     with ac.checkpoint():
         bias = tensor(3)

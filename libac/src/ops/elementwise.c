@@ -550,7 +550,9 @@ AcTensor *ac_clamp(const AcTensor *a, float lo, float hi)
 
 /* a = entry(a, b) written into a's memory, b broadcast to a's shape. A b that
    shares a's memory other than as all of it, element for element, is read from
-   a copy: a write must not reach an element still to be read. */
+   a copy: a write must not reach an element still to be read. A graph cannot
+   replay the write (it would bake in the values the recording saw), so a
+   recording fails and its signature runs eagerly. */
 static int update_(const char *op, size_t entry, AcTensor *a, const AcTensor *b)
 {
     const AcTensor *in[2];
@@ -565,7 +567,7 @@ static int update_(const char *op, size_t entry, AcTensor *a, const AcTensor *b)
     if (ndim != a->ndim || memcmp(shape, a->shape, (size_t)ndim * sizeof *shape) != 0)
         return error_set(AC_ERR_SHAPE, "%s: b of shape %s broadcasts to %s, not to a's shape %s", op,
                          tensor_shape_str(b), shape_str(shape, ndim), tensor_shape_str(a));
-    if (graph_recording) graph_note_write(op, a);
+    if (graph_recording) graph_unsupported(op);
     a_end = (const char *)(a->data + a->size);
     b_end = (const char *)(b->data + b->size);
     if ((b->data != a->data || b->size != a->size) && (const char *)b->data < a_end &&
@@ -586,7 +588,7 @@ static int update_(const char *op, size_t entry, AcTensor *a, const AcTensor *b)
 static int update_scalar_(const char *op, size_t entry, AcTensor *a, float s)
 {
     if (tensor_check(op, a, "a")) return ac_last_error_code();
-    if (graph_recording) graph_note_write(op, a);
+    if (graph_recording) graph_unsupported(op);
     return map_into(entry, op, a, (const AcTensor *[]){a}, 1, s, 0.0f);
 }
 

@@ -6,7 +6,10 @@
  * One pass over each tensor in its device's kernels (norm_power_sum, scale;
  * kernels/cpu/optim.c): no temporaries; the sums in double, the tensors'
  * results combined in order, so the bits do not depend on the thread count.
+ * A graph cannot replay either (the norm goes back to the caller, the scaling
+ * writes gradients in place), so a recording fails and runs eagerly.
  */
+#include "graph.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -36,6 +39,7 @@ int ac_total_norm(const AcTensor *const *tensors, int count, double norm_type, d
     if (tensors_check(op, tensors, count, 0)) return ac_last_error_code();
     if (!(norm_type > 0.0))   /* NaN fails it too */
         return error_set(AC_ERR_ARG, "%s: norm_type must be > 0, got %g", op, norm_type);
+    if (graph_recording) graph_unsupported(op);
     for (i = 0; i < count; i++) {
         double part;
         int status;
@@ -59,6 +63,7 @@ int ac_clip_grads_with_norm(AcTensor *const *tensors, int count, double max_norm
     int i;
     if (tensors_check("clip_grads_with_norm", (const AcTensor *const *)tensors, count, 1))
         return ac_last_error_code();
+    if (graph_recording) graph_unsupported("clip_grads_with_norm");
     if (coef >= 1.0) return AC_OK;   /* x * 1 is x */
     for (i = 0; i < count; i++) {
         int status;
