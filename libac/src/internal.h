@@ -177,6 +177,8 @@ int index_check(const char *op, const AcTensor *t, const char *what);
 /* Normalise dim against ndim (negative counts from the end); -1 and an error if out of range. */
 int dim_normalize(const char *op, int dim, int ndim);
 /* NumPy broadcasting of a and b into out_shape / *out_ndim; AC_ERR_SHAPE if they do not fit. */
+/* Whether a's and b's elements share any byte of memory. */
+int tensors_overlap(const AcTensor *a, const AcTensor *b);
 int broadcast_shapes(const char *op, const AcTensor *a, const AcTensor *b,
                      int64_t *out_shape, int *out_ndim);
 /* Element strides of t as seen from a tensor of out_shape (0 along broadcast dims). */

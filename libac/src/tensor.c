@@ -661,7 +661,7 @@ int ac_tensor_set_grad(AcTensor *leaf, AcTensor *grad)
         if (grad->node || grad->requires_grad)
             return error_set(AC_ERR_ARG, "set_grad: grad of shape %s requires grad; give a plain tensor",
                              tensor_shape_str(grad));
-        if (grad->data < leaf->data + leaf->size && leaf->data < grad->data + grad->size)
+        if (tensors_overlap(grad, leaf))
             return error_set(AC_ERR_ARG, "set_grad: grad of shape %s shares memory with its leaf",
                              tensor_shape_str(grad));
         ac_tensor_retain(grad);   /* one reference as the grad, one as its home */
@@ -729,6 +729,12 @@ int ac_tensor_fill_(AcTensor *t, double value)
 }
 
 /* ---- broadcasting -------------------------------------------------------- */
+
+int tensors_overlap(const AcTensor *a, const AcTensor *b)
+{
+    const char *a0 = (const char *)a->data, *b0 = (const char *)b->data;
+    return a0 < b0 + b->size * ac_dtype_size(b->dtype) && b0 < a0 + a->size * ac_dtype_size(a->dtype);
+}
 
 int broadcast_shapes(const char *op, const AcTensor *a, const AcTensor *b, int64_t *out_shape,
                      int *out_ndim)

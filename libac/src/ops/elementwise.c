@@ -559,7 +559,6 @@ static int update_(const char *op, size_t entry, AcTensor *a, const AcTensor *b)
     int64_t shape[AC_MAX_DIMS];
     AcTensor *copy = NULL;
     int ndim, status;
-    const char *a_end, *b_end;
     if (tensor_check(op, a, "a") || tensor_check(op, b, "b")) return ac_last_error_code();
     in[0] = a;
     in[1] = b;
@@ -568,10 +567,7 @@ static int update_(const char *op, size_t entry, AcTensor *a, const AcTensor *b)
         return error_set(AC_ERR_SHAPE, "%s: b of shape %s broadcasts to %s, not to a's shape %s", op,
                          tensor_shape_str(b), shape_str(shape, ndim), tensor_shape_str(a));
     if (graph_recording) graph_unsupported(op);
-    a_end = (const char *)(a->data + a->size);
-    b_end = (const char *)(b->data + b->size);
-    if ((b->data != a->data || b->size != a->size) && (const char *)b->data < a_end &&
-        (const char *)a->data < b_end) {
+    if ((b->data != a->data || b->size != a->size) && tensors_overlap(a, b)) {
         copy = tensor_alloc_like(op, b);
         if (!copy) return ac_last_error_code();
         if ((status = ac_tensor_copy_(copy, b))) {
