@@ -190,6 +190,20 @@ static float *c_at(const GemmJob *job, int64_t i, int64_t j)
     return job->c_transposed ? job->c + j * job->ldc + i : job->c + i * job->ldc + j;
 }
 
+/*
+ * The first column of panel q of a block of nc columns cut into `panels`
+ * (panel `panels` starts at nc). Panels are nr wide, the last one narrower.
+ * With split, a last panel of r <= nr/4 columns, which would pay for a tile
+ * at least half wide (AVX-512: 16 of 32 lanes for the 8 of dX's 200 columns),
+ * takes nr/2 columns and the panel before it the other nr + r - nr/2
+ * (24 + 16 lanes cost 30 FMAs a step, 32 + 8 cost 36).
+ */
+static int panel_start(int q, int panels, int nc, int nr, int split)
+{
+    if (q == panels) return nc;
+    return split && q == panels - 1 ? nc - nr / 2 : q * nr;
+}
+
 /* b_sums[j0:j1] by plain loops, where no packing pass makes them. */
 static void plain_b_sums(const GemmJob *job, int64_t j0, int64_t j1)
 {
@@ -277,20 +291,23 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                 int nc = (int)min64(job->blk.nc, j1 - jc);
                 const float *b = job->trans_b ? job->b + jc * job->ldb + pc
                                               : job->b + pc * job->ldb + jc;
-                /* full panels the kernels pack as they go */
-                int packed_later = job->trans_b || b_packed ? 0 : nc / nr * nr;
-                int ir, jr, panels = (nc + nr - 1) / nr;
+                int ir, q, panels = (nc + nr - 1) / nr;
+                int split = kern->tail_split && nc > nr && nc % nr != 0 && nc % nr <= nr / 4;
+                /* the full panels the kernels pack as they go */
+                int packed_later = job->trans_b || b_packed ? 0 : split ? panels - 2 : nc / nr;
                 /* the depth steps of the next packed A-panel each kernel fetches */
                 int next_share = (tile.kc + panels - 1) / panels;
                 bbuf = abuf + a_floats;
                 if (job->keep_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
-                if (!b_packed && packed_later < nc)
-                    kern->pack(job->trans_b ? b + packed_later * job->ldb : b + packed_later,
-                               job->ldb, job->trans_b, nc - packed_later, tile.kc, nr,
-                               bbuf + (int64_t)packed_later * tile.kc);
-                for (jr = packed_later; job->b_sums && ic == i0 && jr < nc; jr += nr)
-                    gemm_sum_panel(job->b_sums + jc + jr, bbuf + (int64_t)jr * tile.kc, tile.kc,
-                                   nr, nc - jr < nr ? nc - jr : nr);
+                for (q = packed_later; !b_packed && q < panels; q++) {
+                    int j = panel_start(q, panels, nc, nr, split);
+                    int width = panel_start(q + 1, panels, nc, nr, split) - j;
+                    float *panel = bbuf + (int64_t)q * nr * tile.kc;
+                    kern->pack(job->trans_b ? b + j * job->ldb : b + j, job->ldb, job->trans_b,
+                               width, tile.kc, nr, panel);
+                    if (job->b_sums && ic == i0)
+                        gemm_sum_panel(job->b_sums + jc + j, panel, tile.kc, nr, width);
+                }
                 for (ir = 0; ir < mc; ir += mr) {
                     if (ir < in_place && job->trans_a) {   /* columns of A */
                         tile.a = a + ir;
@@ -309,15 +326,16 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                     tile.a_next = ir + mr < mc && ir + mr >= in_place
                                       ? abuf + (int64_t)(ir + mr - in_place) * tile.kc : NULL;
                     tile.next_from = 0;
-                    for (jr = 0; jr < nc; jr += nr) {
+                    for (q = 0; q < panels; q++) {
+                        int j = panel_start(q, panels, nc, nr, split);
                         tile.next_to = (int)min64(tile.next_from + next_share, tile.kc);
-                        tile.b = bbuf + (int64_t)jr * tile.kc;
-                        tile.b_source = ir == 0 && jr < packed_later ? b + jr : NULL;
+                        tile.b = bbuf + (int64_t)q * nr * tile.kc;
+                        tile.b_source = ir == 0 && q < packed_later ? b + j : NULL;
                         tile.b_sums = job->b_sums && tile.b_source && ic == i0
-                                          ? job->b_sums + jc + jr : NULL;
-                        tile.n = nc - jr < nr ? nc - jr : nr;
-                        tile.c = c_at(job, ic + ir, jc + jr);
-                        tile.bias = pc == 0 && job->bias ? job->bias + jc + jr : NULL;
+                                          ? job->b_sums + jc + j : NULL;
+                        tile.n = panel_start(q + 1, panels, nc, nr, split) - j;
+                        tile.c = c_at(job, ic + ir, jc + j);
+                        tile.bias = pc == 0 && job->bias ? job->bias + jc + j : NULL;
                         kern->kernel(&tile);
                         tile.next_from = tile.next_to;
                     }

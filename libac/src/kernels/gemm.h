@@ -143,6 +143,10 @@ typedef struct {
     GemmPackFn pack;
     GemmKernelFn kernel;
     GemmFewRowsFn few_rows;
+    /* Nonzero when a tile of B 3/4 of nr wide costs 3/4 of a full one: a block
+       whose last panel would hold at most nr/4 columns then ends in panels of
+       nr + r - nr/2 and nr/2 columns (gemm.c: panel_start). */
+    int tail_split;
 } GemmKernels;
 
 extern const GemmKernels gemm_generic_kernels;

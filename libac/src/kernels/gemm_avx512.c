@@ -378,7 +378,7 @@ few_rows(const GemmFewRows *f, const int rows)
 GEMM_FEW_ROWS_ENTRY(avx512_few_rows, AVX512_TARGET)
 
 const GemmKernels gemm_avx512_kernels = {
-    "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel, avx512_few_rows
+    "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel, avx512_few_rows, 1
 };
 
 #endif /* x86 */
