@@ -177,6 +177,7 @@ typedef struct {
     int64_t task_span;  /* rows or columns per task: a multiple of mr or nr */
     int64_t keep_b;     /* nonzero: a number no other job has; each thread packs all
                            of op(B) once and keeps it for the other row groups it takes */
+    float *packed_b;    /* NULL, or all of op(B) packed as keep_b keeps it (gemm_pack_b) */
 } GemmJob;
 
 /* Numbers the jobs that keep B: a thread's kept B is never taken for another job's. */
@@ -202,6 +203,12 @@ static int panel_start(int q, int panels, int nc, int nr, int split)
 {
     if (q == panels) return nc;
     return split && q == panels - 1 ? nc - nr / 2 : q * nr;
+}
+
+/* Whether a block of nc columns ends in a split pair of panels (panel_start). */
+static int split_last_panel(const GemmKernels *kern, int nc)
+{
+    return kern->tail_split && nc > kern->nr && nc % kern->nr != 0 && nc % kern->nr <= kern->nr / 4;
 }
 
 /* b_sums[j0:j1] by plain loops, where no packing pass makes them. */
@@ -233,6 +240,35 @@ static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0
     }
 }
 
+/* The depth of a slice: k cut into equal slices that depend only on k. Small
+   products are common and 64-bit divisions slow: skip or narrow them. A depth
+   up to 1.5 kc is one slice, not two short ones that would each store C (and
+   the second read it back): the B-panels streaming through L1 evict the
+   A-panel either way. */
+static int64_t depth_slice(const GemmJob *job, int64_t *slices)
+{
+    *slices = job->k <= job->blk.kc * 3 / 2 ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
+    return *slices == 1 ? job->k : (job->k + *slices - 1) / *slices;
+}
+
+/* Panels [from, panels) of the block of nc columns of op(B) at b, depth kc,
+   into bbuf (panel q at q * nr * kc); their column sums added to b_sums (the
+   block's, or NULL). */
+static void pack_b_panels(const GemmJob *job, const float *b, int nc, int kc, int split,
+                          int from, float *bbuf, float *b_sums)
+{
+    const GemmKernels *kern = job->kern;
+    int q, nr = kern->nr, panels = (nc + nr - 1) / nr;
+    for (q = from; q < panels; q++) {
+        int j = panel_start(q, panels, nc, nr, split);
+        int width = panel_start(q + 1, panels, nc, nr, split) - j;
+        float *panel = bbuf + (int64_t)q * nr * kc;
+        kern->pack(job->trans_b ? b + j * job->ldb : b + j, job->ldb, job->trans_b, width, kc, nr,
+                   panel);
+        if (b_sums) gemm_sum_panel(b_sums + j, panel, kc, nr, width);
+    }
+}
+
 /*
  * C[i0:i1, j0:j1] over the whole depth. The depth is cut into equal slices
  * that depend only on k, so each element of C sees the same sums in the same
@@ -248,21 +284,17 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
 {
     const GemmKernels *kern = job->kern;
     int mr = kern->mr, nr = kern->nr;
-    /* Small products are common and 64-bit divisions slow: skip or narrow them.
-       A depth up to 1.5 kc is one slice, not two short ones that would each
-       store C (and the second read it back): the B-panels streaming through L1
-       evict the A-panel either way. */
-    int64_t slices = job->k <= job->blk.kc * 3 / 2 ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
-    int64_t slice = slices == 1 ? job->k : (job->k + slices - 1) / slices;
+    int64_t slices, slice = depth_slice(job, &slices);
     /* Every row group asks for the same size, so a kept B is never reallocated. */
     int rows = (int)min64(job->blk.mc, job->keep_b ? job->task_span : i1 - i0);
-    int cols = (int)(job->keep_b ? j1 - j0 : min64(job->blk.nc, j1 - j0));
+    int whole_b = job->keep_b || job->packed_b;   /* (then j0 = 0 and j1 = n) */
+    int cols = (int)(whole_b ? j1 - j0 : min64(job->blk.nc, j1 - j0));
     int64_t a_rows = (rows + mr - 1) / mr * mr;   /* mc and nc are multiples of mr and nr */
     int64_t b_cols = (cols + nr - 1) / nr * nr;
     size_t a_floats = (size_t)(a_rows * slice);
-    size_t b_floats = (size_t)(b_cols * slice * (job->keep_b ? slices : 1));
+    size_t b_floats = job->packed_b ? 0 : (size_t)(b_cols * slice * (job->keep_b ? slices : 1));
     float *abuf = pack_buffer(a_floats + b_floats), *bbuf;
-    int b_packed = job->keep_b && thread_kept_b == job->keep_b;
+    int b_packed = job->packed_b || (job->keep_b && thread_kept_b == job->keep_b);
     int64_t ic, pc, jc, s;
     GemmTile tile;
     if (!abuf) {
@@ -292,22 +324,16 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                 const float *b = job->trans_b ? job->b + jc * job->ldb + pc
                                               : job->b + pc * job->ldb + jc;
                 int ir, q, panels = (nc + nr - 1) / nr;
-                int split = kern->tail_split && nc > nr && nc % nr != 0 && nc % nr <= nr / 4;
+                int split = split_last_panel(kern, nc);
                 /* the full panels the kernels pack as they go */
                 int packed_later = job->trans_b || b_packed ? 0 : split ? panels - 2 : nc / nr;
                 /* the depth steps of the next packed A-panel each kernel fetches */
                 int next_share = (tile.kc + panels - 1) / panels;
-                bbuf = abuf + a_floats;
-                if (job->keep_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
-                for (q = packed_later; !b_packed && q < panels; q++) {
-                    int j = panel_start(q, panels, nc, nr, split);
-                    int width = panel_start(q + 1, panels, nc, nr, split) - j;
-                    float *panel = bbuf + (int64_t)q * nr * tile.kc;
-                    kern->pack(job->trans_b ? b + j * job->ldb : b + j, job->ldb, job->trans_b,
-                               width, tile.kc, nr, panel);
-                    if (job->b_sums && ic == i0)
-                        gemm_sum_panel(job->b_sums + jc + j, panel, tile.kc, nr, width);
-                }
+                bbuf = job->packed_b ? job->packed_b : abuf + a_floats;
+                if (whole_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
+                if (!b_packed)
+                    pack_b_panels(job, b, nc, tile.kc, split, packed_later, bbuf,
+                                  job->b_sums && ic == i0 ? job->b_sums + jc : NULL);
                 for (ir = 0; ir < mc; ir += mr) {
                     if (ir < in_place && job->trans_a) {   /* columns of A */
                         tile.a = a + ir;
@@ -428,8 +454,8 @@ static void gemm_run(GemmJob *job)
         if (job->b_sums) plain_b_sums(job, 0, n);
         return;
     }
-    job->kern = kernels();
-    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {
+    if (!job->packed_b) job->kern = kernels();   /* else the set it was packed for */
+    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {   /* B as it lies */
         gemm_few_rows(job);
         return;
     }
@@ -447,7 +473,7 @@ static void gemm_run(GemmJob *job)
     /* Split the longer side: each task packs all of the other operand, and that
        operand is then the smaller one to pack twice. Columns whose sums are
        wanted must each be packed by one task. */
-    job->split_rows = m >= n && !job->b_sums;
+    job->split_rows = (m >= n && !job->b_sums) || job->packed_b;
     job->keep_b = 0;
     if (threads == 1 || (double)m * n * k < GEMM_PARALLEL_WORK) {
         job->task_span = job->split_rows ? m : n;   /* one task: all of C */
@@ -457,7 +483,7 @@ static void gemm_run(GemmJob *job)
     tiles = job->split_rows ? (m + job->kern->mr - 1) / job->kern->mr
                             : (n + job->kern->nr - 1) / job->kern->nr;
     tasks = min64(threads, tiles);
-    if (job->split_rows && k * n <= job->blk.kept_b) {
+    if (job->split_rows && k * n <= job->blk.kept_b && !job->packed_b) {
         job->keep_b = __atomic_add_fetch(&kept_b_jobs, 1, __ATOMIC_RELAXED);
         tasks = min64((int64_t)threads * ROW_GROUPS_PER_THREAD, tiles);
     }
@@ -486,6 +512,7 @@ static void set_up_job(GemmJob *job, int trans_a, int trans_b, int64_t m, int64_
     job->ldc = ldc;
     job->c_transposed = 0;
     job->b_sums = NULL;
+    job->packed_b = NULL;
 }
 
 void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
@@ -515,6 +542,61 @@ void gemm_transposed_c(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k
     set_up_job(&job, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     job.c_transposed = 1;
     job.b_sums = b_sums;
+    gemm_run(&job);
+}
+
+/* ---- op(B) packed once, multiplied many times ---------------------------- */
+
+size_t gemm_packed_b_floats(int64_t k, int64_t n)
+{
+    GemmJob job;
+    int64_t slices, slice;
+    job.k = k;
+    job.kern = kernels();
+    job.blk = blocking_for(job.kern);
+    slice = depth_slice(&job, &slices);
+    return (size_t)(slices * slice * ((n + job.kern->nr - 1) / job.kern->nr * job.kern->nr));
+}
+
+/* The layout gemm_block reads with whole_b: slice after slice, each slice's
+   blocks of nc columns one after the other. */
+GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64_t ldb,
+                        float *panels)
+{
+    GemmPackedB packed;
+    GemmJob job;
+    int64_t slices, slice, b_cols, pc, jc, s;
+    set_up_job(&job, 0, trans_b, 0, n, k, 1.0f, NULL, 0, b, ldb, 0.0f, NULL, 0);
+    job.kern = kernels();
+    job.blk = blocking_for(job.kern);
+    slice = depth_slice(&job, &slices);
+    b_cols = (n + job.kern->nr - 1) / job.kern->nr * job.kern->nr;
+    for (pc = 0, s = 0; pc < k; pc += slice, s++) {
+        int kc = (int)min64(slice, k - pc);
+        for (jc = 0; jc < n; jc += job.blk.nc) {
+            int nc = (int)min64(job.blk.nc, n - jc);
+            pack_b_panels(&job, trans_b ? b + jc * ldb + pc : b + pc * ldb + jc, nc, kc,
+                          split_last_panel(job.kern, nc), 0, panels + s * b_cols * slice + jc * kc,
+                          NULL);
+        }
+    }
+    packed.kern = job.kern;
+    packed.trans_b = trans_b;
+    packed.k = k;
+    packed.n = n;
+    packed.b = b;
+    packed.ldb = ldb;
+    packed.panels = panels;
+    return packed;
+}
+
+void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                 float beta, float *c, int64_t ldc)
+{
+    GemmJob job;
+    set_up_job(&job, 0, b->trans_b, m, b->n, b->k, alpha, a, lda, b->b, b->ldb, beta, c, ldc);
+    job.kern = b->kern;
+    job.packed_b = b->panels;
     gemm_run(&job);
 }
 

@@ -156,6 +156,32 @@ extern const GemmKernels gemm_avx512_kernels;
 #endif
 
 /*
+ * op(B), k x n, packed once for many products with it on the right (a
+ * recurrent layer's W_hh: once per call instead of once per time step).
+ * gemm_pack_b packs it, for the kernel set in use, into `panels` of
+ * gemm_packed_b_floats(k, n) floats; op(B)(p, j) is b[j*ldb + p] when
+ * trans_b, else b[p*ldb + j], and b must stay as it is while the packed copy
+ * is used (gemm_packed reads it for GEMM_FEW_ROWS rows or fewer, and when it
+ * has no pack buffer). gemm_packed(m, alpha, a, lda, packed, beta, c, ldc) is
+ * then gemm(0, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), bit
+ * for bit, with the rows of C split over threads.
+ */
+typedef struct {
+    const GemmKernels *kern;
+    int trans_b;
+    int64_t k, n;
+    const float *b;
+    int64_t ldb;
+    float *panels;
+} GemmPackedB;
+
+size_t gemm_packed_b_floats(int64_t k, int64_t n);
+GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64_t ldb,
+                        float *panels);
+void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                 float beta, float *c, int64_t ldc);
+
+/*
  * Make every later gemm() use the named kernel set ("avx512", "avx2",
  * "generic"), or, for NULL, the one AC_SIMD or the CPU picks. Returns 1, or 0
  * (changing nothing) when this CPU cannot run the named set. For tests.
