@@ -177,7 +177,7 @@ typedef struct {
     int64_t task_span;  /* rows or columns per task: a multiple of mr or nr */
     int64_t keep_b;     /* nonzero: a number no other job has; each thread packs all
                            of op(B) once and keeps it for the other row groups it takes */
-    float *packed_b;    /* NULL, or all of op(B) packed as keep_b keeps it (gemm_pack_b) */
+    float *packed_b;    /* NULL, or all of op(B) packed (gemm_pack_b) */
 } GemmJob;
 
 /* Numbers the jobs that keep B: a thread's kept B is never taken for another job's. */
@@ -251,6 +251,15 @@ static int64_t depth_slice(const GemmJob *job, int64_t *slices)
     return *slices == 1 ? job->k : (job->k + *slices - 1) / *slices;
 }
 
+/* Where the panel of op(B) from column jc (a multiple of nr) of slice s lies
+   in a gemm_pack_b copy: each slice holds all of n in panels of nr, from
+   column 0. */
+static int64_t packed_b_offset(const GemmJob *job, int64_t s, int64_t slice, int64_t jc, int kc)
+{
+    int64_t nr = job->kern->nr;
+    return s * slice * ((job->n + nr - 1) / nr * nr) + jc * kc;
+}
+
 /* Panels [from, panels) of the block of nc columns of op(B) at b, depth kc,
    into bbuf (panel q at q * nr * kc); their column sums added to b_sums (the
    block's, or NULL). */
@@ -287,8 +296,7 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
     int64_t slices, slice = depth_slice(job, &slices);
     /* Every row group asks for the same size, so a kept B is never reallocated. */
     int rows = (int)min64(job->blk.mc, job->keep_b ? job->task_span : i1 - i0);
-    int whole_b = job->keep_b || job->packed_b;   /* (then j0 = 0 and j1 = n) */
-    int cols = (int)(whole_b ? j1 - j0 : min64(job->blk.nc, j1 - j0));
+    int cols = (int)(job->keep_b ? j1 - j0 : min64(job->blk.nc, j1 - j0));
     int64_t a_rows = (rows + mr - 1) / mr * mr;   /* mc and nc are multiples of mr and nr */
     int64_t b_cols = (cols + nr - 1) / nr * nr;
     size_t a_floats = (size_t)(a_rows * slice);
@@ -324,13 +332,14 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                 const float *b = job->trans_b ? job->b + jc * job->ldb + pc
                                               : job->b + pc * job->ldb + jc;
                 int ir, q, panels = (nc + nr - 1) / nr;
-                int split = split_last_panel(kern, nc);
+                int split = !job->packed_b && split_last_panel(kern, nc);
                 /* the full panels the kernels pack as they go */
                 int packed_later = job->trans_b || b_packed ? 0 : split ? panels - 2 : nc / nr;
                 /* the depth steps of the next packed A-panel each kernel fetches */
                 int next_share = (tile.kc + panels - 1) / panels;
-                bbuf = job->packed_b ? job->packed_b : abuf + a_floats;
-                if (whole_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
+                bbuf = abuf + a_floats;
+                if (job->keep_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
+                if (job->packed_b) bbuf = job->packed_b + packed_b_offset(job, s, slice, jc, tile.kc);
                 if (!b_packed)
                     pack_b_panels(job, b, nc, tile.kc, split, packed_later, bbuf,
                                   job->b_sums && ic == i0 ? job->b_sums + jc : NULL);
@@ -473,7 +482,7 @@ static void gemm_run(GemmJob *job)
     /* Split the longer side: each task packs all of the other operand, and that
        operand is then the smaller one to pack twice. Columns whose sums are
        wanted must each be packed by one task. */
-    job->split_rows = (m >= n && !job->b_sums) || job->packed_b;
+    job->split_rows = m >= n && !job->b_sums;
     job->keep_b = 0;
     if (threads == 1 || (double)m * n * k < GEMM_PARALLEL_WORK) {
         job->task_span = job->split_rows ? m : n;   /* one task: all of C */
@@ -558,28 +567,21 @@ size_t gemm_packed_b_floats(int64_t k, int64_t n)
     return (size_t)(slices * slice * ((n + job.kern->nr - 1) / job.kern->nr * job.kern->nr));
 }
 
-/* The layout gemm_block reads with whole_b: slice after slice, each slice's
-   blocks of nc columns one after the other. */
+/* Panels of nr columns from column 0 (no split last panel), slice after
+   slice: any task whose columns start at a multiple of nr finds its panels. */
 GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64_t ldb,
                         float *panels)
 {
     GemmPackedB packed;
     GemmJob job;
-    int64_t slices, slice, b_cols, pc, jc, s;
+    int64_t slices, slice, pc, s;
     set_up_job(&job, 0, trans_b, 0, n, k, 1.0f, NULL, 0, b, ldb, 0.0f, NULL, 0);
     job.kern = kernels();
     job.blk = blocking_for(job.kern);
     slice = depth_slice(&job, &slices);
-    b_cols = (n + job.kern->nr - 1) / job.kern->nr * job.kern->nr;
-    for (pc = 0, s = 0; pc < k; pc += slice, s++) {
-        int kc = (int)min64(slice, k - pc);
-        for (jc = 0; jc < n; jc += job.blk.nc) {
-            int nc = (int)min64(job.blk.nc, n - jc);
-            pack_b_panels(&job, trans_b ? b + jc * ldb + pc : b + pc * ldb + jc, nc, kc,
-                          split_last_panel(job.kern, nc), 0, panels + s * b_cols * slice + jc * kc,
-                          NULL);
-        }
-    }
+    for (pc = 0, s = 0; pc < k; pc += slice, s++)
+        pack_b_panels(&job, trans_b ? b + pc : b + pc * ldb, (int)n, (int)min64(slice, k - pc), 0,
+                      0, panels + packed_b_offset(&job, s, slice, 0, 0), NULL);
     packed.kern = job.kern;
     packed.trans_b = trans_b;
     packed.k = k;

@@ -164,7 +164,7 @@ extern const GemmKernels gemm_avx512_kernels;
  * is used (gemm_packed reads it for GEMM_FEW_ROWS rows or fewer, and when it
  * has no pack buffer). gemm_packed(m, alpha, a, lda, packed, beta, c, ldc) is
  * then gemm(0, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), bit
- * for bit, with the rows of C split over threads.
+ * for bit, split over threads as gemm splits it.
  */
 typedef struct {
     const GemmKernels *kern;
