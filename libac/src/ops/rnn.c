@@ -29,10 +29,11 @@
  *
  * Backward walks the steps in reverse: a fused loop turns (dh, dc) into the
  * pre-activation gradients dG of the step, and one gemm, dG W_hh (W_hh
- * packed once), carries them to dh of the step before. The dG of all steps stay, so dx = dG W_ih and
- * dW^T = [x | h_prev]^T dG are one gemm each after the walk; dW^T is then
- * transposed into w_ih's and w_hh's grads (dG^T x and dG^T h_prev, which
- * read x and the outputs as they lie but pack dG transposed, measure slower).
+ * packed once), carries them to dh of the step before. The dG of all steps
+ * stay, so dx = dG W_ih is one gemm after the walk, and so are x^T dG and
+ * h_prev^T dG, stored transposed straight into w_ih's and w_hh's grads, the
+ * biases' grads summed as dG is packed (dG^T x and dG^T h_prev, which read x
+ * and the outputs as they lie but pack dG transposed, measure slower).
  *
  * The node's output is 2-d: the output rows, t*B + b (or b*T + t when
  * batch_first), and for the LSTM B more rows holding c_T. The output sequence
@@ -400,15 +401,15 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     float *dstate = input_grad_data(node, c->index[IN_STATE], gin, &status);
     /* W_hh packed for the steps' gemm; dG of all steps (and the GRU's dG of
        the hidden part), time-major rows like the projection; dh, dc and a zero
-       row; [x | h_prev]^T, (I + H, T*B), and dW^T; dx's rows before a
-       batch_first reorder */
+       row; [x | h_prev]^T, (I + H, T*B); dx's rows before a batch_first
+       reorder */
     const int dw = dw_ih || dw_hh;
-    const int64_t dw_size = dw ? (TB + GH) * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
+    const int64_t dw_size = dw ? TB * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
     const size_t whh_size = gemm_packed_b_floats(GH, H);
     float *whh = status ? NULL
                         : arena_alloc((whh_size + (size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H +
                                                            dw_size + dx_rows_size)) * sizeof(float));
-    float *dg, *dgh, *dh, *dc, *zeros, *xh_t, *dw_t, *dx_rows;
+    float *dg, *dgh, *dh, *dc, *zeros, *xh_t, *dx_rows;
     GemmPackedB w_hh_packed;
     GateJob job;
     ParallelFn task = lstm ? rnn_lstm_back_task : gru ? rnn_gru_back_task : rnn_plain_back_task;
@@ -422,8 +423,7 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     dc = dh + HB;
     zeros = dc + HB;
     xh_t = zeros + H;
-    dw_t = xh_t + (dw ? TB * (I + H) : 0);
-    dx_rows = dw_t + (dw ? GH * (I + H) : 0);
+    dx_rows = xh_t + dw_size;
     memset(&job, 0, sizeof job);
     job.hidden = H;
     job.relu = c->cell == CELL_RELU;
@@ -467,16 +467,16 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         for (k = 0; dx_rows_size && k < T; k++)
             copy_rows(dx + step_row(s, k) * I, bs * I, dx_rows + k * B * I, I, B, I);
     }
-    if (dw) {   /* dW^T = [x | h_prev]^T dG, the GRU's hidden part with its own dG */
-        gemm(0, 0, gru ? I : I + H, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_t, GH);
-        if (gru) gemm(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_t + I * GH, GH);
-        if (dw_ih) matrix_transpose(dw_ih, I, dw_t, GH, I, GH, 0);
-        if (dw_hh) matrix_transpose(dw_hh, H, dw_t + I * GH, GH, H, GH, 0);
-    }
+    /* dW_ih = (x^T dG)^T and dW_hh = (h_prev^T dG)^T (the GRU's hidden part
+       with its own dG), and the column sums of dG for the biases */
+    if (dw_ih) gemm_transposed_c(0, 0, I, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_ih, I, db_ih);
+    else if (db_ih) column_sums(db_ih, dg, TB, GH);
+    if (dw_hh)
+        gemm_transposed_c(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_hh, H,
+                          gru ? db_hh : NULL);
     /* the LSTM's and plain RNN's biases add to the same pre-activations */
-    if (db_ih) column_sums(db_ih, dg, TB, GH);
     if (db_hh && db_ih && !gru) memcpy(db_hh, db_ih, (size_t)GH * sizeof(float));
-    else if (db_hh) column_sums(db_hh, dgh, TB, GH);
+    else if (db_hh && !(gru && dw_hh)) column_sums(db_hh, dgh, TB, GH);
     if (dstate) {
         memcpy(dstate, dh, (size_t)HB * sizeof(float));
         if (lstm) memcpy(dstate + HB, dc, (size_t)HB * sizeof(float));
