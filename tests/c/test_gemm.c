@@ -233,10 +233,11 @@ static void test_same_bits_on_two_threads(void)
 }
 
 /* Shapes for the stores: few rows, short tiles at both edges, the depth in
-   slices, columns split over threads (with 2 threads), empty depth. */
+   slices (also for full panels, whose column sums add up slice by slice),
+   columns split over threads (with 2 threads), empty depth. */
 static const int64_t store_shapes[][3] = {
     {1, 5, 7},   {3, 70, 20},  {4, 64, 300},  {13, 33, 9}, {29, 45, 33},
-    {200, 300, 700}, {37, 1000, 64}, {50, 17, 1100}, {6, 8, 0},
+    {200, 300, 700}, {37, 1000, 64}, {50, 17, 1100}, {13, 70, 1000}, {6, 8, 0},
 };
 
 /*
