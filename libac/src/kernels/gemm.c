@@ -17,7 +17,9 @@
  * as the tiles are stored (a Linear layer's forward, with no pass of its
  * own), and gemm_transposed_c stores C transposed (a wide Linear layer's
  * dW = (x^T g)^T, whose product runs faster with the long side as columns)
- * and can sum op(B)'s columns as it packs them (that layer's db).
+ * and can sum op(B)'s columns as it packs them (that layer's db). A right
+ * operand multiplied many times (a recurrent layer's W_hh, once per time
+ * step) is packed once by gemm_pack_b, and gemm_packed multiplies from it.
  * This file also holds ac_sgemm, the checked public entry.
  */
 #define _POSIX_C_SOURCE 200809L
