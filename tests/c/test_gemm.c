@@ -1,9 +1,9 @@
 /*
  * test_gemm.c - ac_sgemm against a float64 reference, on every kernel set
  * this CPU can run (AVX-512, AVX2, generic), for all four transpose cases,
- * odd shapes, padded leading dimensions and alpha/beta variants; gemm_bias
- * and gemm_transposed_c against plain gemm, bit for bit; and ac_sgemm's
- * argument checks.
+ * odd shapes, padded leading dimensions and alpha/beta variants; gemm_bias,
+ * gemm_transposed_c and gemm_packed against plain gemm, bit for bit; and
+ * ac_sgemm's argument checks.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -112,6 +112,8 @@ static const int64_t shapes[][3] = {
     {7, 3, 1000},  {130, 70, 700}, {61, 401, 37}, {101, 1, 101}, {1, 101, 101},
     {3100, 5, 3},  {4, 67, 33},   {1, 130, 784}, {2, 200, 17},  {4, 5, 1},
     {3, 4099, 300}, {100, 40, 64}, {100, 40, 65},
+    /* a last panel of <= 8 of 32 columns, which AVX-512 splits as 24 + 16 */
+    {50, 200, 70},  {13, 72, 9},
 };
 
 static void test_shapes_and_transposes(void)
@@ -207,6 +209,7 @@ static void test_same_bits_on_two_threads(void)
         {0, 0, 300, 200, 700, 700}, {0, 0, 700, 600, 300, 300}, {0, 1, 64, 784, 128, 128},
         {1, 0, 784, 128, 64, 784},  {0, 0, 3, 4099, 300, 300}, {0, 0, 250, 90, 500, 512},
         {0, 0, 250, 90, 500, 1024}, {1, 1, 301, 299, 703, 512},
+        {0, 0, 40, 1000, 300, 300},   /* columns split, with a split last panel */
     };
     size_t s;
     int threads = ac_get_num_threads();
@@ -230,10 +233,11 @@ static void test_same_bits_on_two_threads(void)
 }
 
 /* Shapes for the stores: few rows, short tiles at both edges, the depth in
-   slices, columns split over threads (with 2 threads), empty depth. */
+   slices (also for full panels, whose column sums add up slice by slice),
+   columns split over threads (with 2 threads), empty depth. */
 static const int64_t store_shapes[][3] = {
     {1, 5, 7},   {3, 70, 20},  {4, 64, 300},  {13, 33, 9}, {29, 45, 33},
-    {200, 300, 700}, {37, 1000, 64}, {50, 17, 1100}, {6, 8, 0},
+    {200, 300, 700}, {37, 1000, 64}, {50, 17, 1100}, {13, 70, 1000}, {6, 8, 0},
 };
 
 /*
@@ -334,6 +338,50 @@ static void test_transposed_store(void)
     ac_set_num_threads(threads);
 }
 
+/*
+ * gemm_packed from a gemm_pack_b copy gives gemm's bits, for op(B) transposed
+ * or not, with alpha and beta, on 1 and 2 threads, for the shapes of an LSTM's steps
+ * (20 x 800 x 200 forward, 20 x 200 x 800 backward), depths in slices,
+ * columns in several blocks, a split last panel and an empty depth.
+ */
+static void test_packed_b(void)
+{
+    static const int64_t cases[][3] = {   /* m, n, k */
+        {20, 800, 200}, {20, 200, 800}, {37, 520, 1000}, {13, 72, 9}, {3, 40, 33},
+        {1, 7, 5},      {4, 5, 0},
+    };
+    size_t s;
+    int tb, t, threads = ac_get_num_threads();
+    ac_set_num_threads(1);
+    for (s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+        for (tb = 0; tb < 2; tb++) {
+            int64_t m = cases[s][0], n = cases[s][1], k = cases[s][2], ldc = n + 3;
+            float *a = random_matrix(m * k), *b = random_matrix(k * n), *start = random_matrix(m * ldc);
+            float *want = malloc((size_t)(m * ldc) * sizeof(float));
+            float *got = malloc((size_t)(m * ldc) * sizeof(float));
+            float *panels = malloc((gemm_packed_b_floats(k, n) + 1) * sizeof(float));
+            GemmPackedB packed = gemm_pack_b(tb, k, n, b, tb ? k : n, panels);
+            int bad = 0;
+            memcpy(want, start, (size_t)(m * ldc) * sizeof(float));
+            gemm(0, tb, m, n, k, 1.5f, a, k, b, tb ? k : n, 0.25f, want, ldc);
+            for (t = 1; t <= 2; t++) {
+                ac_set_num_threads(t);
+                memcpy(got, start, (size_t)(m * ldc) * sizeof(float));
+                gemm_packed(m, 1.5f, a, k, &packed, 0.25f, got, ldc);
+                bad += memcmp(got, want, (size_t)(m * ldc) * sizeof(float)) != 0;
+            }
+            CHECK(bad == 0);
+            free(a);
+            free(b);
+            free(start);
+            free(want);
+            free(got);
+            free(panels);
+        }
+    }
+    ac_set_num_threads(threads);
+}
+
 static void test_every_kernel_set(void)
 {
     static const char *const names[] = {"avx512", "avx2", "generic"};
@@ -351,6 +399,7 @@ static void test_every_kernel_set(void)
         RUN(test_same_bits_on_two_threads);
         RUN(test_bias_in_the_store);
         RUN(test_transposed_store);
+        RUN(test_packed_b);
     }
     CHECK(gemm_use_kernels("no-such-set") == 0);
     CHECK(gemm_use_kernels(NULL) == 1);

@@ -17,7 +17,9 @@
  * as the tiles are stored (a Linear layer's forward, with no pass of its
  * own), and gemm_transposed_c stores C transposed (a wide Linear layer's
  * dW = (x^T g)^T, whose product runs faster with the long side as columns)
- * and can sum op(B)'s columns as it packs them (that layer's db).
+ * and can sum op(B)'s columns as it packs them (that layer's db). A right
+ * operand multiplied many times (a recurrent layer's W_hh, once per time
+ * step) is packed once by gemm_pack_b, and gemm_packed multiplies from it.
  * This file also holds ac_sgemm, the checked public entry.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -177,6 +179,7 @@ typedef struct {
     int64_t task_span;  /* rows or columns per task: a multiple of mr or nr */
     int64_t keep_b;     /* nonzero: a number no other job has; each thread packs all
                            of op(B) once and keeps it for the other row groups it takes */
+    float *packed_b;    /* NULL, or all of op(B) packed (gemm_pack_b) */
 } GemmJob;
 
 /* Numbers the jobs that keep B: a thread's kept B is never taken for another job's. */
@@ -188,6 +191,26 @@ static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 static float *c_at(const GemmJob *job, int64_t i, int64_t j)
 {
     return job->c_transposed ? job->c + j * job->ldc + i : job->c + i * job->ldc + j;
+}
+
+/*
+ * The first column of panel q of a block of nc columns cut into `panels`
+ * (panel `panels` starts at nc). Panels are nr wide, the last one narrower.
+ * With split, a last panel of r <= nr/4 columns, which would pay for a tile
+ * at least half wide (AVX-512: 16 of 32 lanes for the 8 of dX's 200 columns),
+ * takes nr/2 columns and the panel before it the other nr + r - nr/2
+ * (24 + 16 lanes cost 30 FMAs a step, 32 + 8 cost 36).
+ */
+static int panel_start(int q, int panels, int nc, int nr, int split)
+{
+    if (q == panels) return nc;
+    return split && q == panels - 1 ? nc - nr / 2 : q * nr;
+}
+
+/* Whether a block of nc columns ends in a split pair of panels (panel_start). */
+static int split_last_panel(const GemmKernels *kern, int nc)
+{
+    return kern->tail_split && nc > kern->nr && nc % kern->nr != 0 && nc % kern->nr <= kern->nr / 4;
 }
 
 /* b_sums[j0:j1] by plain loops, where no packing pass makes them. */
@@ -219,6 +242,44 @@ static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0
     }
 }
 
+/* The depth of a slice: k cut into equal slices that depend only on k. Small
+   products are common and 64-bit divisions slow: skip or narrow them. A depth
+   up to 1.5 kc is one slice, not two short ones that would each store C (and
+   the second read it back): the B-panels streaming through L1 evict the
+   A-panel either way. */
+static int64_t depth_slice(const GemmJob *job, int64_t *slices)
+{
+    *slices = job->k <= job->blk.kc * 3 / 2 ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
+    return *slices == 1 ? job->k : (job->k + *slices - 1) / *slices;
+}
+
+/* Where the panel of op(B) from column jc (a multiple of nr) of slice s lies
+   in a gemm_pack_b copy: each slice holds all of n in panels of nr, from
+   column 0. */
+static int64_t packed_b_offset(const GemmJob *job, int64_t s, int64_t slice, int64_t jc, int kc)
+{
+    int64_t nr = job->kern->nr;
+    return s * slice * ((job->n + nr - 1) / nr * nr) + jc * kc;
+}
+
+/* Panels [from, panels) of the block of nc columns of op(B) at b, depth kc,
+   into bbuf (panel q at q * nr * kc); their column sums added to b_sums (the
+   block's, or NULL). */
+static void pack_b_panels(const GemmJob *job, const float *b, int nc, int kc, int split,
+                          int from, float *bbuf, float *b_sums)
+{
+    const GemmKernels *kern = job->kern;
+    int q, nr = kern->nr, panels = (nc + nr - 1) / nr;
+    for (q = from; q < panels; q++) {
+        int j = panel_start(q, panels, nc, nr, split);
+        int width = panel_start(q + 1, panels, nc, nr, split) - j;
+        float *panel = bbuf + (int64_t)q * nr * kc;
+        kern->pack(job->trans_b ? b + j * job->ldb : b + j, job->ldb, job->trans_b, width, kc, nr,
+                   panel);
+        if (b_sums) gemm_sum_panel(b_sums + j, panel, kc, nr, width);
+    }
+}
+
 /*
  * C[i0:i1, j0:j1] over the whole depth. The depth is cut into equal slices
  * that depend only on k, so each element of C sees the same sums in the same
@@ -234,21 +295,16 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
 {
     const GemmKernels *kern = job->kern;
     int mr = kern->mr, nr = kern->nr;
-    /* Small products are common and 64-bit divisions slow: skip or narrow them.
-       A depth up to 1.5 kc is one slice, not two short ones that would each
-       store C (and the second read it back): the B-panels streaming through L1
-       evict the A-panel either way. */
-    int64_t slices = job->k <= job->blk.kc * 3 / 2 ? 1 : (job->k + job->blk.kc - 1) / job->blk.kc;
-    int64_t slice = slices == 1 ? job->k : (job->k + slices - 1) / slices;
+    int64_t slices, slice = depth_slice(job, &slices);
     /* Every row group asks for the same size, so a kept B is never reallocated. */
     int rows = (int)min64(job->blk.mc, job->keep_b ? job->task_span : i1 - i0);
     int cols = (int)(job->keep_b ? j1 - j0 : min64(job->blk.nc, j1 - j0));
     int64_t a_rows = (rows + mr - 1) / mr * mr;   /* mc and nc are multiples of mr and nr */
     int64_t b_cols = (cols + nr - 1) / nr * nr;
     size_t a_floats = (size_t)(a_rows * slice);
-    size_t b_floats = (size_t)(b_cols * slice * (job->keep_b ? slices : 1));
+    size_t b_floats = job->packed_b ? 0 : (size_t)(b_cols * slice * (job->keep_b ? slices : 1));
     float *abuf = pack_buffer(a_floats + b_floats), *bbuf;
-    int b_packed = job->keep_b && thread_kept_b == job->keep_b;
+    int b_packed = job->packed_b || (job->keep_b && thread_kept_b == job->keep_b);
     int64_t ic, pc, jc, s;
     GemmTile tile;
     if (!abuf) {
@@ -277,20 +333,18 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                 int nc = (int)min64(job->blk.nc, j1 - jc);
                 const float *b = job->trans_b ? job->b + jc * job->ldb + pc
                                               : job->b + pc * job->ldb + jc;
-                /* full panels the kernels pack as they go */
-                int packed_later = job->trans_b || b_packed ? 0 : nc / nr * nr;
-                int ir, jr, panels = (nc + nr - 1) / nr;
+                int ir, q, panels = (nc + nr - 1) / nr;
+                int split = !job->packed_b && split_last_panel(kern, nc);
+                /* the full panels the kernels pack as they go */
+                int packed_later = job->trans_b || b_packed ? 0 : split ? panels - 2 : nc / nr;
                 /* the depth steps of the next packed A-panel each kernel fetches */
                 int next_share = (tile.kc + panels - 1) / panels;
                 bbuf = abuf + a_floats;
                 if (job->keep_b) bbuf += s * b_cols * slice + (jc - j0) * tile.kc;
-                if (!b_packed && packed_later < nc)
-                    kern->pack(job->trans_b ? b + packed_later * job->ldb : b + packed_later,
-                               job->ldb, job->trans_b, nc - packed_later, tile.kc, nr,
-                               bbuf + (int64_t)packed_later * tile.kc);
-                for (jr = packed_later; job->b_sums && ic == i0 && jr < nc; jr += nr)
-                    gemm_sum_panel(job->b_sums + jc + jr, bbuf + (int64_t)jr * tile.kc, tile.kc,
-                                   nr, nc - jr < nr ? nc - jr : nr);
+                if (job->packed_b) bbuf = job->packed_b + packed_b_offset(job, s, slice, jc, tile.kc);
+                if (!b_packed)
+                    pack_b_panels(job, b, nc, tile.kc, split, packed_later, bbuf,
+                                  job->b_sums && ic == i0 ? job->b_sums + jc : NULL);
                 for (ir = 0; ir < mc; ir += mr) {
                     if (ir < in_place && job->trans_a) {   /* columns of A */
                         tile.a = a + ir;
@@ -309,15 +363,16 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                     tile.a_next = ir + mr < mc && ir + mr >= in_place
                                       ? abuf + (int64_t)(ir + mr - in_place) * tile.kc : NULL;
                     tile.next_from = 0;
-                    for (jr = 0; jr < nc; jr += nr) {
+                    for (q = 0; q < panels; q++) {
+                        int j = panel_start(q, panels, nc, nr, split);
                         tile.next_to = (int)min64(tile.next_from + next_share, tile.kc);
-                        tile.b = bbuf + (int64_t)jr * tile.kc;
-                        tile.b_source = ir == 0 && jr < packed_later ? b + jr : NULL;
+                        tile.b = bbuf + (int64_t)q * nr * tile.kc;
+                        tile.b_source = ir == 0 && q < packed_later ? b + j : NULL;
                         tile.b_sums = job->b_sums && tile.b_source && ic == i0
-                                          ? job->b_sums + jc + jr : NULL;
-                        tile.n = nc - jr < nr ? nc - jr : nr;
-                        tile.c = c_at(job, ic + ir, jc + jr);
-                        tile.bias = pc == 0 && job->bias ? job->bias + jc + jr : NULL;
+                                          ? job->b_sums + jc + j : NULL;
+                        tile.n = panel_start(q + 1, panels, nc, nr, split) - j;
+                        tile.c = c_at(job, ic + ir, jc + j);
+                        tile.bias = pc == 0 && job->bias ? job->bias + jc + j : NULL;
                         kern->kernel(&tile);
                         tile.next_from = tile.next_to;
                     }
@@ -410,8 +465,8 @@ static void gemm_run(GemmJob *job)
         if (job->b_sums) plain_b_sums(job, 0, n);
         return;
     }
-    job->kern = kernels();
-    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {
+    if (!job->packed_b) job->kern = kernels();   /* else the set it was packed for */
+    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {   /* B as it lies */
         gemm_few_rows(job);
         return;
     }
@@ -439,7 +494,7 @@ static void gemm_run(GemmJob *job)
     tiles = job->split_rows ? (m + job->kern->mr - 1) / job->kern->mr
                             : (n + job->kern->nr - 1) / job->kern->nr;
     tasks = min64(threads, tiles);
-    if (job->split_rows && k * n <= job->blk.kept_b) {
+    if (job->split_rows && k * n <= job->blk.kept_b && !job->packed_b) {
         job->keep_b = __atomic_add_fetch(&kept_b_jobs, 1, __ATOMIC_RELAXED);
         tasks = min64((int64_t)threads * ROW_GROUPS_PER_THREAD, tiles);
     }
@@ -468,6 +523,7 @@ static void set_up_job(GemmJob *job, int trans_a, int trans_b, int64_t m, int64_
     job->ldc = ldc;
     job->c_transposed = 0;
     job->b_sums = NULL;
+    job->packed_b = NULL;
 }
 
 void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
@@ -497,6 +553,54 @@ void gemm_transposed_c(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k
     set_up_job(&job, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     job.c_transposed = 1;
     job.b_sums = b_sums;
+    gemm_run(&job);
+}
+
+/* ---- op(B) packed once, multiplied many times ---------------------------- */
+
+size_t gemm_packed_b_floats(int64_t k, int64_t n)
+{
+    GemmJob job;
+    int64_t slices, slice;
+    job.k = k;
+    job.kern = kernels();
+    job.blk = blocking_for(job.kern);
+    slice = depth_slice(&job, &slices);
+    return (size_t)(slices * slice * ((n + job.kern->nr - 1) / job.kern->nr * job.kern->nr));
+}
+
+/* Panels of nr columns from column 0 (no split last panel), slice after
+   slice: any task whose columns start at a multiple of nr finds its panels. */
+GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64_t ldb,
+                        float *panels)
+{
+    GemmPackedB packed;
+    GemmJob job;
+    int64_t slices, slice, pc, s;
+    set_up_job(&job, 0, trans_b, 0, n, k, 1.0f, NULL, 0, b, ldb, 0.0f, NULL, 0);
+    job.kern = kernels();
+    job.blk = blocking_for(job.kern);
+    slice = depth_slice(&job, &slices);
+    for (pc = 0, s = 0; pc < k; pc += slice, s++)
+        pack_b_panels(&job, trans_b ? b + pc : b + pc * ldb, (int)n, (int)min64(slice, k - pc), 0,
+                      0, panels + packed_b_offset(&job, s, slice, 0, 0), NULL);
+    packed.kern = job.kern;
+    packed.trans_b = trans_b;
+    packed.k = k;
+    packed.n = n;
+    packed.b = b;
+    packed.ldb = ldb;
+    packed.panels = panels;
+    return packed;
+}
+
+void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                 float beta, float *c, int64_t ldc)
+{
+    GemmJob job;
+    set_up_job(&job, 0, b->trans_b, m, b->n, b->k, alpha, a, lda, b->b, b->ldb, beta, c, ldc);
+    job.kern = b->kern;
+    job.packed_b = b->panels;
     gemm_run(&job);
 }
 

@@ -143,6 +143,10 @@ typedef struct {
     GemmPackFn pack;
     GemmKernelFn kernel;
     GemmFewRowsFn few_rows;
+    /* Nonzero when a tile of B 3/4 of nr wide costs 3/4 of a full one: a block
+       whose last panel would hold at most nr/4 columns then ends in panels of
+       nr + r - nr/2 and nr/2 columns (gemm.c: panel_start). */
+    int tail_split;
 } GemmKernels;
 
 extern const GemmKernels gemm_generic_kernels;
@@ -150,6 +154,32 @@ extern const GemmKernels gemm_generic_kernels;
 extern const GemmKernels gemm_avx2_kernels;
 extern const GemmKernels gemm_avx512_kernels;
 #endif
+
+/*
+ * op(B), k x n, packed once for many products with it on the right (a
+ * recurrent layer's W_hh: once per call instead of once per time step).
+ * gemm_pack_b packs it, for the kernel set in use, into `panels` of
+ * gemm_packed_b_floats(k, n) floats; op(B)(p, j) is b[j*ldb + p] when
+ * trans_b, else b[p*ldb + j], and b must stay as it is while the packed copy
+ * is used (gemm_packed reads it for GEMM_FEW_ROWS rows or fewer, and when it
+ * has no pack buffer). gemm_packed(m, alpha, a, lda, packed, beta, c, ldc) is
+ * then gemm(0, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), bit
+ * for bit, split over threads as gemm splits it.
+ */
+typedef struct {
+    const GemmKernels *kern;
+    int trans_b;
+    int64_t k, n;
+    const float *b;
+    int64_t ldb;
+    float *panels;
+} GemmPackedB;
+
+size_t gemm_packed_b_floats(int64_t k, int64_t n);
+GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64_t ldb,
+                        float *panels);
+void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                 float beta, float *c, int64_t ldc);
 
 /*
  * Make every later gemm() use the named kernel set ("avx512", "avx2",

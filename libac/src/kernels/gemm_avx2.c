@@ -376,7 +376,7 @@ few_rows(const GemmFewRows *f, const int rows)
 GEMM_FEW_ROWS_ENTRY(avx2_few_rows, AVX2_TARGET)
 
 const GemmKernels gemm_avx2_kernels = {
-    "avx2", AVX2_MR, AVX2_NR, avx2_pack, avx2_kernel, avx2_few_rows
+    "avx2", AVX2_MR, AVX2_NR, avx2_pack, avx2_kernel, avx2_few_rows, 0
 };
 
 #endif /* x86 */

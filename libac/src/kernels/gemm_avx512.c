@@ -166,9 +166,11 @@ AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512
 /*
  * The micro-kernel, specialised below for each combination of: rows of A it
  * multiplies (12, 8 or 4, so a short last panel does not pay for 12); B of
- * 16, 24 or 32 lanes, or 32 packed on the way (copy_b); and A read by
- * rows (a_depth == 1) or by depth. Every lane of C sees the same sequence of
- * FMAs in every specialisation.
+ * 16, 24 or 32 lanes, or 32 packed on the way (copy_b 1), and also summed by
+ * column on the way (copy_b 2: in registers, in depth order as
+ * gemm_sum_panel sums, which as a pass of its own cost a wide Linear layer's
+ * backward 6%); and A read by rows (a_depth == 1) or by depth. Every lane of
+ * C sees the same sequence of FMAs in every specialisation.
  */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b,
@@ -179,6 +181,7 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
     ACCUMULATORS(0) ACCUMULATORS(1) ACCUMULATORS(2) ACCUMULATORS(3) ACCUMULATORS(4)
     ACCUMULATORS(5) ACCUMULATORS(6) ACCUMULATORS(7) ACCUMULATORS(8) ACCUMULATORS(9)
     ACCUMULATORS(10) ACCUMULATORS(11)
+    __m512 sum_lo = zero, sum_hi = zero;   /* copy_b 2: B's column sums */
     const float *ap = t->a, *src = t->b_source;
     float *bp = t->b, *c = t->c;
     int64_t a_step = by_rows ? t->a_row : t->a_depth, ldb = t->ldb, ldc = t->ldc;
@@ -208,6 +211,10 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
             b1 = _mm512_loadu_ps(src + 16);
             _mm512_storeu_ps(bp, b0);
             _mm512_storeu_ps(bp + 16, b1);
+            if (copy_b == 2) {
+                sum_lo = _mm512_add_ps(sum_lo, b0);
+                sum_hi = _mm512_add_ps(sum_hi, b1);
+            }
             src += ldb;
         } else {
             _mm_prefetch((const char *)(bp + PREFETCH_STEPS * AVX512_NR), _MM_HINT_T0);
@@ -222,7 +229,10 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
         ap += by_rows ? 1 : a_step;
         bp += AVX512_NR;
     }
-    if (copy_b && t->b_sums) gemm_sum_panel(t->b_sums, t->b, kc, AVX512_NR, AVX512_NR);
+    if (copy_b == 2) {
+        _mm512_storeu_ps(t->b_sums, _mm512_add_ps(_mm512_loadu_ps(t->b_sums), sum_lo));
+        _mm512_storeu_ps(t->b_sums + 16, _mm512_add_ps(_mm512_loadu_ps(t->b_sums + 16), sum_hi));
+    }
     ROW_WIDEN(0) ROW_WIDEN(1) ROW_WIDEN(2) ROW_WIDEN(3) ROW_WIDEN(4) ROW_WIDEN(5)
     ROW_WIDEN(6) ROW_WIDEN(7) ROW_WIDEN(8) ROW_WIDEN(9) ROW_WIDEN(10) ROW_WIDEN(11)
     if (t->c_transposed) {   /* rows past m hold zeros, and are not stored */
@@ -238,27 +248,28 @@ avx512_tile(const GemmTile *t, const int rows, const int lanes, const int copy_b
     ROW_STORE(6) ROW_STORE(7) ROW_STORE(8) ROW_STORE(9) ROW_STORE(10) ROW_STORE(11)
 }
 
-/* tile_ROWS_B_A: B 0-2 = 16, 24, 32 lanes, 3 = 32 packed on the way; A 1 = by rows */
+/* tile_ROWS_B_A: B 0-2 = 16, 24, 32 lanes, 3 = 32 packed on the way, 4 = also
+   summed; A 1 = by rows */
 #define TILE_VARIANT(rows, b, by_rows)                                         \
     AVX512_TARGET static void tile_##rows##_##b##_##by_rows(const GemmTile *t) \
     {                                                                          \
-        avx512_tile(t, rows, b == 3 ? 32 : 16 + 8 * b, b == 3, by_rows);       \
+        avx512_tile(t, rows, b >= 3 ? 32 : 16 + 8 * b, b >= 3 ? b - 2 : 0, by_rows); \
     }
 #define TILE_VARIANTS(b, by_rows) \
     TILE_VARIANT(12, b, by_rows) TILE_VARIANT(8, b, by_rows) TILE_VARIANT(4, b, by_rows)
-TILE_VARIANTS(0, 0) TILE_VARIANTS(1, 0) TILE_VARIANTS(2, 0) TILE_VARIANTS(3, 0)
-TILE_VARIANTS(0, 1) TILE_VARIANTS(1, 1) TILE_VARIANTS(2, 1) TILE_VARIANTS(3, 1)
+TILE_VARIANTS(0, 0) TILE_VARIANTS(1, 0) TILE_VARIANTS(2, 0) TILE_VARIANTS(3, 0) TILE_VARIANTS(4, 0)
+TILE_VARIANTS(0, 1) TILE_VARIANTS(1, 1) TILE_VARIANTS(2, 1) TILE_VARIANTS(3, 1) TILE_VARIANTS(4, 1)
 
 #define TILE_ROW(b, by_rows) \
     {tile_12_##b##_##by_rows, tile_8_##b##_##by_rows, tile_4_##b##_##by_rows}
-static const GemmKernelFn tile_variants[2][4][3] = {
-    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0), TILE_ROW(3, 0)},
-    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1), TILE_ROW(3, 1)},
+static const GemmKernelFn tile_variants[2][5][3] = {
+    {TILE_ROW(0, 0), TILE_ROW(1, 0), TILE_ROW(2, 0), TILE_ROW(3, 0), TILE_ROW(4, 0)},
+    {TILE_ROW(0, 1), TILE_ROW(1, 1), TILE_ROW(2, 1), TILE_ROW(3, 1), TILE_ROW(4, 1)},
 };
 
 static void avx512_kernel(const GemmTile *t)
 {
-    int b = t->b_source ? 3 : t->n <= 16 ? 0 : t->n <= 24 ? 1 : 2;
+    int b = t->b_source ? (t->b_sums ? 4 : 3) : t->n <= 16 ? 0 : t->n <= 24 ? 1 : 2;
     tile_variants[t->a_depth == 1][b][t->m > 8 ? 0 : t->m > 4 ? 1 : 2](t);
 }
 
@@ -367,7 +378,7 @@ few_rows(const GemmFewRows *f, const int rows)
 GEMM_FEW_ROWS_ENTRY(avx512_few_rows, AVX512_TARGET)
 
 const GemmKernels gemm_avx512_kernels = {
-    "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel, avx512_few_rows
+    "avx512", AVX512_MR, AVX512_NR, avx512_pack, avx512_kernel, avx512_few_rows, 1
 };
 
 #endif /* x86 */

@@ -92,5 +92,5 @@ static void generic_few_rows(const GemmFewRows *f)
 }
 
 const GemmKernels gemm_generic_kernels = {
-    "generic", GENERIC_MR, GENERIC_NR, generic_pack, generic_kernel, generic_few_rows
+    "generic", GENERIC_MR, GENERIC_NR, generic_pack, generic_kernel, generic_few_rows, 0
 };

@@ -220,16 +220,18 @@ typedef struct AcKernels {
        checks every input is in [0, 1], and cross_entropy that every target
        is a class index, before writing: AC_ERR_ARG or AC_ERR_INDEX naming the
        first that is not. cross_entropy: logits (N, C) or (C,), target (N,) or
-       a scalar of int64 or float32 class ids; ids (int64, N) and saved (N x C
-       + N floats: the softmax, or as the CPU keeps it the exps and each row's
-       1 / sum) are where it keeps what its backward needs, or NULL. */
+       a scalar of int64 or float32 class ids; ids (int64, N) and saved (CUDA:
+       the softmax, N x C + N floats; the CPU: each row's 1 / sum of exps and
+       max, 2 N) are where it keeps what its backward needs, or NULL. Its
+       backward gets the logits too. */
     AcLossFn mse_loss, l1_loss, smooth_l1_loss, binary_cross_entropy, bce_with_logits;
     AcLossGradFn mse_loss_backward, l1_loss_backward, smooth_l1_loss_backward;
     AcLossGradFn binary_cross_entropy_backward, bce_with_logits_backward;
     int (*cross_entropy)(const AcTensor *logits, const AcTensor *target, AcTensor *out,
                          int reduction, float smoothing, int64_t *ids, float *saved);
-    int (*cross_entropy_backward)(const int64_t *ids, const float *saved, const AcTensor *gout,
-                                  AcTensor *gin, int reduction, float smoothing);
+    int (*cross_entropy_backward)(const AcTensor *logits, const int64_t *ids, const float *saved,
+                                  const AcTensor *gout, AcTensor *gin, int reduction,
+                                  float smoothing);
 
     /* reduce.c: x over g's reduced groups into out (> 0 elements), summed in
        double: the same bits for any thread count. mean of nothing is NaN; max

@@ -199,9 +199,9 @@ AcTensor *ac_bce_with_logits(const AcTensor *logits, const AcTensor *target, int
 /* ---- cross entropy ------------------------------------------------------- */
 
 /* The rows' target classes (int64), then what the kernel keeps for backward
-   (rows * classes + rows floats), sit in a saved tensor, the node's input 1,
-   rather than in this context: freeing the graph then frees them, though the
-   caller keeps the loss. */
+   (kernels.h: rows * classes + rows floats on CUDA, 2 * rows on the CPU), sit
+   in a saved tensor, the node's input 1, rather than in this context: freeing
+   the graph then frees them, though the caller keeps the loss. */
 typedef struct {
     LossCtx loss;
     float smoothing;
@@ -216,8 +216,8 @@ static int cross_entropy_backward(AcGradNode *node, const AcTensor *gout, AcTens
     if (!k->cross_entropy_backward) return kernel_missing(node->op, gout);
     gin[0] = tensor_alloc_like("backward", node->inputs[0]);
     if (!gin[0]) return ac_last_error_code();
-    return k->cross_entropy_backward(ids, (const float *)(ids + ctx->rows), gout, gin[0],
-                                     ctx->loss.reduction, ctx->smoothing);
+    return k->cross_entropy_backward(node->inputs[0], ids, (const float *)(ids + ctx->rows), gout,
+                                     gin[0], ctx->loss.reduction, ctx->smoothing);
 }
 
 /* logits (N, C) with target (N,), or logits (C,) with a scalar target; the
@@ -265,7 +265,8 @@ AcTensor *ac_cross_entropy(const AcTensor *logits, const AcTensor *target, int r
     if (!common_device("cross_entropy", inputs, 2)) return NULL;
     k = kernels_for(logits);
     rows = logits->ndim == 2 ? logits->shape[0] : 1;
-    saved_size = 2 * rows + logits->size + rows;   /* int64 ids take two floats' room */
+    /* int64 ids take two floats' room; then what the device's kernel keeps (kernels.h) */
+    saved_size = 2 * rows + (logits->device == AC_CPU ? 2 * rows : logits->size + rows);
     if (ac_is_grad_enabled() && logits->requires_grad &&
         !(saved = tensor_create_on("cross_entropy", &saved_size, 1, AC_FLOAT32, NULL, 0, 0,
                                    logits->device, logits->device_index)))

@@ -23,16 +23,17 @@
  * rows to the next step's product as it lies, with no transposes.
  *
  * Forward: the input projection of all time steps is ONE gemm, x W_ih^T. Then
- * each step is one gemm, h W_hh^T (with W_hh^T made once per call, so gemm
- * packs it as it goes), added to the step's rows of the projection, and one
+ * each step is one gemm, h W_hh^T (W_hh^T packed once per call for all the
+ * steps, gemm_pack_b), added to the step's rows of the projection, and one
  * fused loop over the gate math, which adds the biases.
  *
  * Backward walks the steps in reverse: a fused loop turns (dh, dc) into the
- * pre-activation gradients dG of the step, and one gemm, dG W_hh, carries them
- * to dh of the step before. The dG of all steps stay, so dx = dG W_ih and
- * dW^T = [x | h_prev]^T dG are one gemm each after the walk; dW^T is then
- * transposed into w_ih's and w_hh's grads (dG^T x and dG^T h_prev, which
- * read x and the outputs as they lie but pack dG transposed, measure slower).
+ * pre-activation gradients dG of the step, and one gemm, dG W_hh (W_hh
+ * packed once), carries them to dh of the step before. The dG of all steps
+ * stay, so dx = dG W_ih is one gemm after the walk, and so are x^T dG and
+ * h_prev^T dG, stored transposed straight into w_ih's and w_hh's grads, the
+ * biases' grads summed as dG is packed (dG^T x and dG^T h_prev, which read x
+ * and the outputs as they lie but pack dG transposed, measure slower).
  *
  * The node's output is 2-d: the output rows, t*B + b (or b*T + t when
  * batch_first), and for the LSTM B more rows holding c_T. The output sequence
@@ -46,6 +47,7 @@
 #include "graph.h"
 #include "internal.h"
 #include "kernels/kernels.h"
+#include "kernels/gemm.h"
 #include "kernels/transpose.h"
 #include "kernels/cpu/rnn_gates.h"
 
@@ -208,12 +210,10 @@ typedef struct {
 } RnnCtx;
 
 /* What forward's steps read of the weights, laid out for them: W_hh^T,
-   (H, G*H), as gemm's right operand, its rows padded by 16 floats (4 KiB
-   apart, the rows gemm reads as it packs them would crowd a few L1 sets), and
-   the biases as rows of G*H (zeros when there are none). */
+   (H, G*H), packed once for the gemm of every step, and the biases as rows
+   of G*H (zeros when there are none). */
 typedef struct {
-    float *whh_t;
-    int64_t whh_t_ld;
+    GemmPackedB whh_t;
     float *bias, *bias_h;   /* b_ih + b_hh (LSTM, plain); the GRU's b_ih and b_hh */
 } StepWeights;
 
@@ -222,15 +222,14 @@ static float *step_weights(const AcTensor *w_hh, const AcTensor *b_ih, const AcT
                            const RnnCtx *c, StepWeights *sw, size_t *bytes)
 {
     const int64_t GH = w_hh->shape[0], H = c->s.hidden;
+    const size_t packed = gemm_packed_b_floats(H, GH);
     float *mem;
     int64_t j;
-    sw->whh_t_ld = GH + 16;
-    *bytes = (size_t)(H * sw->whh_t_ld + 2 * GH) * sizeof(float);
+    *bytes = (packed + (size_t)(2 * GH)) * sizeof(float);
     if (!(mem = scratch_alloc(*bytes))) return NULL;
-    sw->whh_t = mem;
-    sw->bias = mem + H * sw->whh_t_ld;
+    sw->whh_t = gemm_pack_b(1, H, GH, w_hh->data, H, mem);
+    sw->bias = mem + packed;
     sw->bias_h = sw->bias + GH;
-    matrix_transpose(sw->whh_t, sw->whh_t_ld, w_hh->data, H, GH, H, 0);
     for (j = 0; j < GH; j++) {
         const float bi = b_ih ? b_ih->data[j] : 0.0f, bh = b_hh ? b_hh->data[j] : 0.0f;
         sw->bias[j] = c->cell == CELL_GRU ? bi : bi + bh;
@@ -315,10 +314,10 @@ static int run_steps(const StepWeights *sw, const AcTensor *state, const RnnCtx 
             job.hn = saved ? saved + 3 * HB * T + t * HB : zeros + H;
             job.h_prev = h_in ? h_in : zeros;
             job.h_prev_ld = h_in ? h_in_ld : 0;
-            if (h_in) gemm(0, 0, B, GH, H, 1.0f, h_in, h_in_ld, sw->whh_t, sw->whh_t_ld, 0.0f, scratch, GH);
+            if (h_in) gemm_packed(B, 1.0f, h_in, h_in_ld, &sw->whh_t, 0.0f, scratch, GH);
             else memset(scratch, 0, (size_t)(B * GH) * sizeof(float));
         } else if (h_in) {
-            gemm(0, 0, B, GH, H, 1.0f, h_in, h_in_ld, sw->whh_t, sw->whh_t_ld, 1.0f, job.gates, GH);
+            gemm_packed(B, 1.0f, h_in, h_in_ld, &sw->whh_t, 1.0f, job.gates, GH);
         }
         parallel_for(B, gate_rows(H), task, &job);
     }
@@ -400,27 +399,31 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
     float *db_ih = input_grad_data(node, c->index[IN_B_IH], gin, &status);
     float *db_hh = input_grad_data(node, c->index[IN_B_HH], gin, &status);
     float *dstate = input_grad_data(node, c->index[IN_STATE], gin, &status);
-    /* dG of all steps (and the GRU's dG of the hidden part), time-major rows
-       like the projection; dh, dc and a zero row; [x | h_prev]^T, (I + H, T*B),
-       and dW^T; dx's rows before a batch_first reorder */
+    /* W_hh packed for the steps' gemm; dG of all steps (and the GRU's dG of
+       the hidden part), time-major rows like the projection; dh, dc and a zero
+       row; [x | h_prev]^T, (I + H, T*B); dx's rows before a batch_first
+       reorder */
     const int dw = dw_ih || dw_hh;
-    const int64_t dw_size = dw ? (TB + GH) * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
-    float *dg = status ? NULL
-                       : arena_alloc((size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H + dw_size +
-                                              dx_rows_size) * sizeof(float));
-    float *dgh, *dh, *dc, *zeros, *xh_t, *dw_t, *dx_rows;
+    const int64_t dw_size = dw ? TB * (I + H) : 0, dx_rows_size = dx && s->batch_first ? TB * I : 0;
+    const size_t whh_size = gemm_packed_b_floats(GH, H);
+    float *whh = status ? NULL
+                        : arena_alloc((whh_size + (size_t)((gru ? 2 : 1) * TB * GH + 2 * HB + H +
+                                                           dw_size + dx_rows_size)) * sizeof(float));
+    float *dg, *dgh, *dh, *dc, *zeros, *xh_t, *dx_rows;
+    GemmPackedB w_hh_packed;
     GateJob job;
     ParallelFn task = lstm ? rnn_lstm_back_task : gru ? rnn_gru_back_task : rnn_plain_back_task;
     int64_t k;
     if (status) return status;
-    if (!dg) return ac_last_error_code();
+    if (!whh) return ac_last_error_code();
+    w_hh_packed = gemm_pack_b(0, GH, H, w_hh->data, H, whh);
+    dg = whh + whh_size;
     dgh = gru ? dg + TB * GH : dg;
     dh = dg + (gru ? 2 : 1) * TB * GH;
     dc = dh + HB;
     zeros = dc + HB;
     xh_t = zeros + H;
-    dw_t = xh_t + (dw ? TB * (I + H) : 0);
-    dx_rows = dw_t + (dw ? GH * (I + H) : 0);
+    dx_rows = xh_t + dw_size;
     memset(&job, 0, sizeof job);
     job.hidden = H;
     job.relu = c->cell == CELL_RELU;
@@ -451,7 +454,7 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         /* dh of the step before, less its output's gradient (its gate loop
            adds that): dG W_hh of the hidden part, plus z dh for the GRU */
         if (k > 0 || dstate)
-            gemm(0, 0, B, H, GH, 1.0f, job.dgh, GH, w_hh->data, H, gru ? 1.0f : 0.0f, dh, H);
+            gemm_packed(B, 1.0f, job.dgh, GH, &w_hh_packed, gru ? 1.0f : 0.0f, dh, H);
         if (dw) {
             int64_t j;
             matrix_transpose(xh_t + t * B, TB, x->data + step_row(s, t) * I, bs * I, B, I, 0);
@@ -464,16 +467,16 @@ static int rnn_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
         for (k = 0; dx_rows_size && k < T; k++)
             copy_rows(dx + step_row(s, k) * I, bs * I, dx_rows + k * B * I, I, B, I);
     }
-    if (dw) {   /* dW^T = [x | h_prev]^T dG, the GRU's hidden part with its own dG */
-        gemm(0, 0, gru ? I : I + H, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_t, GH);
-        if (gru) gemm(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_t + I * GH, GH);
-        if (dw_ih) matrix_transpose(dw_ih, I, dw_t, GH, I, GH, 0);
-        if (dw_hh) matrix_transpose(dw_hh, H, dw_t + I * GH, GH, H, GH, 0);
-    }
+    /* dW_ih = (x^T dG)^T and dW_hh = (h_prev^T dG)^T (the GRU's hidden part
+       with its own dG), and the column sums of dG for the biases */
+    if (dw_ih) gemm_transposed_c(0, 0, I, GH, TB, 1.0f, xh_t, TB, dg, GH, 0.0f, dw_ih, I, db_ih);
+    else if (db_ih) column_sums(db_ih, dg, TB, GH);
+    if (dw_hh)
+        gemm_transposed_c(0, 0, H, GH, TB, 1.0f, xh_t + I * TB, TB, dgh, GH, 0.0f, dw_hh, H,
+                          gru ? db_hh : NULL);
     /* the LSTM's and plain RNN's biases add to the same pre-activations */
-    if (db_ih) column_sums(db_ih, dg, TB, GH);
     if (db_hh && db_ih && !gru) memcpy(db_hh, db_ih, (size_t)GH * sizeof(float));
-    else if (db_hh) column_sums(db_hh, dgh, TB, GH);
+    else if (db_hh && !(gru && dw_hh)) column_sums(db_hh, dgh, TB, GH);
     if (dstate) {
         memcpy(dstate, dh, (size_t)HB * sizeof(float));
         if (lstm) memcpy(dstate + HB, dc, (size_t)HB * sizeof(float));

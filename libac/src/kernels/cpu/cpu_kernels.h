@@ -105,7 +105,8 @@ int cpu_bce_with_logits_backward(const AcTensor *input, const AcTensor *target,
                                  float beta);
 int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *out,
                       int reduction, float smoothing, int64_t *ids, float *saved);
-int cpu_cross_entropy_backward(const int64_t *ids, const float *saved, const AcTensor *gout,
+int cpu_cross_entropy_backward(const AcTensor *logits, const int64_t *ids, const float *saved,
+                               const AcTensor *gout,
                                AcTensor *gin, int reduction, float smoothing);
 
 /* cpu/reduce.c */

@@ -5,8 +5,11 @@
  * A reduced loss is summed in double over chunks whose boundaries depend on
  * the element count alone, then the chunk sums are added in order: the result
  * is the same for any number of threads. cross_entropy is fused: forward
- * saves each row's exps and 1 / their sum, and backward is one pass that
- * scales them (the softmax) and writes the gradient.
+ * saves each row's max and 1 / the sum of its exps, and backward is one pass
+ * that makes the exps again from the logits, scales them (the softmax) and
+ * writes the gradient: saving the exps instead (a vocabulary of 10,000 at
+ * 700 rows: 28 MB) cost forward more in memory traffic than the exps cost
+ * backward to compute.
  */
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/vecmath.h"
@@ -327,8 +330,8 @@ typedef struct {
     float smoothing;
     float *out;       /* per-row losses for reduction none; else NULL */
     int64_t *ids;     /* where to save the class ids; NULL without a graph */
-    float *exps;      /* where to save exp(x - max) by row; NULL without a graph */
-    float *inv_sums;  /* and each row's 1 / sum of them */
+    float *inv_sums;  /* where to save each row's 1 / sum of exp(x - max); NULL without a graph */
+    float *maxes;     /* and each row's max */
 } CrossEntropyJob;
 
 /* Row row's class: an int64 target read as is, a float one converted. */
@@ -339,11 +342,9 @@ static int64_t class_at(const AcTensor *target, int64_t row)
 
 /* Row loss: (1 - e) (lse - x_t) + e (lse - mean(x)), lse = log sum exp(x),
    kept as max + log_sum and never added up: in float, a large max would round
-   log_sum away. The exps go straight into the saved ones when there are
-   some, and the sum is the same either way (vec_exp_sum's fixed order, piece
-   by piece). The exps take long enough to compute that the next row's reads
-   from memory, prefetched meanwhile, come for free: its max pass then reads
-   the cache. */
+   log_sum away. The sum is vec_exp_sum's fixed order, piece by piece. The
+   exps take long enough to compute that the next row's reads from memory,
+   prefetched meanwhile, come for free: its max pass then reads the cache. */
 static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
 {
     const CrossEntropyJob *job = ctx;
@@ -354,13 +355,12 @@ static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
         const float *x = job->logits + row * classes;
         const float *next = row + 1 < job->rows ? x + classes : NULL;
         const int64_t target = class_at(job->target, row);
-        float *exps = job->exps ? job->exps + row * classes : NULL;
         float max = vec_max(x, classes), sum = 0.0f, log_sum, loss, shifted_sum = 0.0f;
         for (k = 0; k < classes; k += CE_PIECE) {
             const int64_t n = classes - k < CE_PIECE ? classes - k : CE_PIECE;
             if (next)
                 for (c = 0; c < n; c += 64 / (int64_t)sizeof(float)) __builtin_prefetch(next + k + c, 0, 3);
-            sum += vec_exp_sum(x + k, max, exps ? exps + k : NULL, n);
+            sum += vec_exp_sum(x + k, max, NULL, n);
         }
         log_sum = logf(sum);
         loss = (max - x[target]) + log_sum;
@@ -369,8 +369,11 @@ static double cross_entropy_rows(const void *ctx, int64_t begin, int64_t end)
             loss = (1.0f - job->smoothing) * loss +
                    job->smoothing * (log_sum - shifted_sum / (float)classes);
         }
-        if (exps) job->inv_sums[row] = 1.0f / sum;
-        if (job->ids) job->ids[row] = target;
+        if (job->ids) {
+            job->ids[row] = target;
+            job->inv_sums[row] = 1.0f / sum;
+            job->maxes[row] = max;
+        }
         if (job->out) job->out[row] = loss;
         total += loss;
     }
@@ -407,7 +410,7 @@ int cpu_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *
     job.out = reduction == AC_REDUCTION_NONE ? out->data : NULL;
     job.ids = ids;
     job.inv_sums = saved;
-    job.exps = saved ? saved + rows : NULL;
+    job.maxes = saved ? saved + rows : NULL;
     sum = chunked_sum(cross_entropy_rows, &job, rows,
                       classes >= LOSS_GRAIN || classes == 0 ? 1 : LOSS_GRAIN / classes);
     loss_store(out, reduction, sum, rows);
@@ -418,30 +421,36 @@ typedef struct {
     int64_t classes;
     float smoothing;
     const int64_t *ids;
-    const float *inv_sums, *exps, *g;
+    const float *logits, *inv_sums, *maxes, *g;
     int64_t g_step;
     float scale;
     float *gin;
 } CrossEntropyGradJob;
 
-/* gin = (p - (1 - e) onehot - e / C) * g, the softmax p = exps / sum */
+/* gin = (p - (1 - e) onehot - e / C) * g, the softmax p = exp(x - max) / sum:
+   the exps of a piece are written to gin and scaled there while in L1. */
 static void cross_entropy_grad_rows(void *ctx, int64_t begin, int64_t end)
 {
     const CrossEntropyGradJob *job = ctx;
     const int64_t classes = job->classes;
     const float smoothing = job->smoothing, spread = smoothing / (float)classes;
-    int64_t row, c;
+    int64_t row, c, k;
     for (row = begin; row < end; row++) {
-        const float *e = job->exps + row * classes;
+        const float *x = job->logits + row * classes;
         float *gin = job->gin + row * classes, g = job->g[row * job->g_step] * job->scale;
         const float eg = job->inv_sums[row] * g, spread_g = spread * g;
-        for (c = 0; c < classes; c++) gin[c] = e[c] * eg - spread_g;
+        for (k = 0; k < classes; k += CE_PIECE) {
+            const int64_t n = classes - k < CE_PIECE ? classes - k : CE_PIECE;
+            float *piece = gin + k;
+            vec_exp_sum(x + k, job->maxes[row], piece, n);
+            for (c = 0; c < n; c++) piece[c] = piece[c] * eg - spread_g;
+        }
         gin[job->ids[row]] -= (1.0f - smoothing) * g;
     }
 }
 
-int cpu_cross_entropy_backward(const int64_t *ids, const float *saved, const AcTensor *gout,
-                               AcTensor *gin, int reduction, float smoothing)
+int cpu_cross_entropy_backward(const AcTensor *logits, const int64_t *ids, const float *saved,
+                               const AcTensor *gout, AcTensor *gin, int reduction, float smoothing)
 {
     CrossEntropyGradJob job;
     int64_t rows;
@@ -449,8 +458,9 @@ int cpu_cross_entropy_backward(const int64_t *ids, const float *saved, const AcT
     if (rows == 0) return AC_OK;
     job.smoothing = smoothing;
     job.ids = ids;
+    job.logits = logits->data;
     job.inv_sums = saved;
-    job.exps = saved + rows;
+    job.maxes = saved + rows;
     job.g = gout->data;
     job.g_step = reduction == AC_REDUCTION_NONE ? 1 : 0;
     job.scale = reduction == AC_REDUCTION_MEAN ? 1.0f / (float)rows : 1.0f;

@@ -127,7 +127,7 @@ int cuda_bce_with_logits_backward(const AcTensor *input, const AcTensor *target,
                                   AcTensor *gt, int reduction, float beta);
 int cuda_cross_entropy(const AcTensor *logits, const AcTensor *target, AcTensor *out, int reduction, float smoothing,
                        int64_t *ids, float *probs);
-int cuda_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout, AcTensor *gin,
+int cuda_cross_entropy_backward(const AcTensor *logits, const int64_t *ids, const float *probs, const AcTensor *gout, AcTensor *gin,
                                 int reduction, float smoothing);
 
 /* optim.cu */

@@ -249,8 +249,8 @@ __global__ void cross_entropy_grad(const int64_t *ids, const float *probs, const
     }
 }
 
-int cuda_cross_entropy_backward(const int64_t *ids, const float *probs, const AcTensor *gout, AcTensor *gin,
-                                int reduction, float smoothing)
+int cuda_cross_entropy_backward(const AcTensor *, const int64_t *ids, const float *probs, const AcTensor *gout,
+                                AcTensor *gin, int reduction, float smoothing)
 {
     cudaStream_t s = current_stream();
     const int64_t rows = gin->ndim == 2 ? gin->shape[0] : 1, classes = gin->shape[gin->ndim - 1];
