@@ -58,38 +58,75 @@ int64_t winograd_tiles(int64_t h, int64_t w)
     return ((h + 1) / 2) * ((w + 1) / 2);
 }
 
-/* u's points (16 x channels x filters) of channels [c0, c1), CHUNK filters at a time. */
-TRANSFORM_KERNEL static void filters_range(const float *w, int64_t filters, int64_t channels,
-                                           int adjoint, float *u, int64_t c0, int64_t c1)
+/* The kernels' transform gathers w (filters, channels, 3, 3) in blocks of FILTER_CHANNELS
+   channels by FILTER_FILTERS filters: a filter's 9 taps of 16 channels are 9 whole cache
+   lines. */
+#define FILTER_CHANNELS 16
+#define FILTER_FILTERS 64
+
+/* u's points of count kernels gathered tap-major (tap a of kernel f at g[a * ld + f]): point
+   k to row[k * plane + f]. */
+TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t count,
+                                           int64_t plane, float *row)
 {
-    const int64_t plane = filters * channels;
-    float g[9][CHUNK], gg[4][3][CHUNK];
-    int64_t c, f0, f, count;
+    float gg[4][3][CHUNK];
+    int64_t f0, f, n;
     int a, b;
-    for (c = c0; c < c1; c++) {
+    for (f0 = 0; f0 < count; f0 += n) {
+        float *out = row + f0;
+        n = count - f0 < CHUNK ? count - f0 : CHUNK;
+        for (b = 0; b < 3; b++) {   /* G g: G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] */
+            const float *k0 = g + b * ld + f0, *k1 = g + (3 + b) * ld + f0;
+            const float *k2 = g + (6 + b) * ld + f0;
+            for (f = 0; f < n; f++) {
+                gg[0][b][f] = k0[f];
+                gg[1][b][f] = 0.5f * (k0[f] + k1[f] + k2[f]);
+                gg[2][b][f] = 0.5f * (k0[f] - k1[f] + k2[f]);
+                gg[3][b][f] = k2[f];
+            }
+        }
+        for (a = 0; a < 4; a++) {   /* (G g) G^T */
+            float *o = out + (int64_t)a * 4 * plane;
+            for (f = 0; f < n; f++) {
+                o[f] = gg[a][0][f];
+                o[plane + f] = 0.5f * (gg[a][0][f] + gg[a][1][f] + gg[a][2][f]);
+                o[2 * plane + f] = 0.5f * (gg[a][0][f] - gg[a][1][f] + gg[a][2][f]);
+                o[3 * plane + f] = gg[a][2][f];
+            }
+        }
+    }
+}
+
+/*
+ * u's points (16 x channels x filters) of channels [c0, c1). w is gathered tap-major by
+ * transposes of blocks of channels and filters, which read it in whole lines (its rows
+ * one cache line longer than the block, so that they do not share L1 sets). The
+ * adjoint's w (channels, filters, 3, 3) lies channel by channel: it is read CHUNK
+ * kernels at a time, rotated by 180 degrees.
+ */
+static void filters_range(const float *w, int64_t filters, int64_t channels, int adjoint,
+                          float *u, int64_t c0, int64_t c1)
+{
+    const int64_t plane = filters * channels, ld = FILTER_FILTERS + 16;
+    float g[9 * FILTER_CHANNELS * (FILTER_FILTERS + 16)];
+    int64_t cb, c, cc, f0, f, count;
+    int a;
+    for (cb = c0; cb < c1 && adjoint; cb++) {
         for (f0 = 0; f0 < filters; f0 += count) {
+            const float *src = w + (cb * filters + f0) * 9;
             count = filters - f0 < CHUNK ? filters - f0 : CHUNK;
-            for (f = 0; f < count; f++)   /* the kernels of CHUNK filters, tap by tap */
-                for (a = 0; a < 9; a++)
-                    g[a][f] = adjoint ? w[(c * filters + f0 + f) * 9 + 8 - a]
-                                      : w[((f0 + f) * channels + c) * 9 + a];
-            for (b = 0; b < 3; b++) {     /* G g: G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] */
-                for (f = 0; f < count; f++) {
-                    gg[0][b][f] = g[b][f];
-                    gg[1][b][f] = 0.5f * (g[b][f] + g[3 + b][f] + g[6 + b][f]);
-                    gg[2][b][f] = 0.5f * (g[b][f] - g[3 + b][f] + g[6 + b][f]);
-                    gg[3][b][f] = g[6 + b][f];
-                }
-            }
-            for (a = 0; a < 4; a++) {     /* (G g) G^T */
-                float *row = u + (int64_t)a * 4 * plane + c * filters + f0;
-                for (f = 0; f < count; f++) {
-                    row[f] = gg[a][0][f];
-                    row[plane + f] = 0.5f * (gg[a][0][f] + gg[a][1][f] + gg[a][2][f]);
-                    row[2 * plane + f] = 0.5f * (gg[a][0][f] - gg[a][1][f] + gg[a][2][f]);
-                    row[3 * plane + f] = gg[a][2][f];
-                }
-            }
+            for (f = 0; f < count; f++)
+                for (a = 0; a < 9; a++) g[a * CHUNK + f] = src[f * 9 + 8 - a];
+            filter_points(g, CHUNK, count, plane, u + cb * filters + f0);
+        }
+    }
+    for (cb = c0; cb < c1 && !adjoint; cb += cc) {
+        cc = c1 - cb < FILTER_CHANNELS ? c1 - cb : FILTER_CHANNELS;
+        for (f0 = 0; f0 < filters; f0 += count) {
+            count = filters - f0 < FILTER_FILTERS ? filters - f0 : FILTER_FILTERS;
+            matrix_transpose(g, ld, w + (f0 * channels + cb) * 9, channels * 9, count, cc * 9, 0);
+            for (c = 0; c < cc; c++)
+                filter_points(g + 9 * c * ld, ld, count, plane, u + (cb + c) * filters + f0);
         }
     }
 }
