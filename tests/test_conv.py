@@ -278,6 +278,30 @@ def test_winograd_without_bias_matches_pytorch(x_shape, w_shape):
     np.testing.assert_allclose(wt.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
+def test_winograd_with_kernels_past_16_mb_matches_pytorch_for_any_thread_count():
+    """Transformed kernels of 16 MB and more (512 channels x 528 filters here, and the
+    adjoint's 528 x 512 for dx) are written by streaming stores where AVX-512 runs, a
+    last chunk of 16 filters through the caches: values and gradients against PyTorch,
+    the same bits for 1, 2 and 3 threads."""
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((2, 512, 3, 5)).astype(np.float32)
+    w = (rng.standard_normal((528, 512, 3, 3)) * 0.02).astype(np.float32)
+    g = rng.standard_normal((2, 528, 3, 5)).astype(np.float32)
+
+    def run():
+        xt, wt = ac.tensor(x, requires_grad=True), ac.tensor(w, requires_grad=True)
+        y = F.conv2d(xt, wt, padding=1)
+        y.backward(ac.tensor(g))
+        return [y.numpy(), xt.grad.numpy(), wt.grad.numpy()]
+    y, dx, dw = assert_same_for_thread_counts(run)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, padding=1)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
 def test_empty_batch():
     x = ac.tensor(np.zeros((0, 2, 5, 5), np.float32), requires_grad=True)
     w = ac.tensor(rng.standard_normal((3, 2, 3, 3)), requires_grad=True)

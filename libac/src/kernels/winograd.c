@@ -18,6 +18,7 @@
  * (ops/conv.c), the GEMM (gemm.c).
  */
 #include "internal.h"
+#include "cpu.h"
 #include "transpose.h"
 #include "winograd.h"
 
@@ -38,6 +39,7 @@ typedef struct {
     float *out;
     int64_t filters, channels;
     int adjoint;
+    int stream;              /* winograd_filters: u's rows by streaming stores */
 } TransformJob;
 
 static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (elements + 1) + 1; }
@@ -53,6 +55,46 @@ static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (element
 #define TRANSFORM_KERNEL
 #endif
 
+/*
+ * u of at least this many floats (16 MB, as for 512x512 kernels) is written by
+ * streaming stores, past the caches, where AVX-512 runs and its rows are
+ * aligned: writing it through them cost twice as long (one thread, 512x512:
+ * 2.9 -> 1.5 ms), and its GEMMs read each point's matrix once.
+ */
+#define STREAM_FLOATS (1 << 22)
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_STREAM 1
+
+/* rows[k][0:CHUNK] to out[k * plane] for the 16 points, by streaming stores: out and
+   plane aligned to 16 floats. */
+__attribute__((target("avx512f"))) static void stream_points(float rows[16][CHUNK],
+                                                               int64_t plane, float *out)
+{
+    int k, h;
+    for (k = 0; k < 16; k++)
+        for (h = 0; h < CHUNK; h += 16)
+            _mm512_stream_ps(out + k * plane + h, _mm512_loadu_ps(rows[k] + h));
+}
+
+/* The streaming stores made visible to the threads that read u next. */
+static void stream_fence(void) { _mm_sfence(); }
+
+/* Whether the kernels' instruction set is AVX-512 (cpu.h: the CPU's best, or AC_SIMD's);
+   looked up once, as neither changes while the process runs. */
+static int can_stream(void)
+{
+    static int known = -1;
+    int value = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (value < 0) {
+        value = strcmp(cpu_simd_default(), "avx512") == 0;
+        __atomic_store_n(&known, value, __ATOMIC_RELAXED);
+    }
+    return value;
+}
+#endif
+
 int64_t winograd_tiles(int64_t h, int64_t w)
 {
     return ((h + 1) / 2) * ((w + 1) / 2);
@@ -65,15 +107,14 @@ int64_t winograd_tiles(int64_t h, int64_t w)
 #define FILTER_FILTERS 64
 
 /* u's points of count kernels gathered tap-major (tap a of kernel f at g[a * ld + f]): point
-   k to row[k * plane + f]. */
+   k to row[k * plane + f]; whole CHUNKs by stream_points when stream. */
 TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t count,
-                                           int64_t plane, float *row)
+                                           int64_t plane, int stream, float *row)
 {
-    float gg[4][3][CHUNK];
+    float gg[4][3][CHUNK], o[16][CHUNK];
     int64_t f0, f, n;
-    int a, b;
+    int a, b, k;
     for (f0 = 0; f0 < count; f0 += n) {
-        float *out = row + f0;
         n = count - f0 < CHUNK ? count - f0 : CHUNK;
         for (b = 0; b < 3; b++) {   /* G g: G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] */
             const float *k0 = g + b * ld + f0, *k1 = g + (3 + b) * ld + f0;
@@ -86,14 +127,20 @@ TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t c
             }
         }
         for (a = 0; a < 4; a++) {   /* (G g) G^T */
-            float *o = out + (int64_t)a * 4 * plane;
             for (f = 0; f < n; f++) {
-                o[f] = gg[a][0][f];
-                o[plane + f] = 0.5f * (gg[a][0][f] + gg[a][1][f] + gg[a][2][f]);
-                o[2 * plane + f] = 0.5f * (gg[a][0][f] - gg[a][1][f] + gg[a][2][f]);
-                o[3 * plane + f] = gg[a][2][f];
+                o[4 * a][f] = gg[a][0][f];
+                o[4 * a + 1][f] = 0.5f * (gg[a][0][f] + gg[a][1][f] + gg[a][2][f]);
+                o[4 * a + 2][f] = 0.5f * (gg[a][0][f] - gg[a][1][f] + gg[a][2][f]);
+                o[4 * a + 3][f] = gg[a][2][f];
             }
         }
+#ifdef HAVE_STREAM
+        if (stream && n == CHUNK) {
+            stream_points(o, plane, row + f0);
+            continue;
+        }
+#endif
+        for (k = 0; k < 16; k++) memcpy(row + k * plane + f0, o[k], (size_t)n * sizeof(float));
     }
 }
 
@@ -105,7 +152,7 @@ TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t c
  * kernels at a time, rotated by 180 degrees.
  */
 static void filters_range(const float *w, int64_t filters, int64_t channels, int adjoint,
-                          float *u, int64_t c0, int64_t c1)
+                          int stream, float *u, int64_t c0, int64_t c1)
 {
     const int64_t plane = filters * channels, ld = FILTER_FILTERS + 16;
     float g[9 * FILTER_CHANNELS * (FILTER_FILTERS + 16)];
@@ -117,7 +164,7 @@ static void filters_range(const float *w, int64_t filters, int64_t channels, int
             count = filters - f0 < CHUNK ? filters - f0 : CHUNK;
             for (f = 0; f < count; f++)
                 for (a = 0; a < 9; a++) g[a * CHUNK + f] = src[f * 9 + 8 - a];
-            filter_points(g, CHUNK, count, plane, u + cb * filters + f0);
+            filter_points(g, CHUNK, count, plane, stream, u + cb * filters + f0);
         }
     }
     for (cb = c0; cb < c1 && !adjoint; cb += cc) {
@@ -126,7 +173,8 @@ static void filters_range(const float *w, int64_t filters, int64_t channels, int
             count = filters - f0 < FILTER_FILTERS ? filters - f0 : FILTER_FILTERS;
             matrix_transpose(g, ld, w + (f0 * channels + cb) * 9, channels * 9, count, cc * 9, 0);
             for (c = 0; c < cc; c++)
-                filter_points(g + 9 * c * ld, ld, count, plane, u + (cb + c) * filters + f0);
+                filter_points(g + 9 * c * ld, ld, count, plane, stream,
+                              u + (cb + c) * filters + f0);
         }
     }
 }
@@ -134,7 +182,10 @@ static void filters_range(const float *w, int64_t filters, int64_t channels, int
 static void filters_task(void *ctx, int64_t begin, int64_t end)
 {
     const TransformJob *j = ctx;
-    filters_range(j->in, j->filters, j->channels, j->adjoint, j->out, begin, end);
+    filters_range(j->in, j->filters, j->channels, j->adjoint, j->stream, j->out, begin, end);
+#ifdef HAVE_STREAM
+    if (j->stream) stream_fence();
+#endif
 }
 
 void winograd_filters(const float *w, int64_t filters, int64_t channels, int adjoint, float *u)
@@ -145,6 +196,10 @@ void winograd_filters(const float *w, int64_t filters, int64_t channels, int adj
     job.filters = filters;
     job.channels = channels;
     job.adjoint = adjoint;
+#ifdef HAVE_STREAM
+    job.stream = WINOGRAD_POINTS * filters * channels >= STREAM_FLOATS && filters % 16 == 0 &&
+                 (uintptr_t)u % 64 == 0 && can_stream();
+#endif
     parallel_for(channels, plane_grain(WINOGRAD_POINTS * filters), filters_task, &job);
 }
 
