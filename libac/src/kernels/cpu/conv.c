@@ -224,26 +224,32 @@ static void copy_strided(float *restrict dst, const float *restrict src, int64_t
  * row oh0*sh + v - ph) to pad[(v*sw + u % sw) * phase_w + u / sw]. Tap (i, j)
  * at output pixel (r, q) reads padded pixel (r*sh + i*dh, q*sw + j*dw), so each
  * tap's output row is a run of ow floats of one phase, with no edges to test.
+ * The padding lies in the same places for every channel: pad is zeroed once
+ * per band (zero_pad), then each channel's pad_phases writes the input only.
  */
+static int64_t padded_rows(const ConvGeom *g, int64_t oh0, int64_t oh1)
+{
+    return (oh1 - 1 - oh0) * g->sh + (g->kh - 1) * g->dh + 1;
+}
+
+static void zero_pad(const ConvGeom *g, int64_t oh0, int64_t oh1, float *pad)
+{
+    memset(pad, 0, (size_t)(padded_rows(g, oh0, oh1) * g->sw * g->phase_w) * sizeof(float));
+}
+
 static void pad_phases(const ConvGeom *g, const float *plane, int64_t oh0, int64_t oh1,
                        float *pad)
 {
-    const int64_t rows = (oh1 - 1 - oh0) * g->sh + (g->kh - 1) * g->dh + 1;
-    int64_t v, k, lo, hi, t;
+    int64_t v, k, lo, hi, y_lo, y_hi;
+    /* the padded rows v whose input row oh0*sh + v - ph lies in [0, h) */
+    valid_columns(padded_rows(g, oh0, oh1), g->h, 1, oh0 * g->sh - g->ph, &y_lo, &y_hi);
     for (k = 0; k < g->sw; k++) {
         /* the phase's columns t with input column t*sw + k - pw in [0, w) */
         valid_columns(g->phase_w, g->w, g->sw, k - g->pw, &lo, &hi);
-        for (v = 0; v < rows; v++) {
-            const int64_t y = oh0 * g->sh + v - g->ph;
-            float *dst = pad + (v * g->sw + k) * g->phase_w;
-            if (y < 0 || y >= g->h) {
-                memset(dst, 0, (size_t)g->phase_w * sizeof(float));
-                continue;
-            }
-            for (t = 0; t < lo; t++) dst[t] = 0.0f;
-            copy_strided(dst + lo, plane + y * g->w + lo * g->sw + k - g->pw, hi - lo, g->sw);
-            for (t = hi; t < g->phase_w; t++) dst[t] = 0.0f;
-        }
+        for (v = y_lo; v < y_hi; v++)
+            copy_strided(pad + (v * g->sw + k) * g->phase_w + lo,
+                         plane + (oh0 * g->sh + v - g->ph) * g->w + lo * g->sw + k - g->pw,
+                         hi - lo, g->sw);
     }
 }
 
@@ -260,6 +266,7 @@ static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, 
     int64_t c, i, j, r, q;
     if (g->ones_row)
         for (q = 0; q < cols; q++) col[g->k * ld + q] = 1.0f;
+    if (g->padded_floats) zero_pad(g, oh0, oh1, pad);
     for (c = 0; c < g->cg && g->padded_floats; c++) {
         pad_phases(g, x + c * plane_size, oh0, oh1, pad);
         for (i = 0; i < g->kh; i++) {
