@@ -106,6 +106,16 @@ int64_t winograd_tiles(int64_t h, int64_t w)
 #define FILTER_CHANNELS 16
 #define FILTER_FILTERS 64
 
+/* count floats from src to dst: a whole CHUNK, the usual case, as a copy of constant size
+   that the compiler inlines. */
+static void copy_chunk(float *dst, const float *src, int64_t count)
+{
+    if (count == CHUNK)
+        memcpy(dst, src, CHUNK * sizeof(float));
+    else
+        memcpy(dst, src, (size_t)count * sizeof(float));
+}
+
 /* u's points of count kernels gathered tap-major (tap a of kernel f at g[a * ld + f]): point
    k to row[k * plane + f]; whole CHUNKs by stream_points when stream. */
 TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t count,
@@ -140,7 +150,7 @@ TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t c
             continue;
         }
 #endif
-        for (k = 0; k < 16; k++) memcpy(row + k * plane + f0, o[k], (size_t)n * sizeof(float));
+        for (k = 0; k < 16; k++) copy_chunk(row + k * plane + f0, o[k], n);
     }
 }
 
@@ -233,16 +243,6 @@ static TileGrid tile_grid(int64_t h, int64_t w)
 static float *pixel(const TileGrid *g, float *t, int64_t width, int64_t y, int64_t x)
 {
     return y < 0 || y >= g->h || x < 0 || x >= g->w ? NULL : t + (y * g->w + x) * width;
-}
-
-/* count floats from src to dst: a whole CHUNK, the usual case, as a copy of constant size
-   that the compiler inlines. */
-static void copy_chunk(float *dst, const float *src, int64_t count)
-{
-    if (count == CHUNK)
-        memcpy(dst, src, CHUNK * sizeof(float));
-    else
-        memcpy(dst, src, (size_t)count * sizeof(float));
 }
 
 /* Channels [c0, c0 + count) of the taps (NULL: zeros) into rows of d. */
