@@ -57,7 +57,7 @@
    0.6 / 1.9; 16->32 at 14x14 and 24->24 at 16x16 lose by 10-20%, 256->256 at 1x1 by 2x. */
 #define WINOGRAD_MIN_CHANNELS 32
 /* Winograd: images in blocks of about this many tiles, ... */
-#define WINOGRAD_TILES 256
+#define WINOGRAD_TILES 128
 /* ... whose transformed input and output hold at most this many floats (an image
    that alone needs more runs im2col, in bands). */
 #define WINOGRAD_BUDGET (1 << 21)
