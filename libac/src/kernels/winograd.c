@@ -65,7 +65,6 @@ static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (element
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define HAVE_STREAM 1
 
 /* rows[k][0:CHUNK] to out[k * plane] for the 16 points, by streaming stores: out and
    plane aligned to 16 floats. */
@@ -93,6 +92,13 @@ static int can_stream(void)
     }
     return value;
 }
+#else
+static int can_stream(void) { return 0; }
+static void stream_points(float rows[16][CHUNK], int64_t plane, float *out)
+{
+    (void)rows, (void)plane, (void)out;
+}
+static void stream_fence(void) {}
 #endif
 
 int64_t winograd_tiles(int64_t h, int64_t w)
@@ -144,12 +150,10 @@ TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t c
                 o[4 * a + 3][f] = gg[a][2][f];
             }
         }
-#ifdef HAVE_STREAM
         if (stream && n == CHUNK) {
             stream_points(o, plane, row + f0);
             continue;
         }
-#endif
         for (k = 0; k < 16; k++) copy_chunk(row + k * plane + f0, o[k], n);
     }
 }
@@ -193,9 +197,7 @@ static void filters_task(void *ctx, int64_t begin, int64_t end)
 {
     const TransformJob *j = ctx;
     filters_range(j->in, j->filters, j->channels, j->adjoint, j->stream, j->out, begin, end);
-#ifdef HAVE_STREAM
     if (j->stream) stream_fence();
-#endif
 }
 
 void winograd_filters(const float *w, int64_t filters, int64_t channels, int adjoint, float *u)
@@ -206,10 +208,8 @@ void winograd_filters(const float *w, int64_t filters, int64_t channels, int adj
     job.filters = filters;
     job.channels = channels;
     job.adjoint = adjoint;
-#ifdef HAVE_STREAM
     job.stream = WINOGRAD_POINTS * filters * channels >= STREAM_FLOATS && filters % 16 == 0 &&
                  (uintptr_t)u % 64 == 0 && can_stream();
-#endif
     parallel_for(channels, plane_grain(WINOGRAD_POINTS * filters), filters_task, &job);
 }
 
