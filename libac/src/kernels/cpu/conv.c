@@ -127,7 +127,8 @@ static ConvGeom conv_geom(const ConvShape *s)
     g.band = g.in_place ? g.oh : min64(g.oh, COL_BUDGET / (g.k * g.ow > 0 ? g.k * g.ow : 1));
     if (g.band < 1) g.band = 1;
     g.phase_w = ((g.ow - 1) * g.sw + (g.kw - 1) * g.dw) / g.sw + 1;
-    /* Padded when the taps read every padded pixel: not a 1x1 kernel with a stride. */
+    /* Padded when the kernel spans its stride, so that its taps read every padded pixel
+       (not a strided 1x1 shortcut, which reads a quarter of them). */
     g.padded_floats = g.in_place || g.flat || (g.kh - 1) * g.dh + 1 < g.sh ||
                               (g.kw - 1) * g.dw + 1 < g.sw
                           ? 0
