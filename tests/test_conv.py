@@ -178,6 +178,25 @@ def test_large_strided_input_is_cut_into_bands():
     sampled_gradient_check(x, w, b, dict(stride=(2, 3), padding=(2, 1), dilation=(1, 2), groups=3))
 
 
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
+    ((3, 5, 11, 9), (7, 5, 3, 3), dict(stride=2, padding=1)),             # ResNet's downsampling, odd sides
+    ((1, 17, 8, 8), (33, 17, 3, 3), dict(stride=2, padding=1)),           # batch 1, even map
+    ((3, 3, 13, 10), (4, 3, 5, 3), dict(stride=(3, 2), padding=(2, 0))),  # mixed strides and pads
+    ((2, 4, 12, 11), (6, 2, 2, 3), dict(stride=2, padding=(0, 1), dilation=(2, 1), groups=2)),
+    ((2, 3, 9, 8), (5, 3, 3, 3), dict(stride=1, padding=0)),              # narrower output, stride 1
+    ((3, 4, 10, 9), (6, 4, 2, 2), dict(stride=3)),                        # kernel narrower than the stride
+])
+def test_strided_input_through_padded_column_phases(x_shape, w_shape, kwargs):
+    """A stride (or an output narrower than its input) unfolds from the input rows
+    zero-padded and split into the stride's column phases; a kernel narrower than its
+    stride reads the input directly. Values and sampled gradients against the float64
+    sum."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) * 0.3).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    sampled_gradient_check(x, w, b, kwargs)
+
+
 def test_padding_same_and_valid():
     x = ac.tensor(rng.standard_normal((1, 2, 6, 5)))
     w = ac.tensor(rng.standard_normal((3, 2, 3, 5)))
@@ -276,6 +295,30 @@ def test_winograd_without_bias_matches_pytorch(x_shape, w_shape):
     np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(xt.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(wt.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_winograd_with_kernels_past_16_mb_matches_pytorch_for_any_thread_count():
+    """Transformed kernels of 16 MB and more (512 channels x 528 filters here, and the
+    adjoint's 528 x 512 for dx) are written by streaming stores where AVX-512 runs, a
+    last chunk of 16 filters through the caches: values and gradients against PyTorch,
+    the same bits for 1, 2 and 3 threads."""
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((2, 512, 3, 5)).astype(np.float32)
+    w = (rng.standard_normal((528, 512, 3, 3)) * 0.02).astype(np.float32)
+    g = rng.standard_normal((2, 528, 3, 5)).astype(np.float32)
+
+    def run():
+        xt, wt = ac.tensor(x, requires_grad=True), ac.tensor(w, requires_grad=True)
+        y = F.conv2d(xt, wt, padding=1)
+        y.backward(ac.tensor(g))
+        return [y.numpy(), xt.grad.numpy(), wt.grad.numpy()]
+    y, dx, dw = assert_same_for_thread_counts(run)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, padding=1)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
 def test_empty_batch():

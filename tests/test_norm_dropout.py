@@ -97,6 +97,30 @@ def test_eval_uses_running_statistics(shape):
                     rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("affine", [True, False])
+def test_eval_over_many_planes_matches_pytorch_for_any_thread_count(affine):
+    """Eval mode walks the planes in memory order, shared among the threads: odd channel
+    counts and plane sizes, with and without the affine weight and bias."""
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((9, 37, 13, 11)).astype(np.float32)
+    mean = rng.standard_normal(37).astype(np.float32)
+    var = rng.uniform(0.5, 2.0, 37).astype(np.float32)
+    w = rng.standard_normal(37).astype(np.float32) if affine else None
+    b = rng.standard_normal(37).astype(np.float32) if affine else None
+
+    def run():
+        y = F.batch_norm(ac.tensor(x), ac.tensor(mean), ac.tensor(var),
+                         None if w is None else ac.tensor(w), None if b is None else ac.tensor(b),
+                         training=False, eps=1e-3)
+        return [y.numpy()]
+    y = assert_same_for_thread_counts(run)[0]
+    expected = torch.nn.functional.batch_norm(
+        torch.tensor(x), torch.tensor(mean), torch.tensor(var),
+        None if w is None else torch.tensor(w), None if b is None else torch.tensor(b),
+        training=False, eps=1e-3)
+    np.testing.assert_allclose(y, expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_running_statistics_update_with_momentum():
     x = (rng.standard_normal((6, 3, 4, 4)) * 2 + 5).astype(np.float32)
     rm, rv = ac.zeros(3), ac.ones(3)

@@ -18,6 +18,7 @@
  * (ops/conv.c), the GEMM (gemm.c).
  */
 #include "internal.h"
+#include "cpu.h"
 #include "transpose.h"
 #include "winograd.h"
 
@@ -38,6 +39,7 @@ typedef struct {
     float *out;
     int64_t filters, channels;
     int adjoint;
+    int stream;              /* winograd_filters: u's rows by streaming stores */
 } TransformJob;
 
 static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (elements + 1) + 1; }
@@ -53,43 +55,140 @@ static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (element
 #define TRANSFORM_KERNEL
 #endif
 
+/*
+ * u of at least this many floats (16 MB, as for 512x512 kernels) is written by
+ * streaming stores, past the caches, where AVX-512 runs and its rows are
+ * aligned: writing it through them cost twice as long (one thread, 512x512:
+ * 2.9 -> 1.5 ms), and its GEMMs read each point's matrix once.
+ */
+#define STREAM_FLOATS (1 << 22)
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+/* rows[k][0:CHUNK] to out[k * plane] for the 16 points, by streaming stores: out and
+   plane aligned to 16 floats. */
+__attribute__((target("avx512f"))) static void stream_points(float rows[16][CHUNK],
+                                                               int64_t plane, float *out)
+{
+    int k, h;
+    for (k = 0; k < 16; k++)
+        for (h = 0; h < CHUNK; h += 16)
+            _mm512_stream_ps(out + k * plane + h, _mm512_loadu_ps(rows[k] + h));
+}
+
+/* The streaming stores made visible to the threads that read u next. */
+static void stream_fence(void) { _mm_sfence(); }
+
+/* Whether the kernels' instruction set is AVX-512 (cpu.h: the CPU's best, or AC_SIMD's);
+   looked up once, as neither changes while the process runs. */
+static int can_stream(void)
+{
+    static int known = -1;
+    int value = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (value < 0) {
+        value = strcmp(cpu_simd_default(), "avx512") == 0;
+        __atomic_store_n(&known, value, __ATOMIC_RELAXED);
+    }
+    return value;
+}
+#else
+static int can_stream(void) { return 0; }
+static void stream_points(float rows[16][CHUNK], int64_t plane, float *out)
+{
+    (void)rows, (void)plane, (void)out;
+}
+static void stream_fence(void) {}
+#endif
+
 int64_t winograd_tiles(int64_t h, int64_t w)
 {
     return ((h + 1) / 2) * ((w + 1) / 2);
 }
 
-/* u's points (16 x channels x filters) of channels [c0, c1), CHUNK filters at a time. */
-TRANSFORM_KERNEL static void filters_range(const float *w, int64_t filters, int64_t channels,
-                                           int adjoint, float *u, int64_t c0, int64_t c1)
+/* The kernels' transform gathers w (filters, channels, 3, 3) in blocks of FILTER_CHANNELS
+   channels by FILTER_FILTERS filters: a filter's 9 taps of 16 channels are 9 whole cache
+   lines. */
+#define FILTER_CHANNELS 16
+#define FILTER_FILTERS 64
+
+/* count floats from src to dst: a whole CHUNK, the usual case, as a copy of constant size
+   that the compiler inlines. */
+static void copy_chunk(float *dst, const float *src, int64_t count)
 {
-    const int64_t plane = filters * channels;
-    float g[9][CHUNK], gg[4][3][CHUNK];
-    int64_t c, f0, f, count;
-    int a, b;
-    for (c = c0; c < c1; c++) {
+    if (count == CHUNK)
+        memcpy(dst, src, CHUNK * sizeof(float));
+    else
+        memcpy(dst, src, (size_t)count * sizeof(float));
+}
+
+/* u's points of count kernels gathered tap-major (tap a of kernel f at g[a * ld + f]): point
+   k to row[k * plane + f]; whole CHUNKs by stream_points when stream. */
+TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t count,
+                                           int64_t plane, int stream, float *row)
+{
+    float gg[4][3][CHUNK], o[16][CHUNK];
+    int64_t f0, f, n;
+    int a, b, k;
+    for (f0 = 0; f0 < count; f0 += n) {
+        n = count - f0 < CHUNK ? count - f0 : CHUNK;
+        for (b = 0; b < 3; b++) {   /* G g: G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] */
+            const float *k0 = g + b * ld + f0, *k1 = g + (3 + b) * ld + f0;
+            const float *k2 = g + (6 + b) * ld + f0;
+            for (f = 0; f < n; f++) {
+                gg[0][b][f] = k0[f];
+                gg[1][b][f] = 0.5f * (k0[f] + k1[f] + k2[f]);
+                gg[2][b][f] = 0.5f * (k0[f] - k1[f] + k2[f]);
+                gg[3][b][f] = k2[f];
+            }
+        }
+        for (a = 0; a < 4; a++) {   /* (G g) G^T */
+            for (f = 0; f < n; f++) {
+                o[4 * a][f] = gg[a][0][f];
+                o[4 * a + 1][f] = 0.5f * (gg[a][0][f] + gg[a][1][f] + gg[a][2][f]);
+                o[4 * a + 2][f] = 0.5f * (gg[a][0][f] - gg[a][1][f] + gg[a][2][f]);
+                o[4 * a + 3][f] = gg[a][2][f];
+            }
+        }
+        if (stream && n == CHUNK) {
+            stream_points(o, plane, row + f0);
+            continue;
+        }
+        for (k = 0; k < 16; k++) copy_chunk(row + k * plane + f0, o[k], n);
+    }
+}
+
+/*
+ * u's points (16 x channels x filters) of channels [c0, c1). w is gathered tap-major by
+ * transposes of blocks of channels and filters, which read it in whole lines (its rows
+ * one cache line longer than the block, so that they do not share L1 sets). The
+ * adjoint's w (channels, filters, 3, 3) lies channel by channel: it is read CHUNK
+ * kernels at a time, rotated by 180 degrees.
+ */
+static void filters_range(const float *w, int64_t filters, int64_t channels, int adjoint,
+                          int stream, float *u, int64_t c0, int64_t c1)
+{
+    const int64_t plane = filters * channels, ld = FILTER_FILTERS + 16;
+    float g[9 * FILTER_CHANNELS * (FILTER_FILTERS + 16)];
+    int64_t cb, c, cc, f0, f, count;
+    int a;
+    for (cb = c0; cb < c1 && adjoint; cb++) {
         for (f0 = 0; f0 < filters; f0 += count) {
+            const float *src = w + (cb * filters + f0) * 9;
             count = filters - f0 < CHUNK ? filters - f0 : CHUNK;
-            for (f = 0; f < count; f++)   /* the kernels of CHUNK filters, tap by tap */
-                for (a = 0; a < 9; a++)
-                    g[a][f] = adjoint ? w[(c * filters + f0 + f) * 9 + 8 - a]
-                                      : w[((f0 + f) * channels + c) * 9 + a];
-            for (b = 0; b < 3; b++) {     /* G g: G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] */
-                for (f = 0; f < count; f++) {
-                    gg[0][b][f] = g[b][f];
-                    gg[1][b][f] = 0.5f * (g[b][f] + g[3 + b][f] + g[6 + b][f]);
-                    gg[2][b][f] = 0.5f * (g[b][f] - g[3 + b][f] + g[6 + b][f]);
-                    gg[3][b][f] = g[6 + b][f];
-                }
-            }
-            for (a = 0; a < 4; a++) {     /* (G g) G^T */
-                float *row = u + (int64_t)a * 4 * plane + c * filters + f0;
-                for (f = 0; f < count; f++) {
-                    row[f] = gg[a][0][f];
-                    row[plane + f] = 0.5f * (gg[a][0][f] + gg[a][1][f] + gg[a][2][f]);
-                    row[2 * plane + f] = 0.5f * (gg[a][0][f] - gg[a][1][f] + gg[a][2][f]);
-                    row[3 * plane + f] = gg[a][2][f];
-                }
-            }
+            for (f = 0; f < count; f++)
+                for (a = 0; a < 9; a++) g[a * CHUNK + f] = src[f * 9 + 8 - a];
+            filter_points(g, CHUNK, count, plane, stream, u + cb * filters + f0);
+        }
+    }
+    for (cb = c0; cb < c1 && !adjoint; cb += cc) {
+        cc = c1 - cb < FILTER_CHANNELS ? c1 - cb : FILTER_CHANNELS;
+        for (f0 = 0; f0 < filters; f0 += count) {
+            count = filters - f0 < FILTER_FILTERS ? filters - f0 : FILTER_FILTERS;
+            matrix_transpose(g, ld, w + (f0 * channels + cb) * 9, channels * 9, count, cc * 9, 0);
+            for (c = 0; c < cc; c++)
+                filter_points(g + 9 * c * ld, ld, count, plane, stream,
+                              u + (cb + c) * filters + f0);
         }
     }
 }
@@ -97,7 +196,8 @@ TRANSFORM_KERNEL static void filters_range(const float *w, int64_t filters, int6
 static void filters_task(void *ctx, int64_t begin, int64_t end)
 {
     const TransformJob *j = ctx;
-    filters_range(j->in, j->filters, j->channels, j->adjoint, j->out, begin, end);
+    filters_range(j->in, j->filters, j->channels, j->adjoint, j->stream, j->out, begin, end);
+    if (j->stream) stream_fence();
 }
 
 void winograd_filters(const float *w, int64_t filters, int64_t channels, int adjoint, float *u)
@@ -108,6 +208,8 @@ void winograd_filters(const float *w, int64_t filters, int64_t channels, int adj
     job.filters = filters;
     job.channels = channels;
     job.adjoint = adjoint;
+    job.stream = WINOGRAD_POINTS * filters * channels >= STREAM_FLOATS && filters % 16 == 0 &&
+                 (uintptr_t)u % 64 == 0 && can_stream();
     parallel_for(channels, plane_grain(WINOGRAD_POINTS * filters), filters_task, &job);
 }
 
@@ -141,16 +243,6 @@ static TileGrid tile_grid(int64_t h, int64_t w)
 static float *pixel(const TileGrid *g, float *t, int64_t width, int64_t y, int64_t x)
 {
     return y < 0 || y >= g->h || x < 0 || x >= g->w ? NULL : t + (y * g->w + x) * width;
-}
-
-/* count floats from src to dst: a whole CHUNK, the usual case, as a copy of constant size
-   that the compiler inlines. */
-static void copy_chunk(float *dst, const float *src, int64_t count)
-{
-    if (count == CHUNK)
-        memcpy(dst, src, CHUNK * sizeof(float));
-    else
-        memcpy(dst, src, (size_t)count * sizeof(float));
 }
 
 /* Channels [c0, c0 + count) of the taps (NULL: zeros) into rows of d. */

@@ -6,7 +6,9 @@
  * out (F/g x P) = W (F/g x K) * col (K x P), where col unfolds the input
  * (im2col): K = C/g * kH * kW rows, one per kernel tap, and P = oH * oW
  * columns, one per output pixel. col is built for a band of output rows at a
- * time, small enough to stay in cache, and never for the whole batch.
+ * time, small enough to stay in cache, and never for the whole batch; with a
+ * stride, from the band's input rows zero-padded and split into column phases
+ * first, so that each tap's row of col is plain copies.
  * Backward, per band: dW^T += col dY^T and dcol = W^T dY, which col2im folds
  * back into dx. Both products keep the big operand (col, dY) where the GEMM
  * reads it in place; only the small one (dY, W) is transposed. A bias rides
@@ -55,7 +57,7 @@
    0.6 / 1.9; 16->32 at 14x14 and 24->24 at 16x16 lose by 10-20%, 256->256 at 1x1 by 2x. */
 #define WINOGRAD_MIN_CHANNELS 32
 /* Winograd: images in blocks of about this many tiles, ... */
-#define WINOGRAD_TILES 256
+#define WINOGRAD_TILES 128
 /* ... whose transformed input and output hold at most this many floats (an image
    that alone needs more runs im2col, in bands). */
 #define WINOGRAD_BUDGET (1 << 21)
@@ -81,6 +83,8 @@ typedef struct {
     int ones_row;                /* col has a row of ones after its K rows, W a bias column */
     int in_place;                /* 1x1, stride 1, no padding: col is x itself */
     int flat;                    /* stride 1 and oW == W: a row of col is a shifted copy of x */
+    int64_t phase_w;             /* padded im2col: floats of a padded row's column phase */
+    int64_t padded_floats;       /* ... and of a band's padded rows, all phases; 0: not padded */
 } ConvGeom;
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -122,6 +126,13 @@ static ConvGeom conv_geom(const ConvShape *s)
     g.ones_row = 0;
     g.band = g.in_place ? g.oh : min64(g.oh, COL_BUDGET / (g.k * g.ow > 0 ? g.k * g.ow : 1));
     if (g.band < 1) g.band = 1;
+    g.phase_w = ((g.ow - 1) * g.sw + (g.kw - 1) * g.dw) / g.sw + 1;
+    /* Padded when the kernel spans its stride, so that its taps read every padded pixel
+       (not a strided 1x1 shortcut, which reads a quarter of them). */
+    g.padded_floats = g.in_place || g.flat || (g.kh - 1) * g.dh + 1 < g.sh ||
+                              (g.kw - 1) * g.dw + 1 < g.sw
+                          ? 0
+                          : ((g.band - 1) * g.sh + (g.kh - 1) * g.dh + 1) * g.sw * g.phase_w;
     g.images = 1;
     if (!g.in_place && g.band == g.oh && g.p > 0 && g.p < BLOCK_COLUMNS)
         g.images = block_images(g.n, min64((BLOCK_COLUMNS + g.p - 1) / g.p,
@@ -207,17 +218,69 @@ static void copy_strided(float *restrict dst, const float *restrict src, int64_t
 }
 
 /*
+ * Padded (not flat, as with a stride above 1 or an output narrower than the
+ * input, and a kernel at least as wide as the stride): the input
+ * rows that output rows [oh0, oh1) read, zero-padded, split into the stride's
+ * column phases: padded column u (input column u - pw) of padded row v (input
+ * row oh0*sh + v - ph) to pad[(v*sw + u % sw) * phase_w + u / sw]. Tap (i, j)
+ * at output pixel (r, q) reads padded pixel (r*sh + i*dh, q*sw + j*dw), so each
+ * tap's output row is a run of ow floats of one phase, with no edges to test.
+ * The padding lies in the same places for every channel: pad is zeroed once
+ * per band (zero_pad), then each channel's pad_phases writes the input only.
+ */
+static int64_t padded_rows(const ConvGeom *g, int64_t oh0, int64_t oh1)
+{
+    return (oh1 - 1 - oh0) * g->sh + (g->kh - 1) * g->dh + 1;
+}
+
+static void zero_pad(const ConvGeom *g, int64_t oh0, int64_t oh1, float *pad)
+{
+    memset(pad, 0, (size_t)(padded_rows(g, oh0, oh1) * g->sw * g->phase_w) * sizeof(float));
+}
+
+static void pad_phases(const ConvGeom *g, const float *plane, int64_t oh0, int64_t oh1,
+                       float *pad)
+{
+    int64_t v, k, lo, hi, y_lo, y_hi;
+    /* the padded rows v whose input row oh0*sh + v - ph lies in [0, h) */
+    valid_columns(padded_rows(g, oh0, oh1), g->h, 1, oh0 * g->sh - g->ph, &y_lo, &y_hi);
+    for (k = 0; k < g->sw; k++) {
+        /* the phase's columns t with input column t*sw + k - pw in [0, w) */
+        valid_columns(g->phase_w, g->w, g->sw, k - g->pw, &lo, &hi);
+        for (v = y_lo; v < y_hi; v++)
+            copy_strided(pad + (v * g->sw + k) * g->phase_w + lo,
+                         plane + (oh0 * g->sh + v - g->ph) * g->w + lo * g->sw + k - g->pw,
+                         hi - lo, g->sw);
+    }
+}
+
+/*
  * col (K rows of cols = (oh1 - oh0) * ow, then the ones row if any; row r at
- * col + r*ld) for output rows [oh0, oh1) of the cg channels at x.
+ * col + r*ld) for output rows [oh0, oh1) of the cg channels at x; pad holds
+ * g->padded_floats.
  */
 static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col,
-                   int64_t ld)
+                   int64_t ld, float *pad)
 {
     const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
+    const int64_t row_step = g->sh * g->sw * g->phase_w;
     int64_t c, i, j, r, q;
     if (g->ones_row)
         for (q = 0; q < cols; q++) col[g->k * ld + q] = 1.0f;
-    for (i = 0; i < g->kh; i++) {
+    if (g->padded_floats) zero_pad(g, oh0, oh1, pad);
+    for (c = 0; c < g->cg && g->padded_floats; c++) {
+        pad_phases(g, x + c * plane_size, oh0, oh1, pad);
+        for (i = 0; i < g->kh; i++) {
+            for (j = 0; j < g->kw; j++) {
+                const float *src = pad + (i * g->dh * g->sw + j * g->dw % g->sw) * g->phase_w +
+                                   j * g->dw / g->sw;
+                float *row = col + ((c * g->kh + i) * g->kw + j) * ld;
+                for (r = 0; r < rows; r++)
+                    for (q = 0; q < g->ow; q++) row[r * g->ow + q] = src[r * row_step + q];
+            }
+        }
+    }
+    for (i = 0; i < g->kh && !g->padded_floats; i++) {
         for (j = 0; j < g->kw; j++) {
             const TapRange t = tap_range(g, i, j, oh0, oh1);
             const int64_t lo = t.flat_lo, hi = t.flat_hi;
@@ -352,6 +415,12 @@ static int conv_run(ConvJob *job, int64_t items, int64_t slot_floats, ConvItemFn
     return AC_OK;
 }
 
+/* The padded rows im2col uses: the last g.padded_floats floats of a slot's scratch. */
+static float *slot_pad(const ConvJob *job, float *scratch)
+{
+    return scratch + job->slot_floats - job->g.padded_floats;
+}
+
 /* ---- forward ------------------------------------------------------------- */
 
 /*
@@ -377,7 +446,7 @@ static void forward_image(ConvJob *job, float *col, int64_t n)
                 gemm(0, 0, g->fg, cols, g->k, 1.0f, wg, g->k, xg + oh0 * g->ow, g->p, beta,
                      og + oh0 * g->ow, g->p);
             } else {
-                im2col(g, xg, oh0, oh1, col, cols);
+                im2col(g, xg, oh0, oh1, col, cols, slot_pad(job, col));
                 gemm(0, 0, g->fg, cols, kb, 1.0f, wg, kb, col, cols, beta, og + oh0 * g->ow, g->p);
             }
         }
@@ -397,7 +466,7 @@ static void forward_images(ConvJob *job, float *col, int64_t n0, int64_t n1)
     for (grp = 0; grp < g->groups; grp++) {
         for (n = n0; n < n1; n++)
             im2col(g, job->x + n * image + grp * g->cg * g->h * g->w, 0, g->oh,
-                   col + (n - n0) * g->p, ld);
+                   col + (n - n0) * g->p, ld, slot_pad(job, col));
         gemm(0, 0, g->fg, ld, kb, 1.0f, job->w + grp * g->fg * kb, kb, col, ld, 0.0f, product, ld);
         for (n = n0; n < n1; n++)
             for (f = 0; f < g->fg; f++)
@@ -473,7 +542,8 @@ int cpu_conv2d(const ConvShape *s, const float *x, const float *w, const float *
     status = conv_run(&job, (job.g.n + job.g.images - 1) / job.g.images,
                       job.g.in_place ? 0
                                      : (job.g.k + job.g.ones_row + (job.g.images > 1) * job.g.fg) *
-                                           job.g.images * job.g.band * job.g.ow,
+                                               job.g.images * job.g.band * job.g.ow +
+                                           job.g.padded_floats,
                       forward_block);
     ac_mem_restore(cp);
     return status;
@@ -509,7 +579,7 @@ static void backward_image(ConvJob *job, float *scratch, int64_t n, float *part,
                 gemm(0, 1, g->k, g->fg, cols, 1.0f, xg + oh0 * g->ow, g->p, gband, g->p,
                      beta, partg, g->fg);
             } else if (partg) {
-                im2col(g, xg, oh0, oh1, col, cols);
+                im2col(g, xg, oh0, oh1, col, cols, slot_pad(job, scratch));
                 gemm(0, 1, kb, g->fg, cols, 1.0f, col, cols, gband, g->p, beta, partg, g->fg);
             }
             if (dxg && g->in_place) {
@@ -544,7 +614,8 @@ static void backward_images(ConvJob *job, float *scratch, int64_t n0, int64_t n1
                        (size_t)g->p * sizeof(float));
         if (part) {
             for (n = n0; n < n1; n++)
-                im2col(g, job->x + n * image + channels, 0, g->oh, col + (n - n0) * g->p, ld);
+                im2col(g, job->x + n * image + channels, 0, g->oh, col + (n - n0) * g->p, ld,
+                       slot_pad(job, scratch));
             gemm(0, 1, kb, g->fg, ld, 1.0f, col, ld, gy, ld, first ? 0.0f : 1.0f,
                  part + grp * kb * g->fg, g->fg);
         }
@@ -760,7 +831,8 @@ int cpu_conv2d_backward(const ConvShape *s, const float *x, const float *w, cons
                           job.g.in_place ? 0
                                          : (2 * job.g.k + job.g.ones_row +
                                             (job.g.images > 1) * job.g.fg) *
-                                               job.g.images * job.g.band * job.g.ow,
+                                                   job.g.images * job.g.band * job.g.ow +
+                                               job.g.padded_floats,
                           backward_chunk);
     if (status == AC_OK && dw) sum_parts(&job.g, job.dw_parts, chunks, dw, job.g.ones_row ? db : NULL);
     ac_mem_restore(cp);

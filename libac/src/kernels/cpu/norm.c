@@ -64,31 +64,27 @@ static int64_t channel_grain(const BatchNormArgs *job)
 
 /* ---- forward ------------------------------------------------------------- */
 
+/* Training: each channel's batch statistics, the running ones updated, then its planes. */
 static void norm_forward_task(void *ctx, int64_t begin, int64_t end)
 {
     const BatchNormArgs *job = ctx;
     const int64_t m = job->n * job->s;
     int64_t c, n, q;
     for (c = begin; c < end; c++) {
+        double sum = 0.0, squares = 0.0, var;
         float mean, invstd, scale, shift;
-        if (job->training) {
-            double sum = 0.0, squares = 0.0, var;
-            for (n = 0; n < job->n; n++)
-                sum += vec_sum(job->x + (n * job->c + c) * job->s, job->s);
-            mean = (float)(sum / (double)m);
-            for (n = 0; n < job->n; n++)
-                squares += sum_squared_deviations(job->x + (n * job->c + c) * job->s, job->s, mean);
-            var = squares / (double)m;
-            invstd = (float)(1.0 / sqrt(var + (double)job->eps));
-            if (job->running_mean) {
-                job->running_mean[c] = (1.0f - job->momentum) * job->running_mean[c] +
-                                       job->momentum * mean;
-                job->running_var[c] = (1.0f - job->momentum) * job->running_var[c] +
-                                      job->momentum * (float)(squares / (double)(m - 1));
-            }
-        } else {
-            mean = job->running_mean[c];
-            invstd = (float)(1.0 / sqrt((double)job->running_var[c] + (double)job->eps));
+        for (n = 0; n < job->n; n++)
+            sum += vec_sum(job->x + (n * job->c + c) * job->s, job->s);
+        mean = (float)(sum / (double)m);
+        for (n = 0; n < job->n; n++)
+            squares += sum_squared_deviations(job->x + (n * job->c + c) * job->s, job->s, mean);
+        var = squares / (double)m;
+        invstd = (float)(1.0 / sqrt(var + (double)job->eps));
+        if (job->running_mean) {
+            job->running_mean[c] = (1.0f - job->momentum) * job->running_mean[c] +
+                                   job->momentum * mean;
+            job->running_var[c] = (1.0f - job->momentum) * job->running_var[c] +
+                                  job->momentum * (float)(squares / (double)(m - 1));
         }
         job->mean[c] = mean;
         job->invstd[c] = invstd;
@@ -102,9 +98,36 @@ static void norm_forward_task(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+/* Eval: planes [begin, end) (plane p is image p / c's channel p % c) scaled and shifted by
+   the running statistics, in memory order. */
+static void norm_eval_task(void *ctx, int64_t begin, int64_t end)
+{
+    const BatchNormArgs *job = ctx;
+    int64_t p, q;
+    for (p = begin; p < end; p++) {
+        const int64_t c = p % job->c;
+        const float scale = job->invstd[c] * (job->weight ? job->weight[c] : 1.0f);
+        const float shift = (job->bias ? job->bias[c] : 0.0f) - job->mean[c] * scale;
+        const float *x = job->x + p * job->s;
+        float *y = job->y + p * job->s;
+        for (q = 0; q < job->s; q++) y[q] = x[q] * scale + shift;
+    }
+}
+
 int cpu_batch_norm(const BatchNormArgs *a)
 {
-    parallel_for(a->c, channel_grain(a), norm_forward_task, (void *)a);
+    int64_t c;
+    if (a->training) {
+        parallel_for(a->c, channel_grain(a), norm_forward_task, (void *)a);
+        return AC_OK;
+    }
+    /* Eval reads and writes whole planes in order: the channel-major walk of training
+       hops between images, one plane of a few pixels (4x4 in ResNet's last stage) at a time. */
+    for (c = 0; c < a->c; c++) {
+        a->mean[c] = a->running_mean[c];
+        a->invstd[c] = (float)(1.0 / sqrt((double)a->running_var[c] + (double)a->eps));
+    }
+    parallel_for(a->n * a->c, NORM_GRAIN / (a->s > 0 ? a->s : 1) + 1, norm_eval_task, (void *)a);
     return AC_OK;
 }
 
