@@ -36,3 +36,14 @@ const char *cpu_simd_default(void)
         if (cpu_can_run(best_first[i])) return best_first[i];
     return "generic";
 }
+
+int cpu_uses_avx512(void)
+{
+    static int known = -1;
+    int value = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (value < 0) {
+        value = strcmp(cpu_simd_default(), "avx512") == 0;
+        __atomic_store_n(&known, value, __ATOMIC_RELAXED);
+    }
+    return value;
+}

@@ -12,5 +12,8 @@
 int cpu_can_run(const char *simd);
 /* AC_SIMD's set when this CPU can run it, else the best set it can run. */
 const char *cpu_simd_default(void);
+/* Whether that set is AVX-512: looked up once, as neither AC_SIMD nor the CPU
+   changes while the process runs. */
+int cpu_uses_avx512(void);
 
 #endif /* AC_CPU_H */

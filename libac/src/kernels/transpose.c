@@ -25,17 +25,6 @@ __attribute__((target("avx512f"))) static void transpose_tile16(float *dst, int6
     }
 }
 
-/* Looked up once: AC_SIMD and the CPU do not change while the process runs. */
-static int use_tile16(void)
-{
-    static int known = -1;
-    int value = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (value < 0) {
-        value = strcmp(cpu_simd_default(), "avx512") == 0;
-        __atomic_store_n(&known, value, __ATOMIC_RELAXED);
-    }
-    return value;
-}
 #endif
 
 /* dst[c][r] = src[r][c] (or +=, when add) for r in [r0, r1), c in [c0, c1). */
@@ -57,7 +46,7 @@ void matrix_transpose(float *dst, int64_t dst_ld, const float *src, int64_t src_
 {
     int64_t tiled_rows = 0, tiled_cols = 0;
 #ifdef HAVE_TILE16
-    if (use_tile16()) {
+    if (cpu_uses_avx512()) {
         int64_t r, c;
         tiled_rows = rows / 16 * 16;
         tiled_cols = cols / 16 * 16;

@@ -79,21 +79,7 @@ __attribute__((target("avx512f"))) static void stream_points(float rows[16][CHUN
 
 /* The streaming stores made visible to the threads that read u next. */
 static void stream_fence(void) { _mm_sfence(); }
-
-/* Whether the kernels' instruction set is AVX-512 (cpu.h: the CPU's best, or AC_SIMD's);
-   looked up once, as neither changes while the process runs. */
-static int can_stream(void)
-{
-    static int known = -1;
-    int value = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (value < 0) {
-        value = strcmp(cpu_simd_default(), "avx512") == 0;
-        __atomic_store_n(&known, value, __ATOMIC_RELAXED);
-    }
-    return value;
-}
 #else
-static int can_stream(void) { return 0; }
 static void stream_points(float rows[16][CHUNK], int64_t plane, float *out)
 {
     (void)rows, (void)plane, (void)out;
@@ -209,7 +195,7 @@ void winograd_filters(const float *w, int64_t filters, int64_t channels, int adj
     job.channels = channels;
     job.adjoint = adjoint;
     job.stream = WINOGRAD_POINTS * filters * channels >= STREAM_FLOATS && filters % 16 == 0 &&
-                 (uintptr_t)u % 64 == 0 && can_stream();
+                 (uintptr_t)u % 64 == 0 && cpu_uses_avx512();
     parallel_for(channels, plane_grain(WINOGRAD_POINTS * filters), filters_task, &job);
 }
 
