@@ -6,7 +6,6 @@
 #include "transpose.h"
 #include "cpu.h"
 
-
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_TILE16 1
 
