@@ -175,6 +175,32 @@ def test_max_propagates_nan():
     assert np.isnan(values.item()) and indices.item() == 1
 
 
+
+@pytest.mark.parametrize("n", [7, 64, 65, 1000])
+def test_max_and_argmax_along_long_rows_with_nan_inf_ties_and_zeros(n):
+    """Rows longer than a SIMD block: the first NaN wins, then the first of equal maxima
+    (and of a +0 and a -0), as NumPy and PyTorch; min alike."""
+    rows = [rng.standard_normal(n).astype(np.float32) for _ in range(9)]
+    rows[1][[0, n // 2]] = np.nan
+    rows[2][[n - 1]] = np.nan
+    rows[3][[n // 3, n - 1]] = rows[3].max() + 1.0   # a tie, the first wins
+    rows[4][:] = -np.inf
+    rows[5][[n // 2]] = np.inf
+    rows[6][:] = 0.0
+    rows[6][n // 2:] = -0.0
+    rows[7][:] = -0.0
+    rows[7][n - 1] = 0.0
+    rows[8][[min(63, n - 1), min(64, n - 1)]] = np.nan
+    x = np.stack(rows)
+    t = ac.tensor(x)
+    np.testing.assert_array_equal(t.argmax(1).numpy(), np.argmax(x, axis=1))
+    np.testing.assert_array_equal(t.argmin(1).numpy(), np.argmin(x, axis=1))
+    for got, want in ((t.max(1), x.max(axis=1)), (t.min(1), x.min(axis=1))):
+        values, indices = got
+        first = x[np.arange(len(x)), indices.numpy()]
+        np.testing.assert_array_equal(values.numpy(), want)
+        np.testing.assert_array_equal(np.signbit(values.numpy()), np.signbit(first))
+
 def test_reductions_of_a_0d_tensor():
     x = ac.tensor(2.5)
     assert x.sum().item() == 2.5

@@ -9,6 +9,7 @@
  * output, never how values are grouped.
  */
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -417,16 +418,44 @@ typedef struct {
     float *grad_in;
 } ExtremeJob;
 
-/* Along the last dim: find the extreme, then the first element equal to it. */
+/* Whether x[0..n) holds a NaN: one loop the compiler vectorizes. */
+static int has_nan(const float *x, int64_t n)
+{
+    int64_t i;
+    int nan = 0;
+    for (i = 0; i < n; i++) nan |= x[i] != x[i];
+    return nan;
+}
+
+/* The first i with x[i] the same value as c (a NaN for a NaN c), which x holds:
+   blocks of 64 are tested whole in a loop the compiler vectorizes, then the
+   block that has it is scanned. */
+static int64_t first_same(const float *x, int64_t n, float c)
+{
+    int64_t i = 0;
+    int j, hit;
+    for (; i + 64 <= n; i += 64) {
+        for (hit = 0, j = 0; j < 64; j++) hit |= same_value(x[i + j], c);
+        if (hit) break;
+    }
+    for (; !same_value(x[i], c); i++) {
+    }
+    return i;
+}
+
+/* Along the last dim: find the extreme, then the first element equal to it.
+   A max is vec_max's SIMD pass unless the row holds a NaN (vec_max may skip
+   it; the NaN is then the max, as in chunk_extreme). */
 static void extreme_rows(const ExtremeJob *job, int64_t begin, int64_t end)
 {
     int64_t o, at;
     for (o = begin; o < end; o++) {
         const float *x = job->x + o * job->n;
-        float best = (float)chunk_extreme(job->want_max, x, job->n);
-        for (at = 0; !same_value(x[at], best); at++) {
-        }
-        if (job->values) job->values[o] = best;
+        float best = !job->want_max      ? (float)chunk_extreme(0, x, job->n)
+                     : has_nan(x, job->n) ? NAN
+                                          : vec_max(x, job->n);
+        at = first_same(x, job->n, best);
+        if (job->values) job->values[o] = x[at];   /* of a +0 and a -0, the first */
         if (job->indices) job->indices[o] = at;
         if (job->grad_in) job->grad_in[o * job->n + at] = job->grad_out[o];
     }
