@@ -16,4 +16,15 @@ const char *cpu_simd_default(void);
    changes while the process runs. */
 int cpu_uses_avx512(void);
 
+/* A function compiled for AVX-512, AVX2 and plain x86-64, the CPU picking at load
+   time (GCC's target_clones): for loops the compiler vectorizes. Elementwise math
+   without contraction gives the same bits on each. Not under ThreadSanitizer: the
+   loader runs the clones' resolvers, which TSan instruments, before its runtime is
+   up. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CPU_CLONES
+#endif
+
 #endif /* AC_CPU_H */

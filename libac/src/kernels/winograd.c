@@ -44,17 +44,6 @@ typedef struct {
 
 static int64_t plane_grain(int64_t elements) { return TRANSFORM_GRAIN / (elements + 1) + 1; }
 
-/* Those loops are compiled for AVX-512, AVX2 and plain x86-64, the CPU picking
-   at load time; adds and halvings without contraction give the same bits on each.
-   Not under ThreadSanitizer: the loader runs the clones' resolver, which TSan
-   instruments, before TSan's runtime is up (every program that links the CPU
-   kernel table links this file). */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define TRANSFORM_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TRANSFORM_KERNEL
-#endif
-
 /*
  * u of at least this many floats (16 MB, as for 512x512 kernels) is written by
  * streaming stores, past the caches, where AVX-512 runs and its rows are
@@ -110,7 +99,7 @@ static void copy_chunk(float *dst, const float *src, int64_t count)
 
 /* u's points of count kernels gathered tap-major (tap a of kernel f at g[a * ld + f]): point
    k to row[k * plane + f]; whole CHUNKs by stream_points when stream. */
-TRANSFORM_KERNEL static void filter_points(const float *g, int64_t ld, int64_t count,
+CPU_CLONES static void filter_points(const float *g, int64_t ld, int64_t count,
                                            int64_t plane, int stream, float *row)
 {
     float gg[4][3][CHUNK], o[16][CHUNK];
@@ -244,7 +233,7 @@ static void load_taps(float *const *taps, int ntaps, int64_t c0, int64_t count, 
 }
 
 /* B^T d B of one tile: taps[4a+b] is input pixel (2ty-1+a, 2tx-1+b); point k to v[k * stride]. */
-TRANSFORM_KERNEL static void input_tile(float *const taps[16], int64_t channels, float *v,
+CPU_CLONES static void input_tile(float *const taps[16], int64_t channels, float *v,
                                         int64_t stride)
 {
     float d[16][CHUNK], o[16][CHUNK];
@@ -275,7 +264,7 @@ TRANSFORM_KERNEL static void input_tile(float *const taps[16], int64_t channels,
 
 /* A dy A^T of one tile (output_tile's adjoint): taps[2r+s] is pixel (2ty+r, 2tx+s) of dy,
    A = [1 0; 1 1; 1 -1; 0 -1]; point k to m[k * stride]. */
-TRANSFORM_KERNEL static void grad_tile(float *const taps[4], int64_t filters, float *m,
+CPU_CLONES static void grad_tile(float *const taps[4], int64_t filters, float *m,
                                        int64_t stride)
 {
     float y[4][CHUNK], o[16][CHUNK];
@@ -306,7 +295,7 @@ TRANSFORM_KERNEL static void grad_tile(float *const taps[4], int64_t filters, fl
 
 /* A^T m A + bias of one tile, A^T = [1 1 1 0; 0 1 -1 -1]: point k at m[k * stride], output
    pixel (2ty+r, 2tx+s) to out[2r+s] unless NULL (past the plane). */
-TRANSFORM_KERNEL static void output_tile(const float *m, int64_t stride, int64_t filters,
+CPU_CLONES static void output_tile(const float *m, int64_t stride, int64_t filters,
                                          const float *bias, float *const out[4])
 {
     float y[4][CHUNK];
@@ -410,7 +399,7 @@ static int rows_layout(int64_t w)
 
 /* B^T d B of count tiles of row ty from column t0 of one plane: point k of tile i to
    v[k * stride + i]. */
-TRANSFORM_KERNEL static void input_row(const float *plane, const TileGrid *g, int64_t ty,
+CPU_CLONES static void input_row(const float *plane, const TileGrid *g, int64_t ty,
                                        int64_t t0, int64_t count, float *v, int64_t stride)
 {
     static const float zeros[2 * CHUNK + 2];
@@ -445,7 +434,7 @@ TRANSFORM_KERNEL static void input_row(const float *plane, const TileGrid *g, in
 }
 
 /* A dy A^T of count tiles of row ty from column t0 of one plane of dy (input_row's layout). */
-TRANSFORM_KERNEL static void grad_row(const float *plane, const TileGrid *g, int64_t ty,
+CPU_CLONES static void grad_row(const float *plane, const TileGrid *g, int64_t ty,
                                       int64_t t0, int64_t count, float *m, int64_t stride)
 {
     float y[2][2 * CHUNK], e[2][4][CHUNK];
@@ -475,7 +464,7 @@ TRANSFORM_KERNEL static void grad_row(const float *plane, const TileGrid *g, int
 }
 
 /* A^T m A + bias of count tiles (input_row's layout) into row ty from column t0 of a plane. */
-TRANSFORM_KERNEL static void output_row(const float *m, int64_t stride, const TileGrid *g,
+CPU_CLONES static void output_row(const float *m, int64_t stride, const TileGrid *g,
                                         int64_t ty, int64_t t0, int64_t count, float bias,
                                         float *plane)
 {
@@ -675,7 +664,7 @@ void winograd_weight_grad(const float *x, const float *dy, int64_t images, int64
 }
 
 /* dw's kernels of filters [f0, f1). */
-TRANSFORM_KERNEL static void filters_grad_range(const float *du, int64_t filters, int64_t channels,
+CPU_CLONES static void filters_grad_range(const float *du, int64_t filters, int64_t channels,
                                                 float *dw, int64_t f0, int64_t f1)
 {
     const int64_t plane = filters * channels;

@@ -15,6 +15,7 @@
  * Not here: the kernels (kernels/qgemm*.c), the recurrent layers (qrnn.c).
  */
 #include "qlinear.h"
+#include "kernels/cpu.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -38,14 +39,8 @@
 
 static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The quantizing and dequantizing loops are compiled for AVX-512, AVX2 and
-   plain x86-64 and the CPU picks at load time; their steps are exact or
-   correctly rounded (no contraction), so each gives the same bits. */
-#if defined(__GNUC__) && defined(__x86_64__)
-#define QUANTIZE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define QUANTIZE_KERNEL
-#endif
+/* The quantizing and dequantizing loops are CPU_CLONES: their steps are exact or
+   correctly rounded (no contraction), so each clone gives the same bits. */
 
 /* Round half to even for |v| <= 2^22, as rint does, in two float steps the
    compiler vectorises (no -ffast-math, so they are kept): near 1.5 * 2^23
@@ -89,7 +84,7 @@ static inline float quantize_row(const float *restrict x, int64_t k, int64_t ld,
 }
 
 /* One call for all rows: the CPU's clone is picked once, not per row. */
-QUANTIZE_KERNEL void qlinear_quantize_rows(const float *x, int64_t m, int64_t k, int64_t ld, int plus_128,
+CPU_CLONES void qlinear_quantize_rows(const float *x, int64_t m, int64_t k, int64_t ld, int plus_128,
                                            uint8_t *dst, float *scales)
 {
     int64_t i;
@@ -271,7 +266,7 @@ typedef struct {
 
 /* y = the sums as floats (sum * (sx * scale) + bias), rows [i0, i1), columns
    [j0, j1); compiled for each set like the quantizing loop (no contraction). */
-QUANTIZE_KERNEL static void dequantize(const AcQLinear *q, const int32_t *sums, const float *sx, int64_t i0,
+CPU_CLONES static void dequantize(const AcQLinear *q, const int32_t *sums, const float *sx, int64_t i0,
                                        int64_t i1, int64_t j0, int64_t j1, float *y)
 {
     const float *restrict scale = q->scale, *restrict bias = q->bias;
@@ -349,7 +344,7 @@ typedef struct {
 /* One in feature (a univariate series): each row quantizes to one byte, and
    one pass per row makes its outputs, with the general path's arithmetic (the
    product is its exact sum). Rows [begin, end). */
-QUANTIZE_KERNEL static void one_feature_rows(const AcQLinear *q, const float *x, int64_t begin,
+CPU_CLONES static void one_feature_rows(const AcQLinear *q, const float *x, int64_t begin,
                                              int64_t end, float *y)
 {
     const int8_t *restrict w = q->weight;

@@ -17,18 +17,17 @@
  */
 #include "qlinear.h"
 #include "kernels/kernels.h"
+#include "kernels/cpu.h"
 #include "kernels/vecmath.h"
 
 #include <string.h>
 
-/* The cell loops are compiled for AVX-512, AVX2 and plain x86-64, and the CPU
-   picks at load time; elementwise math without contraction gives the same bits
-   on each (as rnn.c's gate loops). */
+/* The cell loops are CPU_CLONES: elementwise math without contraction gives the
+   same bits in each (as rnn.c's gate loops); the row functions are compiled into
+   each clone. */
 #if defined(__GNUC__) && defined(__x86_64__)
-#define CELL_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
-#define CELL_ROW static inline __attribute__((always_inline))   /* compiled into each clone */
+#define CELL_ROW static inline __attribute__((always_inline))
 #else
-#define CELL_KERNEL
 #define CELL_ROW static inline
 #endif
 
@@ -138,7 +137,7 @@ CELL_ROW void gru_row(int64_t hidden, const float *restrict xp, const int32_t *r
 }
 
 /* The rows in one call: the CPU's clone is picked once per step, not per row. */
-CELL_KERNEL static void lstm_cells(const Cells *cl)
+CPU_CLONES static void lstm_cells(const Cells *cl)
 {
     int64_t b, H = cl->hidden;
     for (b = 0; b < cl->batch; b++)
@@ -146,7 +145,7 @@ CELL_KERNEL static void lstm_cells(const Cells *cl)
                  cl->c + b * H, cl->h + b * H, cl->out + b * cl->out_ld);
 }
 
-CELL_KERNEL static void gru_cells(const Cells *cl)
+CPU_CLONES static void gru_cells(const Cells *cl)
 {
     int64_t b, H = cl->hidden;
     for (b = 0; b < cl->batch; b++)

@@ -3,18 +3,10 @@
  * (ops/rnn.c): PyTorch's equations and gate order, one fused loop per step and
  * direction, forward and backward, over the step's batch rows.
  */
+#include "kernels/cpu.h"
 #include "kernels/cpu/rnn_gates.h"
 #include "kernels/vecmath.h"
 
-/* The gate loops are compiled for AVX-512, AVX2 and plain x86-64, and the CPU
-   picks at load time. Elementwise math without reductions or contraction
-   gives the same bits on each. No clones under ThreadSanitizer, whose runtime
-   is not up yet when their resolvers run at load (as winograd.c). */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define GATE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GATE_KERNEL
-#endif
 
 /* ---- gate math, one batch row ------------------------------------------------ */
 
@@ -23,7 +15,7 @@
 
 /* LSTM: g holds x W_ih^T + W_hh h of gates i, f, g, o, and gets them
    activated; bias is b_ih + b_hh. */
-GATE_KERNEL static void lstm_row(int64_t H, const float *restrict bias, float *restrict g,
+CPU_CLONES static void lstm_row(int64_t H, const float *restrict bias, float *restrict g,
                                  const float *restrict c_prev, float *restrict c_next,
                                  float *restrict tanh_c, float *restrict h)
 {
@@ -48,7 +40,7 @@ GATE_KERNEL static void lstm_row(int64_t H, const float *restrict bias, float *r
 /* LSTM backward: the step's output gradient dh_out plus dh from the step
    after, and dc in; the pre-activation gradients dg out, and dc becomes the
    gradient of the cell the step started from. */
-GATE_KERNEL static void lstm_row_back(int64_t H, const float *restrict g,
+CPU_CLONES static void lstm_row_back(int64_t H, const float *restrict g,
                                       const float *restrict c_prev, const float *restrict tanh_c,
                                       const float *restrict dh_out, const float *restrict dh,
                                       float *restrict dc, float *restrict dg)
@@ -68,7 +60,7 @@ GATE_KERNEL static void lstm_row_back(int64_t H, const float *restrict g,
 
 /* GRU: g holds x W_ih^T of parts r, z, n and gets r, z, n; hs holds W_hh h;
    hn gets the hidden part of n, W_hn h + b_hn. */
-GATE_KERNEL static void gru_row(int64_t H, const float *restrict b_ih, const float *restrict b_hh,
+CPU_CLONES static void gru_row(int64_t H, const float *restrict b_ih, const float *restrict b_hh,
                                 float *restrict g, const float *restrict hs, float *restrict hn,
                                 const float *restrict h_prev, float *restrict h)
 {
@@ -89,7 +81,7 @@ GATE_KERNEL static void gru_row(int64_t H, const float *restrict b_ih, const flo
 /* GRU backward: dg gets the pre-activation gradients of the input part (r, z,
    n), dgh those of the hidden part, which differ in n by the factor r; dh
    becomes the direct part of dh_prev, dh * z. */
-GATE_KERNEL static void gru_row_back(int64_t H, const float *restrict g, const float *restrict hn,
+CPU_CLONES static void gru_row_back(int64_t H, const float *restrict g, const float *restrict hn,
                                      const float *restrict h_prev, const float *restrict dh_out,
                                      float *restrict dh, float *restrict dg, float *restrict dgh)
 {
@@ -112,7 +104,7 @@ GATE_KERNEL static void gru_row_back(int64_t H, const float *restrict g, const f
 
 /* Plain RNN: h = tanh(pre + bias) or relu(pre + bias), to pre (kept for
    backward) and to h. */
-GATE_KERNEL static void plain_row(int64_t H, int relu, const float *restrict bias,
+CPU_CLONES static void plain_row(int64_t H, int relu, const float *restrict bias,
                                   float *restrict pre, float *restrict h)
 {
     int64_t k;
@@ -126,7 +118,7 @@ GATE_KERNEL static void plain_row(int64_t H, int relu, const float *restrict bia
 }
 
 /* Plain RNN backward: the pre-activation gradient from h and dh. */
-GATE_KERNEL static void plain_row_back(int64_t H, int relu, const float *restrict h,
+CPU_CLONES static void plain_row_back(int64_t H, int relu, const float *restrict h,
                                        const float *restrict dh_out, const float *restrict dh,
                                        float *restrict dg)
 {
