@@ -8,6 +8,7 @@
  * whatever the thread count: threads only decide who computes a chunk or an
  * output, never how values are grouped.
  */
+#include "kernels/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/vecmath.h"
 
@@ -419,7 +420,7 @@ typedef struct {
 } ExtremeJob;
 
 /* Whether x[0..n) holds a NaN: one loop the compiler vectorizes. */
-static int has_nan(const float *x, int64_t n)
+CPU_CLONES static int has_nan(const float *x, int64_t n)
 {
     int64_t i;
     int nan = 0;
@@ -430,7 +431,7 @@ static int has_nan(const float *x, int64_t n)
 /* The first i with x[i] the same value as c (a NaN for a NaN c), which x holds:
    blocks of 64 are tested whole in a loop the compiler vectorizes, then the
    block that has it is scanned. */
-static int64_t first_same(const float *x, int64_t n, float c)
+CPU_CLONES static int64_t first_same(const float *x, int64_t n, float c)
 {
     int64_t i = 0;
     int j, hit;
