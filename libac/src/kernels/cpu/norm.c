@@ -64,15 +64,28 @@ static int64_t channel_grain(const BatchNormArgs *job)
 
 /* ---- forward ------------------------------------------------------------- */
 
+/* Plane p (image p / c's channel p % c) scaled and shifted by its channel's mean and
+   invstd, and weight and bias. */
+static void normalize_plane(const BatchNormArgs *job, int64_t p)
+{
+    const int64_t c = p % job->c;
+    const float scale = job->invstd[c] * (job->weight ? job->weight[c] : 1.0f);
+    const float shift = (job->bias ? job->bias[c] : 0.0f) - job->mean[c] * scale;
+    const float *x = job->x + p * job->s;
+    float *y = job->y + p * job->s;
+    int64_t q;
+    for (q = 0; q < job->s; q++) y[q] = x[q] * scale + shift;
+}
+
 /* Training: each channel's batch statistics, the running ones updated, then its planes. */
 static void norm_forward_task(void *ctx, int64_t begin, int64_t end)
 {
     const BatchNormArgs *job = ctx;
     const int64_t m = job->n * job->s;
-    int64_t c, n, q;
+    int64_t c, n;
     for (c = begin; c < end; c++) {
         double sum = 0.0, squares = 0.0, var;
-        float mean, invstd, scale, shift;
+        float mean, invstd;
         for (n = 0; n < job->n; n++)
             sum += vec_sum(job->x + (n * job->c + c) * job->s, job->s);
         mean = (float)(sum / (double)m);
@@ -88,30 +101,16 @@ static void norm_forward_task(void *ctx, int64_t begin, int64_t end)
         }
         job->mean[c] = mean;
         job->invstd[c] = invstd;
-        scale = invstd * (job->weight ? job->weight[c] : 1.0f);
-        shift = (job->bias ? job->bias[c] : 0.0f) - mean * scale;
-        for (n = 0; n < job->n; n++) {
-            const float *x = job->x + (n * job->c + c) * job->s;
-            float *y = job->y + (n * job->c + c) * job->s;
-            for (q = 0; q < job->s; q++) y[q] = x[q] * scale + shift;
-        }
+        for (n = 0; n < job->n; n++) normalize_plane(job, n * job->c + c);
     }
 }
 
-/* Eval: planes [begin, end) (plane p is image p / c's channel p % c) scaled and shifted by
-   the running statistics, in memory order. */
+/* Eval: planes [begin, end) by the running statistics, in memory order. */
 static void norm_eval_task(void *ctx, int64_t begin, int64_t end)
 {
     const BatchNormArgs *job = ctx;
-    int64_t p, q;
-    for (p = begin; p < end; p++) {
-        const int64_t c = p % job->c;
-        const float scale = job->invstd[c] * (job->weight ? job->weight[c] : 1.0f);
-        const float shift = (job->bias ? job->bias[c] : 0.0f) - job->mean[c] * scale;
-        const float *x = job->x + p * job->s;
-        float *y = job->y + p * job->s;
-        for (q = 0; q < job->s; q++) y[q] = x[q] * scale + shift;
-    }
+    int64_t p;
+    for (p = begin; p < end; p++) normalize_plane(job, p);
 }
 
 int cpu_batch_norm(const BatchNormArgs *a)
