@@ -259,17 +259,15 @@ static void pad_phases(const ConvGeom *g, const float *plane, int64_t oh0, int64
  * col + r*ld) for output rows [oh0, oh1) of the cg channels at x; pad holds
  * g->padded_floats.
  */
-static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col,
-                   int64_t ld, float *pad)
+/* im2col's rows of col from the channels' padded column phases (pad_phases). */
+static void im2col_padded(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1,
+                          float *col, int64_t ld, float *pad)
 {
-    const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
-    const int64_t row_step = g->sh * g->sw * g->phase_w;
+    const int64_t rows = oh1 - oh0, row_step = g->sh * g->sw * g->phase_w;
     int64_t c, i, j, r, q;
-    if (g->ones_row)
-        for (q = 0; q < cols; q++) col[g->k * ld + q] = 1.0f;
-    if (g->padded_floats) zero_pad(g, oh0, oh1, pad);
-    for (c = 0; c < g->cg && g->padded_floats; c++) {
-        pad_phases(g, x + c * plane_size, oh0, oh1, pad);
+    zero_pad(g, oh0, oh1, pad);
+    for (c = 0; c < g->cg; c++) {
+        pad_phases(g, x + c * g->h * g->w, oh0, oh1, pad);
         for (i = 0; i < g->kh; i++) {
             for (j = 0; j < g->kw; j++) {
                 const float *src = pad + (i * g->dh * g->sw + j * g->dw % g->sw) * g->phase_w +
@@ -280,7 +278,20 @@ static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, 
             }
         }
     }
-    for (i = 0; i < g->kh && !g->padded_floats; i++) {
+}
+
+static void im2col(const ConvGeom *g, const float *x, int64_t oh0, int64_t oh1, float *col,
+                   int64_t ld, float *pad)
+{
+    const int64_t rows = oh1 - oh0, cols = rows * g->ow, plane_size = g->h * g->w;
+    int64_t c, i, j, r, q;
+    if (g->ones_row)
+        for (q = 0; q < cols; q++) col[g->k * ld + q] = 1.0f;
+    if (g->padded_floats) {
+        im2col_padded(g, x, oh0, oh1, col, ld, pad);
+        return;
+    }
+    for (i = 0; i < g->kh; i++) {
         for (j = 0; j < g->kw; j++) {
             const TapRange t = tap_range(g, i, j, oh0, oh1);
             const int64_t lo = t.flat_lo, hi = t.flat_hi;
