@@ -42,6 +42,7 @@ const AcKernels ac_cpu_kernels = {
     .abs_backward = cpu_abs_backward,
     .sin_backward = cpu_sin_backward,
     .cos_backward = cpu_cos_backward,
+    .typed_map = cpu_typed_map,
 
     /* activation.c */
     .relu = cpu_relu,
