@@ -275,3 +275,28 @@ def test_result_type_is_asked_of_c():
     assert ac._libac.lib.ac_result_type(2, 0, 3, 1) == 3       # bool tensor, 0-d uint8
     assert ac._libac.lib.ac_result_type(1, 0, 0, 1) == 0       # int64 tensor, 0-d float32
     assert ac._libac.lib.ac_result_type(3, 0, 4, 0) < 0        # uint8 with int8: no int16
+
+
+# ---- pow with a scalar exponent (the fast kernel) --------------------------------
+
+@pytest.mark.parametrize("p", [2, 3, 3.0, 4, 5, 8, 0.5, -0.5, -1, -2, -3, 0, 1, 1.5, 2.5, -1.7, 9])
+def test_pow_scalar_matches_torch_forward_and_backward(p):
+    rng = np.random.default_rng(8)
+    data = (rng.random(1000).astype(np.float32) + 0.1) * rng.choice([1, -1], 1000).astype(np.float32)
+    if p != int(p):
+        data = np.abs(data)
+    x = ac.tensor(data, requires_grad=True)
+    tx = torch.tensor(data, requires_grad=True)
+    y, ty = x ** p, tx ** p
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=2e-6, atol=1e-6)
+    g = rng.standard_normal(1000).astype(np.float32)
+    (y * ac.tensor(g)).sum().backward()
+    (ty * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=2e-5, atol=1e-5)
+    np.testing.assert_allclose(ac.pow(x.detach(), p).numpy(), torch.pow(tx.detach(), p).numpy(), rtol=2e-6, atol=1e-6)
+
+
+def test_pow_scalar_special_values():
+    data = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -2.0], np.float32)
+    for p in (2, 3, 0.5, -1, -2, -0.5, 0):
+        np.testing.assert_allclose((ac.tensor(data) ** p).numpy(), (torch.tensor(data) ** p).numpy(), rtol=1e-6)
