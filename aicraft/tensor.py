@@ -678,6 +678,11 @@ class Tensor:
 
     def argmin(self, dim: Optional[int] = None, keepdim: builtins.bool = False) -> "Tensor":
         """Index of the first smallest element, as argmax."""
+        if _live(self).dtype != 0:   # integers: exact, in C (negating would wrap)
+            if dim is None:
+                out = self.reshape(-1).min(0).indices
+                return out.reshape([1] * self._ptr.ndim) if keepdim else out
+            return self.min(dim, keepdim).indices
         return (-self.detach()).argmax(dim, keepdim)
 
     # ---- shapes ------------------------------------------------------------

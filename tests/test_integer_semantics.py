@@ -300,3 +300,35 @@ def test_pow_scalar_special_values():
     data = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -2.0], np.float32)
     for p in (2, 3, 0.5, -1, -2, -0.5, 0):
         np.testing.assert_allclose((ac.tensor(data) ** p).numpy(), (torch.tensor(data) ** p).numpy(), rtol=1e-6)
+
+
+# ---- max/min/argmax of integers -------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
+def test_integer_extremes_are_exact(dtype):
+    if dtype == "int64":
+        data = np.array([[BIG, BIG - 1, I64_MIN], [I64_MAX, 3, BIG + 1]], np.int64)
+    else:
+        data = values(dtype, (2, 3), 9)
+    a, ta = pair(data)
+    same(a.max(), ta.max())
+    same(a.min(), ta.min())
+    same(a.amax(), ta.amax())
+    same(a.amin(dim=0), ta.amin(dim=0))
+    same(a.amax(dim=(0, 1), keepdim=True), ta.amax(dim=(0, 1), keepdim=True))
+    for dim in (0, 1, -1):
+        v, i = a.max(dim)
+        tv, ti = ta.max(dim)
+        same(v, tv)
+        same(i, ti)
+        v, i = a.min(dim, keepdim=True)
+        tv, ti = ta.min(dim, keepdim=True)
+        same(v, tv)
+        same(i, ti)
+    if dtype != "bool":
+        same(a.argmax(), ta.argmax())
+        same(a.argmin(), ta.argmin())
+        same(a.argmax(1), ta.argmax(1))
+        same(a.argmin(0, keepdim=True), ta.argmin(0, keepdim=True))
+    labels, tl = pair(np.array([3, 0, 7], np.int64))
+    assert labels.max().item() == 7 and labels.argmax().item() == 2

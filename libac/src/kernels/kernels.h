@@ -184,6 +184,11 @@ typedef struct AcKernels {
        floor_divide, remainder, maximum and minimum (no graph). The op has
        checked that op suits out_dtype and that no integer divisor is 0. */
     int (*typed_map)(const AcMap *m, const int *in_dtype, int out_dtype, int op);
+    /* reduce.c's integer max/min along a dim (cpu/integer.c): a (int64, uint8,
+       int8 or bool) seen as (outer, n, inner), n > 0; values (a's dtype) and
+       indices (the first extreme) may each be NULL. */
+    int (*int_extreme)(const AcTensor *a, int want_max, void *values, int64_t *indices, int64_t outer,
+                       int64_t n, int64_t inner);
 
     /* activation.c: n > 0 elements; backward's y is the output (relu, sigmoid,
        tanh) or the input (gelu); softmax runs over rows of n steps, each step

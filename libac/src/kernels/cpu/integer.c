@@ -296,3 +296,38 @@ int cpu_typed_map(const AcMap *m, const int *in_dtype, int out_dtype, int op)
     else parallel_for(m->size, TYPED_GRAIN, typed_chunk, &walk);
     return AC_OK;
 }
+
+/* ---- max/min along a dim of an integer tensor --------------------------------- */
+
+static inline int64_t int_at(const AcTensor *a, int64_t i)
+{
+    switch (a->dtype) {
+    case AC_INT64: return ((const int64_t *)(const void *)a->data)[i];
+    case AC_INT8: return ((const int8_t *)(const void *)a->data)[i];
+    default: return ((const uint8_t *)(const void *)a->data)[i];
+    }
+}
+
+int cpu_int_extreme(const AcTensor *a, int want_max, void *values, int64_t *indices, int64_t outer,
+                    int64_t n, int64_t inner)
+{
+    int64_t o, j, i;
+    for (o = 0; o < outer; o++)
+        for (j = 0; j < inner; j++) {
+            const int64_t base = o * n * inner + j;
+            int64_t best = int_at(a, base), at = 0;
+            for (i = 1; i < n; i++) {
+                const int64_t v = int_at(a, base + i * inner);
+                if (want_max ? v > best : v < best) {
+                    best = v;
+                    at = i;
+                }
+            }
+            if (values) {
+                if (a->dtype == AC_INT64) ((int64_t *)values)[o * inner + j] = best;
+                else ((uint8_t *)values)[o * inner + j] = (uint8_t)best;
+            }
+            if (indices) indices[o * inner + j] = at;
+        }
+    return AC_OK;
+}

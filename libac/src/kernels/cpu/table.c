@@ -43,6 +43,7 @@ const AcKernels ac_cpu_kernels = {
     .sin_backward = cpu_sin_backward,
     .cos_backward = cpu_cos_backward,
     .typed_map = cpu_typed_map,
+    .int_extreme = cpu_int_extreme,
 
     /* activation.c */
     .relu = cpu_relu,
