@@ -332,3 +332,71 @@ def test_integer_extremes_are_exact(dtype):
         same(a.argmin(0, keepdim=True), ta.argmin(0, keepdim=True))
     labels, tl = pair(np.array([3, 0, 7], np.int64))
     assert labels.max().item() == 7 and labels.argmax().item() == 2
+
+
+# ---- sort, topk, cumsum, matmul of integers ----------------------------------------
+
+def test_sort_topk_cumsum_of_int64_are_exact():
+    data = np.array([[BIG, BIG - 1, 3, BIG + 1], [I64_MAX, I64_MIN, 0, I64_MAX - 1]], np.int64)
+    a, ta = pair(data)
+    for desc in (False, True):
+        v, i = a.sort(1, descending=desc)
+        tv, ti = torch.sort(ta, dim=1, descending=desc, stable=True)
+        same(v, tv)
+        same(i, ti)
+        same(a.argsort(0, descending=desc), torch.argsort(ta, dim=0, descending=desc, stable=True))
+    v, i = a.topk(2, 1)
+    tv, ti = ta.topk(2, 1)
+    same(v, tv)
+    same(i, ti)
+    v, i = a.topk(1, 0, largest=False)
+    tv, ti = ta.topk(1, 0, largest=False)
+    same(v, tv)
+    same(i, ti)
+    same(a.cumsum(1), ta.cumsum(1))
+    same(a.cumsum(0), ta.cumsum(0))
+    b, tb = pair(values("bool", (3, 4), 10))
+    same(b.cumsum(1), tb.cumsum(1))
+    u, tu = pair(values("uint8", (5,), 11))
+    same(u.cumsum(0), tu.cumsum(0))
+    v, i = u.sort()
+    tv, ti = torch.sort(tu, stable=True)
+    same(v, tv)
+    same(i, ti)
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 2)), ((4,), (4,)), ((2, 3, 4), (4,)), ((4,), (4, 5)),
+                                    ((2, 1, 3, 4), (5, 4, 2)), ((0, 4), (4, 3))])
+def test_int64_matmul_is_exact(shapes):
+    a_np = values("int64", shapes[0], 12) * (2 ** 20)
+    b_np = values("int64", shapes[1], 13) * (2 ** 20) + 1
+    a, ta = pair(a_np)
+    b, tb = pair(b_np)
+    same(a @ b, ta @ tb)
+    same(ac.matmul(a, b), torch.matmul(ta, tb))
+
+
+def test_int_mm_bmm_and_mixed_dtypes():
+    a, ta = pair(np.array([[BIG, 2], [3, -BIG]], np.int64))
+    same(a.mm(a), ta.mm(ta))
+    same(a[None].bmm(a[None]), ta[None].bmm(ta[None]))
+    u, tu = pair(np.array([[200, 3], [1, 255]], np.uint8))
+    same(u @ u, tu @ tu)
+    with pytest.raises(TypeError):
+        a @ ac.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(TypeError):
+        ac.tensor([[True]]) @ ac.tensor([[True]])
+
+
+def test_int64_indexing_is_exact_beyond_2_24():
+    n = 2 ** 24 + 3
+    x = ac.zeros(n, dtype=ac.uint8)
+    pos = ac.tensor([2 ** 24 + 1, 2 ** 24 + 2, -1, 2 ** 24])
+    x[pos] = ac.tensor([7, 8, 9, 6], dtype=ac.uint8)
+    got = x[pos].tolist()
+    assert got == [7, 9, 9, 6]
+    idx = ac.arange(2 ** 24 - 2, 2 ** 24 + 3, dtype=ac.int64)
+    assert x[idx].tolist() == [0, 0, 6, 7, 9]
+    assert x.index_select(0, ac.tensor([2 ** 24 + 1])).tolist() == [7]
+    big = ac.tensor([2 ** 40 + 1, 2 ** 53 + 1])
+    assert big[ac.tensor([1, 0])].tolist() == [2 ** 53 + 1, 2 ** 40 + 1]

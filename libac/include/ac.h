@@ -330,11 +330,13 @@ AcTensor *ac_gather(const AcTensor *a, int dim, const AcTensor *index);
 /* a broadcast to shape (more leading dims allowed; -1 keeps a dim), a copy. */
 AcTensor *ac_expand(const AcTensor *a, const int64_t *shape, int ndim);
 /* Sorted along dim, stable (ties keep their order, NaN is largest), with the
-   int64 positions in *indices; the values are differentiable. */
+   int64 positions in *indices; the values are differentiable. float32, int64,
+   uint8, int8 and bool (integers by their exact values). */
 AcTensor *ac_sort(const AcTensor *a, int dim, int descending, AcTensor **indices);
 /* The k largest (smallest unless largest) along dim, in sorted order, as ac_sort. */
 AcTensor *ac_topk(const AcTensor *a, int64_t k, int dim, int largest, AcTensor **indices);
-AcTensor *ac_cumsum(const AcTensor *a, int dim);          /* cumulative sum along dim */
+AcTensor *ac_cumsum(const AcTensor *a, int dim);          /* cumulative sum along dim; int64 for
+                                                             integer and bool a, exact */
 
 /* ---- Losses -------------------------------------------------------------- */
 

@@ -189,6 +189,9 @@ typedef struct AcKernels {
        indices (the first extreme) may each be NULL. */
     int (*int_extreme)(const AcTensor *a, int want_max, void *values, int64_t *indices, int64_t outer,
                        int64_t n, int64_t inner);
+    /* matmul.c's integer product (cpu/integer.c): out = a @ b, all three of
+       one dtype (int64 or uint8), wrapping on overflow as integers do. */
+    int (*int_matmul)(const MatmulShape *s, const AcTensor *a, const AcTensor *b, AcTensor *out);
 
     /* activation.c: n > 0 elements; backward's y is the output (relu, sigmoid,
        tanh) or the input (gelu); softmax runs over rows of n steps, each step

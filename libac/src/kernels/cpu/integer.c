@@ -331,3 +331,60 @@ int cpu_int_extreme(const AcTensor *a, int want_max, void *values, int64_t *indi
         }
     return AC_OK;
 }
+
+/* ---- integer matmul ------------------------------------------------------------- */
+
+typedef struct {
+    const MatmulShape *s;
+    const AcTensor *a, *b;
+    AcTensor *out;
+} IntMatmulJob;
+
+/* Output batches [begin, end): row by row, c[i][:] += a[i][p] * b[p][:] (the
+   inner loop runs along b's and c's rows), in uint64_t so overflow wraps. */
+static void int_matmul_task(void *ctx, int64_t begin, int64_t end)
+{
+    const IntMatmulJob *job = ctx;
+    const MatmulShape *s = job->s;
+    const int wide = job->out->dtype == AC_INT64;
+    int64_t t, i, p, j;
+    for (t = begin; t < end; t++) {
+        const int64_t am = matmul_batch_matrix(s, s->a_stride, t) * s->n * s->k;
+        const int64_t bm = matmul_batch_matrix(s, s->b_stride, t) * s->k * s->m;
+        const int64_t cm = t * s->n * s->m;
+        for (i = 0; i < s->n; i++) {
+            if (wide) {
+                const uint64_t *a = (const uint64_t *)(const void *)job->a->data + am + i * s->k;
+                const uint64_t *b = (const uint64_t *)(const void *)job->b->data + bm;
+                uint64_t *c = (uint64_t *)(void *)job->out->data + cm + i * s->m;
+                for (j = 0; j < s->m; j++) c[j] = 0;
+                for (p = 0; p < s->k; p++) {
+                    const uint64_t u = a[p];
+                    for (j = 0; j < s->m; j++) c[j] += u * b[p * s->m + j];
+                }
+            } else {
+                const uint8_t *a = (const uint8_t *)(const void *)job->a->data + am + i * s->k;
+                const uint8_t *b = (const uint8_t *)(const void *)job->b->data + bm;
+                uint8_t *c = (uint8_t *)(void *)job->out->data + cm + i * s->m;
+                for (j = 0; j < s->m; j++) {
+                    uint64_t acc = 0;
+                    for (p = 0; p < s->k; p++) acc += (uint64_t)a[p] * b[p * s->m + j];
+                    c[j] = (uint8_t)acc;
+                }
+            }
+        }
+    }
+}
+
+int cpu_int_matmul(const MatmulShape *s, const AcTensor *a, const AcTensor *b, AcTensor *out)
+{
+    IntMatmulJob job;
+    int64_t work = s->n * s->k * s->m;
+    job.s = s;
+    job.a = a;
+    job.b = b;
+    job.out = out;
+    if (s->batches * s->n * s->m == 0) return AC_OK;
+    parallel_for(s->batches, work >= 65536 ? 1 : 65536 / (work > 0 ? work : 1), int_matmul_task, &job);
+    return AC_OK;
+}

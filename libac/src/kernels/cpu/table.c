@@ -44,6 +44,7 @@ const AcKernels ac_cpu_kernels = {
     .cos_backward = cpu_cos_backward,
     .typed_map = cpu_typed_map,
     .int_extreme = cpu_int_extreme,
+    .int_matmul = cpu_int_matmul,
 
     /* activation.c */
     .relu = cpu_relu,
