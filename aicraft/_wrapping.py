@@ -15,6 +15,7 @@ tested with `type(x) is ...` before anything slower.
 Beneath tensor.py: the class body there calls the builders here, so this module
 cannot import the class; tensor.py sets `Tensor` here as soon as it is defined.
 """
+import numbers as _numbers
 import weakref
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any, Callable
@@ -117,44 +118,97 @@ def _operand(value):
 
 # ---- method builders ---------------------------------------------------------
 
-# Ops whose result is int64 when both operands are integers, as in PyTorch.
-_INTEGER_RESULT = {"__add__", "__sub__", "__mul__", "__radd__", "__rsub__", "__rmul__",
-                   "__neg__", "__abs__"}
+# ---- dtypes: Python numbers as operands, torch's type promotion (asked of C) --
+
+_SCALAR_A, _SCALAR_B = lib.AC_SCALAR_A, lib.AC_SCALAR_B
+_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
+_KIND_SCALAR = lib.AC_KIND_SCALAR
 
 
-def _is_integral(x):
-    return type(x) is int or (isinstance(x, Tensor) and _live(x).dtype != 0)
+def _number(value):
+    """value as a Python bool, int or float (numpy scalars too), else None."""
+    t = type(value)
+    if t is float or t is int or t is bool:
+        return value
+    if isinstance(value, Tensor) or _is_numpy(value, "ndarray"):
+        return None
+    if isinstance(value, _numbers.Integral):
+        return bool(value) if _is_numpy(value, "bool_") else int(value)
+    if isinstance(value, _numbers.Real):
+        return float(value)
+    return None
 
 
-def _promoted(method, self, other=None):
-    """Called when C refused an operand's dtype: run method again on float32 copies of
-    int64 and bool tensors, as PyTorch promotes them. The result is int64 when every
-    operand is an integer and the op keeps integers (exact below 2**24, float32's
-    whole numbers); division and pow give float32."""
-    if lib.ac_last_error_code() != lib.AC_ERR_DTYPE:
-        raise_error(self, other)
-    args = [x.float() if isinstance(x, Tensor) else x for x in (self, other)]
-    out = method(*args) if other is not None else method(args[0])
-    integral = method.__name__ in _INTEGER_RESULT and _is_integral(self) and \
-        (other is None or _is_integral(other))
-    return out.long() if integral else out
+def _scalar_tensor(value):
+    """A 0-d tensor holding the Python number value in the dtype its kind stands
+    for in promotion: bool, int64 (an int outside int64's range: OverflowError,
+    as torch), or float32."""
+    t = type(value)
+    if t is bool:
+        p = lib.ac_tensor_from_typed(ffi.new("uint8_t[1]", [value]), _NULL, 0, 2)
+    elif t is int:
+        if value < _INT64_MIN or value > _INT64_MAX:
+            raise OverflowError("value %d does not fit in int64" % value)
+        p = lib.ac_tensor_from_typed(ffi.new("int64_t[1]", [value]), _NULL, 0, 1)
+    else:
+        p = lib.ac_tensor_from_typed(ffi.new("float[1]", [value]), _NULL, 0, 0)
+    if not p:
+        raise_error()
+    return _wrap(p)
 
 
-def _binary(name: str, tensor_fn: Any, scalar_fn: Any) -> Callable[["Tensor", Any], "Tensor"]:
-    """self <op> other for a C binary op and its scalar form."""
+def _kind(x):
+    """(dtype code, kind) of an operand for lib.ac_result_type."""
+    if isinstance(x, Tensor):
+        p = _live(x)
+        return p.dtype, (lib.AC_KIND_TENSOR if p.ndim else lib.AC_KIND_ZERO_DIM)
+    return (2 if type(x) is bool else 1 if type(x) is int else 0), _KIND_SCALAR
+
+
+def _result_code(a, b):
+    """The dtype code torch.result_type(a, b) gives (a, b: Tensors or numbers)."""
+    code = lib.ac_result_type(*_kind(a), *_kind(b))
+    if code < 0:
+        raise_error()
+    return code
+
+
+def _general(code, self, other, reflected=False):
+    """self <op> other (other <op> self when reflected) through lib.ac_binary: any
+    dtypes, torch's promotion; other a Tensor or a Python number."""
+    if isinstance(other, Tensor):
+        a, b, flags = (other, self, 0) if reflected else (self, other, 0)
+    else:
+        n = _number(other)
+        if n is None:
+            if _is_numpy(other, "ndarray"):
+                from aicraft.creation import tensor
+                return _general(code, self, tensor(other), reflected)
+            return NotImplemented
+        s = _scalar_tensor(n)
+        a, b, flags = (s, self, _SCALAR_A) if reflected else (self, s, _SCALAR_B)
+    p = lib.ac_binary(code, a._ptr, b._ptr, flags)
+    if p:
+        return _wrap(p)
+    raise_error(a, b)
+
+
+def _binary(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callable[["Tensor", Any], "Tensor"]:
+    """self <op> other for a C binary op and its float32 scalar form; other dtypes
+    and Python numbers the scalar form refuses go through lib.ac_binary (code)."""
     def method(self, other):
         if type(other) is Tensor:
             p = tensor_fn(self._ptr, other._ptr)
         elif type(other) is float or type(other) is int:
             p = scalar_fn(self._ptr, other)
         else:
-            other = _operand(other)
-            if other is NotImplemented:
+            operand = _operand(other)
+            if operand is NotImplemented:
                 return NotImplemented
-            if type(other) is float:
-                p = scalar_fn(self._ptr, other)
-            else:
-                p = tensor_fn(self._ptr, other._ptr)
+            if not isinstance(operand, Tensor):
+                return _general(code, self, other)
+            other = operand
+            p = tensor_fn(self._ptr, other._ptr)
         if p:
             if _open_scopes:
                 return _wrap_scoped(p)
@@ -162,32 +216,51 @@ def _binary(name: str, tensor_fn: Any, scalar_fn: Any) -> Callable[["Tensor", An
             t._ptr = p
             t._scope = None
             return t
-        return _promoted(method, self, other)
+        if isinstance(other, Tensor):
+            raise_error(self, other)
+        return _general(code, self, other)
     method.__name__ = name
     return method
 
 
-def _reflected(name: str, tensor_fn: Any, scalar_fn: Any) -> Callable[["Tensor", Any], "Tensor"]:
+def _reflected(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callable[["Tensor", Any], "Tensor"]:
     """other <op> self, where other is not a Tensor."""
     def method(self, other):
         if type(other) is float or type(other) is int:
             p = scalar_fn(self._ptr, other)
         else:
-            other = _operand(other)
-            if other is NotImplemented:
+            operand = _operand(other)
+            if operand is NotImplemented:
                 return NotImplemented
-            if type(other) is float:
-                p = scalar_fn(self._ptr, other)
-            else:
-                p = tensor_fn(other._ptr, self._ptr)
+            if not isinstance(operand, Tensor):
+                return _general(code, self, other, True)
+            other = operand
+            p = tensor_fn(other._ptr, self._ptr)
         if p:
             return _wrap(p)
-        return _promoted(method, self, other)
+        if isinstance(other, Tensor):
+            raise_error(other, self)
+        return _general(code, self, other, True)
     method.__name__ = name
     return method
 
 
-def _unary(name: str, fn: Any, doc: str) -> Callable[["Tensor"], "Tensor"]:
+def _typed(name: str, code: int, reflected: bool = False) -> Callable[["Tensor", Any], "Tensor"]:
+    """self <op> other (other <op> self when reflected) by lib.ac_binary alone:
+    //, %, bitwise ops and shifts."""
+    def method(self, other):
+        if not isinstance(other, Tensor):
+            operand = _operand(other)
+            if operand is NotImplemented:
+                return NotImplemented
+            if isinstance(operand, Tensor):
+                other = operand
+        return _general(code, self, other, reflected)
+    method.__name__ = name
+    return method
+
+
+def _unary(name: str, fn: Any, doc: str, promote: bool = True) -> Callable[["Tensor"], "Tensor"]:
     def method(self):
         p = fn(self._ptr)
         if p:
@@ -197,7 +270,9 @@ def _unary(name: str, fn: Any, doc: str) -> Callable[["Tensor"], "Tensor"]:
             t._ptr = p
             t._scope = None
             return t
-        return _promoted(method, self)
+        if lib.ac_last_error_code() == lib.AC_ERR_DTYPE and _live(self).dtype != 0 and promote:
+            return method(self.float())   # float math of integers gives float32, as torch
+        raise_error(self)
     method.__name__ = name
     method.__doc__ = doc
     return method
@@ -276,19 +351,25 @@ def _extreme(name: str, fn: Any, fn_dim: Any) -> Callable[..., Any]:
 
 
 def _comparison(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
-    """self <op> other, elementwise, as a bool tensor (no graph)."""
+    """self <op> other, elementwise, as a bool tensor (no graph), compared in the
+    operands' promoted dtype (integers exactly)."""
     def method(self, other):
         if type(other) is Tensor:
             p = lib.ac_compare(self._ptr, other._ptr, code)
+        elif type(other) is float or (type(other) is int and _live(self).dtype == 0):
+            p = lib.ac_compare_scalar(self._ptr, other, code)
         else:
-            s = _scalar(other)
-            if s is None:
+            n = _number(other)
+            if n is None:
                 other = _operand(other)
                 if other is NotImplemented:
                     return NotImplemented
                 p = lib.ac_compare(self._ptr, other._ptr, code)
+            elif type(n) is float:
+                p = lib.ac_compare_scalar(self._ptr, n, code)
             else:
-                p = lib.ac_compare_scalar(self._ptr, s, code)
+                other = _scalar_tensor(n)
+                p = lib.ac_compare_typed(self._ptr, other._ptr, code, _SCALAR_B)
         if p:
             return _wrap(p)
         raise_error(self, other)
@@ -312,14 +393,12 @@ def _logical(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
     return method
 
 
-def _bool_only(name: str, method: Callable[..., "Tensor"]) -> Callable[..., "Tensor"]:
-    """&, |, ^ and ~ on bool tensors (aicraft has no bitwise ops on integers)."""
-    def op(self, *other):
-        if _live(self).dtype != 2 or any(isinstance(o, Tensor) and _live(o).dtype != 2 for o in other):
-            raise TypeError("%s: aicraft supports it on bool tensors only (for logical and/or/xor/not)" % name)
-        return method(self, *other)
-    op.__name__ = name
-    return op
+def _bitwise_not(self):
+    """~self: bitwise not of integers, logical not of bool."""
+    p = lib.ac_bitwise_not(self._ptr)
+    if p:
+        return _wrap(p)
+    raise_error(self)
 
 
 def _named(name: str, operator: Callable[["Tensor", Any], Any]) -> Callable[["Tensor", Any], "Tensor"]:
@@ -338,11 +417,17 @@ def _named(name: str, operator: Callable[["Tensor", Any], Any]) -> Callable[["Te
 def _with_alpha(name: str, method: Callable[["Tensor", Any], "Tensor"]) -> Callable[..., "Tensor"]:
     """method (an add or a sub) with PyTorch's alpha: self <op> alpha * other."""
     def wrapped(self, other, *, alpha=1):
-        scale = _scalar(alpha)
-        if scale is None or type(alpha) is bool:
+        scale = _number(alpha)
+        if scale is None:
             raise TypeError("%s(): alpha must be a number, not %s" % (name, type(alpha).__name__))
-        if scale != 1.0:
-            other = other * scale
+        if not (type(scale) is int and scale == 1):
+            result = _result_code(self, other if isinstance(other, Tensor) else _number(other))
+            if type(scale) is bool and result != 2:
+                raise TypeError("%s(): a bool alpha is only supported for bool results" % name)
+            if type(scale) is float and result != 0:
+                raise TypeError("%s(): for integral input tensors, alpha must not be a float" % name)
+            if not (type(scale) is bool and scale):
+                other = other * scale
         return method(self, other)
     wrapped.__name__ = name
     wrapped.__doc__ = method.__doc__
@@ -372,6 +457,11 @@ def _inplace(name: str, op: Callable[["Tensor", Any], "Tensor"], tensor_fn: Any 
         result = op(self, other)
         if result is NotImplemented:
             raise TypeError("%s: unsupported operand type %s" % (name, type(other).__name__))
+        into, got = p.dtype, _live(result).dtype
+        if name != "copy_" and into != got and ((got == 0 and into != 0) or (into == 2 and got != 2)):
+            raise TypeError("%s: result type %s can't be cast to the desired output type %s"
+                            % (name, ffi.string(lib.ac_dtype_name(got)).decode(),
+                               ffi.string(lib.ac_dtype_name(into)).decode()))
         if _shape_of(result._ptr) != _shape_of(p):
             raise ShapeError("%s: result of shape %s cannot be written into a tensor of shape %s"
                              % (name, _shape_of(result._ptr), _shape_of(p)))

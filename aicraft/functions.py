@@ -3,8 +3,8 @@
 Each takes a Tensor first, as torch's do, and forwards to the method.
 """
 from aicraft._ffi import lib
-from aicraft._wrapping import _wrap
-from aicraft.dtypes import float32
+from aicraft._args import _is_numpy
+from aicraft._wrapping import _number, _scalar_tensor, _wrap
 from aicraft.errors import raise_error
 from aicraft.tensor import Tensor
 
@@ -20,6 +20,9 @@ _METHODS = (
     "is_floating_point",
     "gather", "index_select", "narrow", "split", "chunk", "mm", "bmm", "norm", "log1p", "cumsum",
     "sort", "argsort", "topk", "t",
+    # integer and bool semantics (dtypes)
+    "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_left_shift", "bitwise_right_shift",
 )
 
 
@@ -42,19 +45,34 @@ del _name
 
 
 
+def _where_typed(condition, a, b, flags):
+    p = lib.ac_where_typed(condition._ptr, a._ptr, b._ptr, flags)
+    if p:
+        return _wrap(p)
+    raise_error(condition, a, b)
+
+
 def where(condition, input, other):
     """input where the bool condition is true, else other; input and other may be
-    numbers. Broadcasts all three; differentiable in input and other."""
-    from aicraft.creation import tensor
+    numbers. Broadcasts all three; the result has their promoted dtype (torch's
+    result_type), differentiable in float32 input and other."""
     if not isinstance(condition, Tensor):
         raise TypeError("where(): argument 'condition' must be a bool Tensor, not %s"
                         % type(condition).__name__)
-    values = [x if isinstance(x, Tensor) else tensor(x, dtype=float32) for x in (input, other)]
-    values = [x if x.dtype is float32 else x.float() for x in values]
-    p = lib.ac_where(condition._ptr, values[0]._ptr, values[1]._ptr)
-    if p:
-        return _wrap(p)
-    raise_error(condition, *values)
+    values, flags = [], 0
+    for x, flag in ((input, lib.AC_SCALAR_A), (other, lib.AC_SCALAR_B)):
+        if not isinstance(x, Tensor):
+            n = _number(x)
+            if n is None:
+                if not _is_numpy(x, "ndarray"):
+                    raise TypeError("where(): expected a Tensor or a number, not %s" % type(x).__name__)
+                from aicraft.creation import tensor
+                x = tensor(x)
+            else:
+                x = _scalar_tensor(n)
+                flags |= flag
+        values.append(x)
+    return _where_typed(condition, values[0], values[1], flags)
 
 
 __all__ = list(_METHODS) + ["where"]

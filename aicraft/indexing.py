@@ -327,26 +327,21 @@ def norm(self, p="fro", dim=None, keepdim=False):
 
 
 def cumsum(self, dim, dtype=None):
-    """The cumulative sum along dim (int64 for int64 and bool tensors, as PyTorch)."""
-    source = self if _live(self).dtype == 0 else self.float()
-    out = _wrapped(lib.ac_cumsum(source._ptr, _as_dim(dim)), self)
+    """The cumulative sum along dim (int64 for integer and bool tensors, exact, as PyTorch)."""
+    out = _wrapped(lib.ac_cumsum(_live(self), _as_dim(dim)), self)
     if dtype is not None:
         return out.to(dtype)
-    return out if _live(self).dtype == 0 else out.long()
+    return out
 
 
 def _ordered(self, fn):
-    """(values, indices) from fn on self's float32 form; int64 values come back as int64."""
+    """(values, indices) from fn on self (integers ordered exactly, in C)."""
     p = _live(self)
     indices = ffi.new("AcTensor **")
-    source = self if p.dtype == 0 else self.float()
-    values = fn(source._ptr, indices)
+    values = fn(p, indices)
     if not values:
         raise_error(self)
-    values, indices = _wrap(values), _wrap(indices[0])
-    if p.dtype != 0:
-        values = values.to(self.dtype)
-    return values, indices
+    return _wrap(values), _wrap(indices[0])
 
 
 def sort(self, dim=-1, descending=False, stable=False):

@@ -26,7 +26,7 @@ from aicraft._args import _as_dim, _dims_arg, _is_numpy, _scalar, _shape_args
 from aicraft import _wrapping, dtypes
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes, tls as _tls
-from aicraft._wrapping import (_binary, _bool_only, _check, _comparison, _extreme, _full_scalar,
+from aicraft._wrapping import (_binary, _bitwise_not, _check, _general, _number, _scalar_tensor, _typed, _comparison, _extreme, _full_scalar,
                                _inplace, _live, _logical, _named, _operand, _reduce, _reflected,
                                _shape_of, _spread, _unary, _with_alpha, _wrap, _wrap_borrowed,
                                _wrap_scoped)
@@ -52,6 +52,8 @@ def _sub_scalar_(p, s):
 
 
 def _rpow_scalar(p, base):
+    if p.dtype != 0:             # integers: lib.ac_binary's promotion (the caller's fallback)
+        return _NULL
     base = _full_scalar(base)    # held in a local: the C call must not outlive it
     return _pow(base._ptr, p)
 
@@ -375,16 +377,31 @@ class Tensor:
 
     # ---- operators ---------------------------------------------------------
 
-    __add__ = _binary("__add__", _add, _add_scalar)
-    __sub__ = _binary("__sub__", _sub, _sub_scalar)
-    __mul__ = _binary("__mul__", _mul, _mul_scalar)
-    __truediv__ = _binary("__truediv__", _div, lib.ac_div_scalar)
-    __pow__ = _binary("__pow__", _pow, lib.ac_pow_scalar)
-    __radd__ = _reflected("__radd__", _add, _add_scalar)
-    __rsub__ = _reflected("__rsub__", _sub, lib.ac_rsub_scalar)
-    __rmul__ = _reflected("__rmul__", _mul, _mul_scalar)
-    __rtruediv__ = _reflected("__rtruediv__", _div, lib.ac_rdiv_scalar)
-    __rpow__ = _reflected("__rpow__", _pow, _rpow_scalar)
+    __add__ = _binary("__add__", _add, _add_scalar, lib.AC_OP_ADD)
+    __sub__ = _binary("__sub__", _sub, _sub_scalar, lib.AC_OP_SUB)
+    __mul__ = _binary("__mul__", _mul, _mul_scalar, lib.AC_OP_MUL)
+    __truediv__ = _binary("__truediv__", _div, lib.ac_div_scalar, lib.AC_OP_DIV)
+    __pow__ = _binary("__pow__", _pow, lib.ac_pow_scalar, lib.AC_OP_POW)
+    __radd__ = _reflected("__radd__", _add, _add_scalar, lib.AC_OP_ADD)
+    __rsub__ = _reflected("__rsub__", _sub, lib.ac_rsub_scalar, lib.AC_OP_SUB)
+    __rmul__ = _reflected("__rmul__", _mul, _mul_scalar, lib.AC_OP_MUL)
+    __rtruediv__ = _reflected("__rtruediv__", _div, lib.ac_rdiv_scalar, lib.AC_OP_DIV)
+    __rpow__ = _reflected("__rpow__", _pow, _rpow_scalar, lib.AC_OP_POW)
+    __floordiv__ = _typed("__floordiv__", lib.AC_OP_FLOOR_DIVIDE)
+    __rfloordiv__ = _typed("__rfloordiv__", lib.AC_OP_FLOOR_DIVIDE, True)
+    __mod__ = _typed("__mod__", lib.AC_OP_REMAINDER)
+    __rmod__ = _typed("__rmod__", lib.AC_OP_REMAINDER, True)
+    __and__ = _typed("__and__", lib.AC_OP_BITWISE_AND)
+    __rand__ = _typed("__rand__", lib.AC_OP_BITWISE_AND, True)
+    __or__ = _typed("__or__", lib.AC_OP_BITWISE_OR)
+    __ror__ = _typed("__ror__", lib.AC_OP_BITWISE_OR, True)
+    __xor__ = _typed("__xor__", lib.AC_OP_BITWISE_XOR)
+    __rxor__ = _typed("__rxor__", lib.AC_OP_BITWISE_XOR, True)
+    __lshift__ = _typed("__lshift__", lib.AC_OP_LSHIFT)
+    __rlshift__ = _typed("__rlshift__", lib.AC_OP_LSHIFT, True)
+    __rshift__ = _typed("__rshift__", lib.AC_OP_RSHIFT)
+    __rrshift__ = _typed("__rrshift__", lib.AC_OP_RSHIFT, True)
+    __invert__ = bitwise_not = _bitwise_not
 
     def __matmul__(self, other: Any) -> "Tensor":
         if type(other) is not Tensor:
@@ -407,8 +424,8 @@ class Tensor:
             return NotImplemented
         return other.__matmul__(self)
 
-    __neg__ = _unary("__neg__", lib.ac_neg, "-self")
-    __abs__ = _unary("__abs__", lib.ac_abs, "abs(self), elementwise")
+    __neg__ = _unary("__neg__", lib.ac_neg, "-self", False)
+    __abs__ = _unary("__abs__", lib.ac_abs, "abs(self), elementwise", False)
 
     def __pos__(self) -> "Tensor":
         _live(self)
@@ -435,10 +452,11 @@ class Tensor:
             return _wrap(p)
         raise_error(self)
 
-    __and__ = __rand__ = _bool_only("__and__", logical_and)
-    __or__ = __ror__ = _bool_only("__or__", logical_or)
-    __xor__ = __rxor__ = _bool_only("__xor__", logical_xor)
-    __invert__ = _bool_only("__invert__", logical_not)
+    bitwise_and, bitwise_or = _named("bitwise_and", __and__), _named("bitwise_or", __or__)
+    bitwise_xor = _named("bitwise_xor", __xor__)
+    bitwise_left_shift = _named("bitwise_left_shift", __lshift__)
+    bitwise_right_shift = _named("bitwise_right_shift", __rshift__)
+    floor_divide, remainder = _named("floor_divide", __floordiv__), _named("remainder", __mod__)
 
     def where(self, condition: "Tensor", other: Any) -> "Tensor":
         """self where condition is true, else other (PyTorch's Tensor.where)."""
@@ -446,13 +464,23 @@ class Tensor:
         return where(condition, self, other)
 
     def masked_fill(self, mask: "Tensor", value: Any) -> "Tensor":
-        """A copy with value where the bool mask (broadcast to self) is true."""
-        from aicraft.functions import where
+        """A copy with value where the bool mask (broadcast to self) is true, in
+        self's dtype; differentiable in self and in a 0-d tensor value."""
+        from aicraft.functions import _where_typed
+        dtype = _live(self).dtype
         if isinstance(value, Tensor):
-            if _live(value).size != 1:
-                raise ValueError("masked_fill: value must be a number or a one-element tensor")
-            value = value.item()
-        return where(mask, value, self)
+            if _live(value).ndim != 0:
+                raise ValueError("masked_fill: value must be a number or a 0-dimensional tensor, "
+                                 "not of %d dims" % value._ptr.ndim)
+        else:
+            n = _number(value)
+            if n is None:
+                raise TypeError("masked_fill: value must be a number or a 0-d tensor, not %s"
+                                % type(value).__name__)
+            value = _scalar_tensor(n)
+        if value._ptr.dtype != dtype:
+            value = value.to(_DTYPE[dtype])
+        return _where_typed(mask, value, self, 0)
 
     def masked_fill_(self, mask: "Tensor", value: Any) -> "Tensor":
         return self._copy_(self, self.masked_fill(mask, value))
@@ -573,7 +601,16 @@ class Tensor:
     abs = __abs__
     sin = _unary("sin", lib.ac_sin, "sine, elementwise")
     cos = _unary("cos", lib.ac_cos, "cosine, elementwise")
-    relu = _unary("relu", lib.ac_relu, "max(self, 0)")
+    _relu_float = _unary("relu", lib.ac_relu, "max(self, 0)", False)
+
+    def relu(self) -> "Tensor":
+        """max(self, 0), in self's dtype (integers too, as torch; bool refused)."""
+        dtype = _live(self).dtype
+        if dtype == 0:
+            return self._relu_float()
+        if dtype == 2:
+            raise TypeError("relu: bool tensors are not supported")
+        return _general(lib.AC_OP_MAXIMUM, self, 0)
     sigmoid = _unary("sigmoid", lib.ac_sigmoid, "1 / (1 + exp(-self))")
     tanh = _unary("tanh", lib.ac_tanh, "hyperbolic tangent")
     gelu = _unary("gelu", lib.ac_gelu, "GELU, exact (erf) form")
@@ -582,6 +619,14 @@ class Tensor:
         """self limited to [min, max]; a None bound is open."""
         if min is None and max is None:
             raise ValueError("clamp: at least one of min and max must be given")
+        if _live(self).dtype != 0:   # integers and bool: torch's promotion with the bounds
+            out = self
+            for bound, code in ((min, lib.AC_OP_MAXIMUM), (max, lib.AC_OP_MINIMUM)):
+                if bound is not None:
+                    if _number(bound) is None and not isinstance(bound, Tensor):
+                        raise TypeError("clamp: min and max must be numbers")
+                    out = _general(code, out, bound)
+            return out
         lo = -_INF if min is None else _scalar(min)
         hi = _INF if max is None else _scalar(max)
         if lo is None or hi is None:
@@ -633,6 +678,11 @@ class Tensor:
 
     def argmin(self, dim: Optional[int] = None, keepdim: builtins.bool = False) -> "Tensor":
         """Index of the first smallest element, as argmax."""
+        if _live(self).dtype != 0:   # integers: exact, in C (negating would wrap)
+            if dim is None:
+                out = self.reshape(-1).min(0).indices
+                return out.reshape([1] * self._ptr.ndim) if keepdim else out
+            return self.min(dim, keepdim).indices
         return (-self.detach()).argmax(dim, keepdim)
 
     # ---- shapes ------------------------------------------------------------

@@ -204,6 +204,37 @@ int ac_add_scalar_(AcTensor *a, float s);
 int ac_mul_scalar_(AcTensor *a, float s);
 int ac_div_scalar_(AcTensor *a, float s);
 
+/* ---- dtypes: type promotion and integer arithmetic ------------------------ */
+/* PyTorch's type promotion (torch.result_type). Each operand is a dtype and a
+   kind: AC_KIND_TENSOR (a tensor with dims), AC_KIND_ZERO_DIM (a 0-d tensor) or
+   AC_KIND_SCALAR (a Python number: dtype AC_BOOL, AC_INT64 or AC_FLOAT32 for a
+   bool, int or float). Categories bool < integer < float: a higher category
+   wins whatever its kind; within the highest category, tensors with dims decide
+   over 0-d tensors, and those over scalars. Returns the dtype, or AC_ERR_DTYPE
+   (error set) when there is none (uint8 with int8: torch's int16). */
+typedef enum { AC_KIND_TENSOR = 0, AC_KIND_ZERO_DIM = 1, AC_KIND_SCALAR = 2 } AcOperandKind;
+int ac_result_type(int dtype_a, int kind_a, int dtype_b, int kind_b);
+
+/* Binary ops of any dtypes, by PyTorch's rules: the result has ac_result_type's
+   dtype (div: float32 for integer operands), integers compute as integers
+   (exact over int64, wrapping on overflow; uint8 wraps modulo 256), bool add
+   and mul are logical or and and. floor_divide and remainder follow Python's
+   sign rules (integer division by zero fails with AC_ERR_ARG); pow of integers
+   is an integer (a negative scalar exponent fails, as torch); bitwise ops and
+   shifts take integers and bool only. flags: AC_SCALAR_A / AC_SCALAR_B mark an
+   operand (0-d) that stands for a Python number. Float results are
+   differentiable where the float op is (add, sub, mul, div, pow). */
+typedef enum {
+    AC_OP_ADD = 0, AC_OP_SUB, AC_OP_MUL, AC_OP_DIV, AC_OP_POW, AC_OP_FLOOR_DIVIDE,
+    AC_OP_REMAINDER, AC_OP_BITWISE_AND, AC_OP_BITWISE_OR, AC_OP_BITWISE_XOR,
+    AC_OP_LSHIFT, AC_OP_RSHIFT, AC_OP_MAXIMUM, AC_OP_MINIMUM
+} AcBinaryOp;
+#define AC_SCALAR_A 1
+#define AC_SCALAR_B 2
+AcTensor *ac_binary(int op, const AcTensor *a, const AcTensor *b, int flags);
+/* ~a: bitwise not of an integer tensor, logical not of a bool one. */
+AcTensor *ac_bitwise_not(const AcTensor *a);
+
 /* ---- Comparisons and selection --------------------------------------------- */
 /* Elementwise tests with broadcasting, giving bool tensors; operands of any dtype
    (compared as numbers; nonzero is true for the logical ops). No graph. */
@@ -212,12 +243,17 @@ typedef enum { AC_EQ = 0, AC_NE = 1, AC_LT = 2, AC_LE = 3, AC_GT = 4, AC_GE = 5 
 typedef enum { AC_AND = 0, AC_OR = 1, AC_XOR = 2 } AcLogical;
 
 AcTensor *ac_compare(const AcTensor *a, const AcTensor *b, int op);        /* a <op> b */
+/* a <op> b compared in their promoted dtype (exact for integers), flags as ac_binary's */
+AcTensor *ac_compare_typed(const AcTensor *a, const AcTensor *b, int op, int flags);
 AcTensor *ac_compare_scalar(const AcTensor *a, double s, int op);          /* a <op> s */
 AcTensor *ac_logical(const AcTensor *a, const AcTensor *b, int op);
 AcTensor *ac_logical_not(const AcTensor *a);
 /* cond ? a : b, broadcast over all three; cond of any dtype (nonzero is true),
    a and b float32, differentiable in a and b. */
 AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b);
+/* where of any dtypes: the result has a's and b's promoted dtype (flags as
+   ac_binary's), differentiable in a and b when it is float32. */
+AcTensor *ac_where_typed(const AcTensor *cond, const AcTensor *a, const AcTensor *b, int flags);
 
 /* ---- Activations --------------------------------------------------------- */
 
@@ -294,11 +330,13 @@ AcTensor *ac_gather(const AcTensor *a, int dim, const AcTensor *index);
 /* a broadcast to shape (more leading dims allowed; -1 keeps a dim), a copy. */
 AcTensor *ac_expand(const AcTensor *a, const int64_t *shape, int ndim);
 /* Sorted along dim, stable (ties keep their order, NaN is largest), with the
-   int64 positions in *indices; the values are differentiable. */
+   int64 positions in *indices; the values are differentiable. float32, int64,
+   uint8, int8 and bool (integers by their exact values). */
 AcTensor *ac_sort(const AcTensor *a, int dim, int descending, AcTensor **indices);
 /* The k largest (smallest unless largest) along dim, in sorted order, as ac_sort. */
 AcTensor *ac_topk(const AcTensor *a, int64_t k, int dim, int largest, AcTensor **indices);
-AcTensor *ac_cumsum(const AcTensor *a, int dim);          /* cumulative sum along dim */
+AcTensor *ac_cumsum(const AcTensor *a, int dim);          /* cumulative sum along dim; int64 for
+                                                             integer and bool a, exact */
 
 /* ---- Losses -------------------------------------------------------------- */
 

@@ -49,6 +49,9 @@ typedef struct AcMap {
 
 typedef int (*AcMapFn)(const AcMap *m);
 
+/* The unary ops of the typed path (typed_map), after AcBinaryOp's codes. */
+enum { TYPED_NEG = 64, TYPED_ABS, TYPED_BITWISE_NOT, TYPED_SIGN };
+
 /* ---- compare.c: up to three operands broadcast to the output's shape, and
    their strides in it (0 along broadcast dims); not merged */
 typedef struct AcBroadcast {
@@ -173,6 +176,22 @@ typedef struct AcKernels {
     AcMapFn abs_backward;              /* g * sign(a)           in: g, a */
     AcMapFn sin_backward;              /* g * cos(a)            in: g, a */
     AcMapFn cos_backward;              /* -g * sin(a)           in: g, a */
+    /* elementwise.c's typed path (cpu/integer.c): out = op(in...) where op is an
+       AcBinaryOp (two inputs) or a TypedUnary (one). Each input is read as
+       in_dtype[k] and converted to out_dtype first (integers wrap into a narrower
+       type; bool is != 0), then computed in out_dtype: int64, uint8 and int8
+       wrap on overflow, bool add/mul/max/min are or/and. float32 serves
+       floor_divide, remainder, maximum and minimum (no graph). The op has
+       checked that op suits out_dtype and that no integer divisor is 0. */
+    int (*typed_map)(const AcMap *m, const int *in_dtype, int out_dtype, int op);
+    /* reduce.c's integer max/min along a dim (cpu/integer.c): a (int64, uint8,
+       int8 or bool) seen as (outer, n, inner), n > 0; values (a's dtype) and
+       indices (the first extreme) may each be NULL. */
+    int (*int_extreme)(const AcTensor *a, int want_max, void *values, int64_t *indices, int64_t outer,
+                       int64_t n, int64_t inner);
+    /* matmul.c's integer product (cpu/integer.c): out = a @ b, all three of
+       one dtype (int64 or uint8), wrapping on overflow as integers do. */
+    int (*int_matmul)(const MatmulShape *s, const AcTensor *a, const AcTensor *b, AcTensor *out);
 
     /* activation.c: n > 0 elements; backward's y is the output (relu, sigmoid,
        tanh) or the input (gelu); softmax runs over rows of n steps, each step

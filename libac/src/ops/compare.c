@@ -76,12 +76,46 @@ static const char *compare_name(int op)
     return op >= AC_EQ && op <= AC_GE ? names[op] : "compare";
 }
 
-AcTensor *ac_compare(const AcTensor *a, const AcTensor *b, int op)
+/* t converted to dtype into *copy when its dtype differs (and the kernel could
+   not read it as dtype exactly: every integer reads exactly as int64); t itself
+   otherwise. NULL on an error. */
+static const AcTensor *in_dtype(const AcTensor *t, int dtype, AcTensor **copy)
+{
+    *copy = NULL;
+    if (t->dtype == dtype || (dtype == AC_INT64 && t->dtype != AC_FLOAT32)) return t;
+    return *copy = ac_to_dtype(t, dtype);
+}
+
+/* The promoted dtype of a and b (flags: AC_SCALAR_A / AC_SCALAR_B), or < 0 with
+   the error set, naming op. */
+static int promoted(const char *op, const AcTensor *a, const AcTensor *b, int flags)
+{
+    int dtype = ac_result_type(a->dtype, (flags & AC_SCALAR_A) ? AC_KIND_SCALAR : a->ndim ? AC_KIND_TENSOR : AC_KIND_ZERO_DIM,
+                               b->dtype, (flags & AC_SCALAR_B) ? AC_KIND_SCALAR : b->ndim ? AC_KIND_TENSOR : AC_KIND_ZERO_DIM);
+    if (dtype < 0)
+        error_set(AC_ERR_DTYPE, "%s: operands of dtypes %s and %s have no common dtype in aicraft", op,
+                  ac_dtype_name(a->dtype), ac_dtype_name(b->dtype));
+    return dtype;
+}
+
+AcTensor *ac_compare_typed(const AcTensor *a, const AcTensor *b, int op, int flags)
 {
     const char *name = compare_name(op);
+    AcTensor *ca = NULL, *cb = NULL, *out = NULL;
+    const AcTensor *x, *y;
+    int dtype;
     if (tensor_check_any(name, a, "a") || tensor_check_any(name, b, "b")) return NULL;
     if (op < AC_EQ || op > AC_GE) return error_null(AC_ERR_ARG, "compare: unknown comparison %d", op);
-    return compare_run(name, a, b, 0.0, op, 0);
+    if ((dtype = promoted(name, a, b, flags)) < 0) return NULL;
+    if ((x = in_dtype(a, dtype, &ca)) && (y = in_dtype(b, dtype, &cb))) out = compare_run(name, x, y, 0.0, op, 0);
+    ac_tensor_free(ca);
+    ac_tensor_free(cb);
+    return out;
+}
+
+AcTensor *ac_compare(const AcTensor *a, const AcTensor *b, int op)
+{
+    return ac_compare_typed(a, b, op, 0);
 }
 
 AcTensor *ac_compare_scalar(const AcTensor *a, double s, int op)
@@ -142,23 +176,19 @@ static int where_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin
     return AC_OK;
 }
 
-AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b)
+/* where of a and b, both of dtype. */
+static AcTensor *where_run(const AcTensor *cond, const AcTensor *a, const AcTensor *b, int dtype)
 {
     const AcKernels *k;
     const AcTensor *in[3];
     AcBroadcast plan;
     AcTensor *out;
     int status;
-    if (tensor_check_any("where", cond, "cond") || tensor_check("where", a, "a") ||
-        tensor_check("where", b, "b"))
-        return NULL;
-    if (cond->dtype != AC_BOOL)
-        return error_null(AC_ERR_DTYPE, "where: cond is %s; it must be bool", ac_dtype_name(cond->dtype));
     in[0] = a;
     in[1] = b;
     in[2] = cond;
     if (broadcast_plan("where", in, 3, &plan)) return NULL;
-    out = op_output_as("where", AC_FLOAT32, plan.shape, plan.ndim, in, 3, where_backward, 0);
+    out = op_output_as("where", dtype, plan.shape, plan.ndim, in, 3, where_backward, 0);
     if (!out) return NULL;
     k = kernels_for(out);
     status = k->where ? k->where(out, cond, a, b, &plan) : kernel_missing("where", out);
@@ -167,4 +197,28 @@ AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b)
         return NULL;
     }
     return out;
+}
+
+AcTensor *ac_where_typed(const AcTensor *cond, const AcTensor *a, const AcTensor *b, int flags)
+{
+    AcTensor *ca = NULL, *cb = NULL, *out = NULL;
+    const AcTensor *x, *y;
+    int dtype;
+    if (tensor_check_any("where", cond, "cond") || tensor_check_any("where", a, "a") ||
+        tensor_check_any("where", b, "b"))
+        return NULL;
+    if (cond->dtype != AC_BOOL)
+        return error_null(AC_ERR_DTYPE, "where: cond is %s; it must be bool", ac_dtype_name(cond->dtype));
+    if ((dtype = promoted("where", a, b, flags)) < 0) return NULL;
+    x = a->dtype == dtype ? a : (ca = ac_to_dtype(a, dtype));
+    y = b->dtype == dtype ? b : (cb = ac_to_dtype(b, dtype));
+    if (x && y) out = where_run(cond, x, y, dtype);
+    ac_tensor_free(ca);
+    ac_tensor_free(cb);
+    return out;
+}
+
+AcTensor *ac_where(const AcTensor *cond, const AcTensor *a, const AcTensor *b)
+{
+    return ac_where_typed(cond, a, b, 0);
 }

@@ -107,15 +107,19 @@ static int set_input_grad(AcGradNode *node, int i, const AcTensor *full, AcTenso
     return gin[i] ? AC_OK : ac_last_error_code();
 }
 
+static AcTensor *as_float(AcTensor *(*fn)(const AcTensor *), const AcTensor *a);
+static AcTensor *typed_unary(const char *op, int code, const AcTensor *a);
+
 /* ---- binary ops ---------------------------------------------------------- */
 
-static AcTensor *binary_op(const char *op, size_t entry, const AcTensor *a, const AcTensor *b,
-                           AcBackwardFn backward)
+static AcTensor *binary_op(const char *op, int code, size_t entry, const AcTensor *a,
+                           const AcTensor *b, AcBackwardFn backward)
 {
     const AcTensor *in[2];
     int64_t shape[AC_MAX_DIMS];
     int ndim;
     AcTensor *out;
+    if (a && b && (a->dtype != AC_FLOAT32 || b->dtype != AC_FLOAT32)) return ac_binary(code, a, b, 0);
     if (tensor_check(op, a, "a") || tensor_check(op, b, "b")) return NULL;
     if (broadcast_shapes(op, a, b, shape, &ndim)) return NULL;
     in[0] = a;
@@ -141,7 +145,7 @@ int add_replay(AcTensor **t, const double *attr)
 AcTensor *ac_add(const AcTensor *a, const AcTensor *b)
 {
     if (ops_observed) return graph_op("add", add_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
-    return binary_op("add", ENTRY(add), a, b, add_backward);
+    return binary_op("add", AC_OP_ADD, ENTRY(add), a, b, add_backward);
 }
 
 static int sub_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -162,7 +166,7 @@ int sub_replay(AcTensor **t, const double *attr)
 AcTensor *ac_sub(const AcTensor *a, const AcTensor *b)
 {
     if (ops_observed) return graph_op("sub", sub_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
-    return binary_op("sub", ENTRY(sub), a, b, sub_backward);
+    return binary_op("sub", AC_OP_SUB, ENTRY(sub), a, b, sub_backward);
 }
 
 static int mul_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -188,7 +192,7 @@ int mul_replay(AcTensor **t, const double *attr)
 AcTensor *ac_mul(const AcTensor *a, const AcTensor *b)
 {
     if (ops_observed) return graph_op("mul", mul_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
-    return binary_op("mul", ENTRY(mul), a, b, mul_backward);
+    return binary_op("mul", AC_OP_MUL, ENTRY(mul), a, b, mul_backward);
 }
 
 static int div_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -218,7 +222,7 @@ int div_replay(AcTensor **t, const double *attr)
 AcTensor *ac_div(const AcTensor *a, const AcTensor *b)
 {
     if (ops_observed) return graph_op("div", div_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
-    return binary_op("div", ENTRY(div), a, b, div_backward);
+    return binary_op("div", AC_OP_DIV, ENTRY(div), a, b, div_backward);
 }
 
 static int pow_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -251,7 +255,7 @@ int pow_replay(AcTensor **t, const double *attr)
 AcTensor *ac_pow(const AcTensor *a, const AcTensor *b)
 {
     if (ops_observed) return graph_op("pow", pow_replay, 2, (const AcTensor *[]){a, b}, NULL, 0);
-    return binary_op("pow", ENTRY(pow), a, b, pow_backward);
+    return binary_op("pow", AC_OP_POW, ENTRY(pow), a, b, pow_backward);
 }
 
 /* ---- unary ops and scalar forms ------------------------------------------ */
@@ -404,6 +408,7 @@ int neg_replay(AcTensor **t, const double *attr)
 AcTensor *ac_neg(const AcTensor *a)
 {
     if (ops_observed) return graph_op("neg", neg_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return typed_unary("neg", TYPED_NEG, a);
     return unary_op("neg", ENTRY(neg), a, 0.0f, 0.0f, neg_backward, 0);
 }
 
@@ -421,6 +426,7 @@ int exp_replay(AcTensor **t, const double *attr)
 AcTensor *ac_exp(const AcTensor *a)
 {
     if (ops_observed) return graph_op("exp", exp_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return as_float(ac_exp, a);
     return unary_op("exp", ENTRY(exp), a, 0.0f, 0.0f, exp_backward, 0);
 }
 
@@ -438,6 +444,7 @@ int log_replay(AcTensor **t, const double *attr)
 AcTensor *ac_log(const AcTensor *a)
 {
     if (ops_observed) return graph_op("log", log_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return as_float(ac_log, a);
     return unary_op("log", ENTRY(log), a, 0.0f, 0.0f, log_backward, 0);
 }
 
@@ -455,6 +462,7 @@ int log1p_replay(AcTensor **t, const double *attr)
 AcTensor *ac_log1p(const AcTensor *a)
 {
     if (ops_observed) return graph_op("log1p", log1p_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return as_float(ac_log1p, a);
     return unary_op("log1p", ENTRY(log1p), a, 0.0f, 0.0f, log1p_backward, 0);
 }
 
@@ -472,6 +480,7 @@ int sqrt_replay(AcTensor **t, const double *attr)
 AcTensor *ac_sqrt(const AcTensor *a)
 {
     if (ops_observed) return graph_op("sqrt", sqrt_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return as_float(ac_sqrt, a);
     return unary_op("sqrt", ENTRY(sqrt), a, 0.0f, 0.0f, sqrt_backward, 0);
 }
 
@@ -489,6 +498,7 @@ int abs_replay(AcTensor **t, const double *attr)
 AcTensor *ac_abs(const AcTensor *a)
 {
     if (ops_observed) return graph_op("abs", abs_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return typed_unary("abs", TYPED_ABS, a);
     return unary_op("abs", ENTRY(abs), a, 0.0f, 0.0f, abs_backward, 0);
 }
 
@@ -506,6 +516,7 @@ int sin_replay(AcTensor **t, const double *attr)
 AcTensor *ac_sin(const AcTensor *a)
 {
     if (ops_observed) return graph_op("sin", sin_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return as_float(ac_sin, a);
     return unary_op("sin", ENTRY(sin), a, 0.0f, 0.0f, sin_backward, 0);
 }
 
@@ -523,6 +534,7 @@ int cos_replay(AcTensor **t, const double *attr)
 AcTensor *ac_cos(const AcTensor *a)
 {
     if (ops_observed) return graph_op("cos", cos_replay, 1, (const AcTensor *[]){a}, NULL, 0);
+    if (a && a->dtype != AC_FLOAT32) return as_float(ac_cos, a);
     return unary_op("cos", ENTRY(cos), a, 0.0f, 0.0f, cos_backward, 0);
 }
 
@@ -595,3 +607,235 @@ int ac_div_(AcTensor *a, const AcTensor *b) { return update_("div_", ENTRY(div),
 int ac_add_scalar_(AcTensor *a, float s) { return update_scalar_("add_", ENTRY(add_scalar), a, s); }
 int ac_mul_scalar_(AcTensor *a, float s) { return update_scalar_("mul_", ENTRY(mul_scalar), a, s); }
 int ac_div_scalar_(AcTensor *a, float s) { return update_scalar_("div_", ENTRY(div_scalar), a, s); }
+
+/* ---- dtypes: type promotion and the typed path ----------------------------- */
+
+/* bool 0 < integers 1 < float 2; -1 for a dtype no op computes with. */
+static int category(int dtype)
+{
+    switch (dtype) {
+    case AC_BOOL: return 0;
+    case AC_UINT8:
+    case AC_INT8:
+    case AC_INT64: return 1;
+    case AC_FLOAT32: return 2;
+    default: return -1;
+    }
+}
+
+/* The smallest dtype holding both (torch.promote_types); -1 for none. */
+static int promote_pair(int a, int b)
+{
+    if (a == b) return a;
+    if (a == AC_FLOAT32 || b == AC_FLOAT32) return AC_FLOAT32;
+    if (a == AC_BOOL) return b;
+    if (b == AC_BOOL) return a;
+    if (a == AC_INT64 || b == AC_INT64) return AC_INT64;
+    return -1;   /* uint8 with int8: int16, which aicraft does not have */
+}
+
+int ac_result_type(int dtype_a, int kind_a, int dtype_b, int kind_b)
+{
+    int dtype[2], kind[2], best[3] = {-1, -1, -1}, result = -1, i, k;
+    dtype[0] = dtype_a;
+    dtype[1] = dtype_b;
+    kind[0] = kind_a;
+    kind[1] = kind_b;
+    for (i = 0; i < 2; i++) {
+        if (category(dtype[i]) < 0)
+            return error_set(AC_ERR_DTYPE, "result_type: operand %d has dtype %s, which no op computes with",
+                             i, ac_dtype_name(dtype[i]));
+        if (kind[i] < AC_KIND_TENSOR || kind[i] > AC_KIND_SCALAR)
+            return error_set(AC_ERR_ARG, "result_type: unknown operand kind %d", kind[i]);
+        if (kind[i] == AC_KIND_SCALAR && dtype[i] != AC_BOOL && dtype[i] != AC_INT64 && dtype[i] != AC_FLOAT32)
+            return error_set(AC_ERR_ARG, "result_type: a scalar is bool, int64 or float32, not %s",
+                             ac_dtype_name(dtype[i]));
+        k = kind[i];
+        best[k] = best[k] < 0 ? dtype[i] : promote_pair(best[k], dtype[i]);
+        if (best[k] < 0) break;
+    }
+    for (k = AC_KIND_TENSOR; k <= AC_KIND_SCALAR && i == 2; k++) {
+        if (best[k] < 0) continue;
+        if (result < 0) result = best[k];
+        else if (category(best[k]) > category(result)) result = promote_pair(result, best[k]);
+    }
+    if (result < 0)
+        return error_set(AC_ERR_DTYPE, "result_type: %s and %s have no common dtype in aicraft "
+                         "(torch's would be int16)", ac_dtype_name(dtype_a), ac_dtype_name(dtype_b));
+    return result;
+}
+
+static const char *binary_name(int op)
+{
+    static const char *names[] = {"add", "sub", "mul", "div", "pow", "floor_divide", "remainder",
+                                  "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                                  "bitwise_right_shift", "maximum", "minimum"};
+    return op >= AC_OP_ADD && op <= AC_OP_MINIMUM ? names[op] : "binary";
+}
+
+static int operand_kind(const AcTensor *t, int is_scalar)
+{
+    return is_scalar ? AC_KIND_SCALAR : t->ndim == 0 ? AC_KIND_ZERO_DIM : AC_KIND_TENSOR;
+}
+
+/* Element i of t, an integer or bool tensor on the CPU, exactly. */
+static int64_t elem_int(const AcTensor *t, int64_t i)
+{
+    switch (t->dtype) {
+    case AC_INT64: return data_i64(t)[i];
+    case AC_INT8: return (int8_t)data_u8(t)[i];
+    case AC_FLOAT32: return (int64_t)t->data[i];
+    default: return data_u8(t)[i];
+    }
+}
+
+/* out = op(in...) by the typed kernel; out's dtype is the one computed in. */
+static int typed_into(const char *op, int code, AcTensor *out, const AcTensor *const *in, int n_in)
+{
+    const AcKernels *k = kernels_for(out);
+    int dtypes[AC_MAP_MAX_IN], i;
+    AcMap map;
+    if (!k->typed_map) return kernel_missing(op, out);
+    if (out->size == 0) return AC_OK;
+    memset(&map, 0, sizeof map);
+    map.n_in = n_in;
+    for (i = 0; i < n_in; i++) {
+        map.in[i] = in[i]->data;
+        dtypes[i] = in[i]->dtype;
+    }
+    map.out = out->data;
+    map.size = out->size;
+    map_layout(&map, in, out);
+    return k->typed_map(&map, dtypes, out->dtype, code);
+}
+
+static AcTensor *typed_fill(const char *op, int code, AcTensor *out, const AcTensor *const *in, int n_in)
+{
+    if (out && typed_into(op, code, out, in, n_in)) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* fn(a as float32): float math on an integer or bool tensor, as torch promotes it. */
+static AcTensor *as_float(AcTensor *(*fn)(const AcTensor *), const AcTensor *a)
+{
+    AcTensor *f = ac_to_dtype(a, AC_FLOAT32), *out;
+    if (!f) return NULL;
+    out = fn(f);
+    ac_tensor_free(f);
+    return out;
+}
+
+static AcTensor *typed_unary(const char *op, int code, const AcTensor *a)
+{
+    if (tensor_check_any(op, a, "a")) return NULL;
+    if (category(a->dtype) < 0)
+        return error_null(AC_ERR_DTYPE, "%s: a %s tensor is not supported", op, ac_dtype_name(a->dtype));
+    if (a->dtype == AC_BOOL && code != TYPED_BITWISE_NOT)
+        return error_null(AC_ERR_DTYPE, "%s: not supported on a bool tensor%s", op,
+                          code == TYPED_NEG ? " (to invert a mask use ~ or logical_not)" : "");
+    if (a->dtype == AC_FLOAT32)
+        return error_null(AC_ERR_DTYPE, "%s: a float32 tensor is not supported (integers and bool only)", op);
+    return typed_fill(op, code, op_output_as(op, a->dtype, a->shape, a->ndim, &a, 1, NULL, 0), &a, 1);
+}
+
+AcTensor *ac_bitwise_not(const AcTensor *a)
+{
+    return typed_unary("bitwise_not", TYPED_BITWISE_NOT, a);
+}
+
+/* a <op> b with a float32 result: integer and bool operands become float32 (a
+   Python number's 0-d tensor a float), then the float op runs, with its graph. */
+static AcTensor *float_binary(const char *name, int op, const AcTensor *a, const AcTensor *b, int flags)
+{
+    AcTensor *fa = NULL, *fb = NULL, *out = NULL;
+    const AcTensor *x = a, *y = b;
+    if (a->dtype != AC_FLOAT32 && !(x = fa = ac_to_dtype(a, AC_FLOAT32))) return NULL;
+    if (b->dtype != AC_FLOAT32 && !(y = fb = ac_to_dtype(b, AC_FLOAT32))) goto done;
+    if ((flags & AC_SCALAR_B) && op <= AC_OP_POW) {
+        float s = y->data[0];
+        switch (op) {
+        case AC_OP_ADD: out = ac_add_scalar(x, s); break;
+        case AC_OP_SUB: out = ac_add_scalar(x, -s); break;
+        case AC_OP_MUL: out = ac_mul_scalar(x, s); break;
+        case AC_OP_DIV: out = ac_div_scalar(x, s); break;
+        default: out = ac_pow_scalar(x, s); break;
+        }
+    } else if ((flags & AC_SCALAR_A) && op != AC_OP_POW && op <= AC_OP_POW) {
+        float s = x->data[0];
+        switch (op) {
+        case AC_OP_ADD: out = ac_add_scalar(y, s); break;
+        case AC_OP_SUB: out = ac_rsub_scalar(y, s); break;
+        case AC_OP_MUL: out = ac_mul_scalar(y, s); break;
+        default: out = ac_rdiv_scalar(y, s); break;
+        }
+    } else if (op <= AC_OP_POW) {
+        AcTensor *(*fn[])(const AcTensor *, const AcTensor *) = {ac_add, ac_sub, ac_mul, ac_div, ac_pow};
+        out = fn[op](x, y);
+    } else {   /* floor_divide, remainder, maximum, minimum: no graph */
+        const AcTensor *in[2];
+        int64_t shape[AC_MAX_DIMS];
+        int ndim;
+        in[0] = x;
+        in[1] = y;
+        if (!broadcast_shapes(name, x, y, shape, &ndim))
+            out = typed_fill(name, op, op_output_as(name, AC_FLOAT32, shape, ndim, in, 2, NULL, 0), in, 2);
+    }
+done:
+    ac_tensor_free(fa);
+    ac_tensor_free(fb);
+    return out;
+}
+
+AcTensor *ac_binary(int op, const AcTensor *a, const AcTensor *b, int flags)
+{
+    const char *name = binary_name(op);
+    const AcTensor *in[2];
+    int64_t shape[AC_MAX_DIMS], i;
+    int ndim, dtype;
+    AcTensor *out;
+    if (tensor_check_any(name, a, "a") || tensor_check_any(name, b, "b")) return NULL;
+    if (op < AC_OP_ADD || op > AC_OP_MINIMUM) return error_null(AC_ERR_ARG, "binary: unknown op %d", op);
+    if (flags & ~(AC_SCALAR_A | AC_SCALAR_B)) return error_null(AC_ERR_ARG, "%s: unknown flags %d", name, flags);
+    if (((flags & AC_SCALAR_A) && a->size != 1) || ((flags & AC_SCALAR_B) && b->size != 1))
+        return error_null(AC_ERR_ARG, "%s: an operand marked as a scalar has %lld elements", name,
+                          (long long)((flags & AC_SCALAR_A) && a->size != 1 ? a->size : b->size));
+    dtype = ac_result_type(a->dtype, operand_kind(a, flags & AC_SCALAR_A), b->dtype,
+                           operand_kind(b, flags & AC_SCALAR_B));
+    if (dtype < 0)
+        return error_null(AC_ERR_DTYPE, "%s: operands of dtypes %s and %s have no common dtype in aicraft",
+                          name, ac_dtype_name(a->dtype), ac_dtype_name(b->dtype));
+    if (op == AC_OP_SUB && (a->dtype == AC_BOOL || b->dtype == AC_BOOL))
+        return error_null(AC_ERR_DTYPE, "sub: subtraction with a bool operand is not supported "
+                          "(to invert a mask use ~ or logical_not)");
+    if (op == AC_OP_DIV) dtype = AC_FLOAT32;
+    if (op >= AC_OP_BITWISE_AND && op <= AC_OP_RSHIFT && dtype == AC_FLOAT32)
+        return error_null(AC_ERR_DTYPE, "%s: not supported for float32 operands (integers and bool only)", name);
+    if (dtype == AC_BOOL && (op == AC_OP_POW || op == AC_OP_FLOOR_DIVIDE ||
+                             op == AC_OP_REMAINDER || op == AC_OP_LSHIFT || op == AC_OP_RSHIFT))
+        return error_null(AC_ERR_DTYPE, "%s: not supported for two bool operands", name);
+    if (dtype == AC_FLOAT32) return float_binary(name, op, a, b, flags);
+    in[0] = a;
+    in[1] = b;
+    if (broadcast_shapes(name, a, b, shape, &ndim)) return NULL;
+    out = op_output_as(name, dtype, shape, ndim, in, 2, NULL, 0);
+    if (!out) return NULL;
+    if (!kernels_for(out)->typed_map) {
+        kernel_missing(name, out);
+        ac_tensor_free(out);
+        return NULL;
+    }
+    if (op == AC_OP_POW && (flags & AC_SCALAR_B) && elem_int(b, 0) < 0) {
+        ac_tensor_free(out);
+        return error_null(AC_ERR_ARG, "pow: integers to negative integer powers are not allowed");
+    }
+    if (op == AC_OP_FLOOR_DIVIDE || op == AC_OP_REMAINDER)
+        for (i = 0; i < b->size; i++)
+            if (elem_int(b, i) == 0 || (dtype != AC_INT64 && (elem_int(b, i) & 0xff) == 0)) {
+                ac_tensor_free(out);
+                return error_null(AC_ERR_ARG, "%s: integer division by zero", name);
+            }
+    return typed_fill(name, op, out, in, 2);
+}

@@ -75,6 +75,36 @@ static int matmul_plan(const AcTensor *a, const AcTensor *b, MatmulPlan *plan)
 
 /* ---- forward ------------------------------------------------------------- */
 
+/* a @ b of two int64 (or two uint8) tensors, exact and wrapping, as torch; no
+   graph. Mixed dtypes fail, as torch's matmul does. */
+static AcTensor *int_matmul(const AcTensor *a, const AcTensor *b)
+{
+    const AcTensor *inputs[2];
+    const AcKernels *k;
+    MatmulPlan plan;
+    AcTensor *out;
+    if (tensor_check_any("matmul", a, "a") || tensor_check_any("matmul", b, "b")) return NULL;
+    if (a->dtype != b->dtype)
+        return error_null(AC_ERR_DTYPE, "matmul: operands must have one dtype, got %s and %s",
+                          ac_dtype_name(a->dtype), ac_dtype_name(b->dtype));
+    if (a->dtype != AC_INT64 && a->dtype != AC_UINT8)
+        return error_null(AC_ERR_DTYPE, "matmul: %s operands are not supported", ac_dtype_name(a->dtype));
+    if (matmul_plan(a, b, &plan)) return NULL;
+    k = kernels_for(a);
+    if (!k->int_matmul) {
+        kernel_missing("matmul", a);
+        return NULL;
+    }
+    inputs[0] = a;
+    inputs[1] = b;
+    out = op_output_as("matmul", a->dtype, plan.out_shape, plan.out_ndim, inputs, 2, NULL, 0);
+    if (out && k->int_matmul(&plan.s, a, b, out)) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* dA = dC B^T and dB = A^T dC, per output batch, summed over broadcasting. */
 static int matmul_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin);
 
@@ -91,6 +121,7 @@ AcTensor *ac_matmul(const AcTensor *a, const AcTensor *b)
     const AcKernels *k;
     MatmulPlan plan;
     AcTensor *out;
+    if (a && b && (a->dtype != AC_FLOAT32 || b->dtype != AC_FLOAT32)) return int_matmul(a, b);
     if (tensor_check("matmul", a, "a") || tensor_check("matmul", b, "b")) return NULL;
     if (matmul_plan(a, b, &plan)) return NULL;
     k = kernels_for(a);

@@ -226,6 +226,9 @@ static int reduce_forward(int kind, const AcTensor *a, unsigned mask, int correc
     return fn(a->data, out->data, &groups);
 }
 
+static AcTensor *int_extreme_dims(const char *op, int want_max, const AcTensor *a, unsigned mask,
+                                  int keepdim);
+
 static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_dims,
                            int correction, int keepdim)
 {
@@ -239,6 +242,13 @@ static AcTensor *reduce_op(int kind, const AcTensor *a, const int *dims, int n_d
         return reduce_record(kind, a, dims, n_dims, correction, keepdim);
     if (kind == KIND_SUM && a && a->dtype != AC_FLOAT32)
         return reduce_mask(op, a, dims, n_dims, &mask) ? NULL : integer_sum(a, mask, keepdim);
+    if ((kind == KIND_MAX || kind == KIND_MIN) && a && a->dtype != AC_FLOAT32) {
+        if (reduce_mask(op, a, dims, n_dims, &mask)) return NULL;
+        if (reduced_count(a, mask) == 0 && a->size == 0 && a->ndim > 0)
+            return error_null(AC_ERR_SHAPE, "%s: cannot reduce shape %s over a dim of size 0", op,
+                              tensor_shape_str(a));
+        return int_extreme_dims(op, kind == KIND_MAX, a, mask, keepdim);
+    }
     if (tensor_check(op, a, "a")) return NULL;
     if (reduce_mask(op, a, dims, n_dims, &mask)) return NULL;
     if (correction < 0)
@@ -366,6 +376,60 @@ static int extreme_run(const char *op, int want_max, const AcTensor *a, int dim,
               inner);
 }
 
+/* max/min (argmax when no values are wanted) of an integer or bool a along dim,
+   exact, no graph: values in a's dtype, indices int64 (either may be skipped). */
+static AcTensor *int_extreme_dim(const char *op, int want_max, const AcTensor *a, int dim,
+                                 int keepdim, AcTensor **indices, int want_values)
+{
+    int64_t shape[AC_MAX_DIMS], outer, n, inner;
+    int ndim;
+    AcTensor *values = NULL, *index = NULL;
+    const AcKernels *k = kernels_for(a);
+    if (indices) *indices = NULL;
+    if (a->dtype != AC_INT64 && a->dtype != AC_UINT8 && a->dtype != AC_INT8 && a->dtype != AC_BOOL)
+        return error_null(AC_ERR_DTYPE, "%s: a %s tensor is not supported", op, ac_dtype_name(a->dtype));
+    dim = dim_normalize(op, dim, a->ndim > 0 ? a->ndim : 1);
+    if (dim < 0) return NULL;
+    if (a->ndim > 0) dim = dim < a->ndim ? dim : 0;
+    if (a->ndim > 0 && a->shape[dim] == 0)
+        return error_null(AC_ERR_SHAPE, "%s: cannot reduce dim %d of shape %s: it has size 0", op, dim,
+                          tensor_shape_str(a));
+    if (!k->int_extreme) return kernel_missing(op, a), NULL;
+    ndim = reduced_shape(a, a->ndim > 0 ? 1u << dim : 0, keepdim, shape);
+    if (want_values && !(values = op_output_as(op, a->dtype, shape, ndim, &a, 1, NULL, 0))) return NULL;
+    if ((indices || !want_values) && !(index = index_output(op, a, shape, ndim))) {
+        ac_tensor_free(values);
+        return NULL;
+    }
+    extreme_layout(a, a->ndim > 0 ? dim : 0, &outer, &n, &inner);
+    if (a->size > 0) k->int_extreme(a, want_max, values ? (void *)values->data : NULL,
+                                    index ? data_i64(index) : NULL, outer, n, inner);
+    if (!want_values) return index;
+    if (indices) *indices = index;
+    else ac_tensor_free(index);
+    return values;
+}
+
+/* max/min of an integer a over dims (NULL: all), one dim at a time. */
+static AcTensor *int_extreme_dims(const char *op, int want_max, const AcTensor *a, unsigned mask,
+                                  int keepdim)
+{
+    int64_t shape[AC_MAX_DIMS];
+    int d, ndim = reduced_shape(a, mask, keepdim, shape);
+    AcTensor *cur = NULL, *next;
+    if (a->ndim == 0) return int_extreme_dim(op, want_max, a, 0, keepdim, NULL, 1);
+    for (d = a->ndim - 1; d >= 0; d--) {
+        if (!(mask & (1u << d))) continue;
+        next = int_extreme_dim(op, want_max, cur ? cur : a, d, 1, NULL, 1);
+        ac_tensor_free(cur);
+        if (!(cur = next)) return NULL;
+    }
+    if (!cur) return ac_tensor_clone(a);
+    next = ac_reshape(cur, shape, ndim);
+    ac_tensor_free(cur);
+    return next;
+}
+
 static AcTensor *extreme_dim(const char *op, int want_max, const AcTensor *a, int dim,
                              int keepdim, AcTensor **indices)
 {
@@ -373,6 +437,7 @@ static AcTensor *extreme_dim(const char *op, int want_max, const AcTensor *a, in
     int ndim;
     AcTensor *values, *index = NULL;
     ExtremeCtx *ctx;
+    if (a && a->dtype != AC_FLOAT32) return int_extreme_dim(op, want_max, a, dim, keepdim, indices, 1);
     if (indices) *indices = NULL;
     dim = extreme_plan(op, a, dim, keepdim, shape, &ndim);
     if (dim < 0) return NULL;
@@ -406,6 +471,7 @@ AcTensor *ac_argmax(const AcTensor *a, int dim, int keepdim)
     int64_t shape[AC_MAX_DIMS];
     int ndim;
     AcTensor *index;
+    if (a && a->dtype != AC_FLOAT32) return int_extreme_dim("argmax", 1, a, dim, keepdim, NULL, 0);
     dim = extreme_plan("argmax", a, dim, keepdim, shape, &ndim);
     if (dim < 0 || !(index = index_output("argmax", a, shape, ndim))) return NULL;
     return reduce_done(index, extreme_run("argmax", 1, a, dim, NULL, index));

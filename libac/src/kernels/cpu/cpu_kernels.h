@@ -70,6 +70,12 @@ int cpu_dropout_backward(const float *g, float *gin, const uint8_t *keep, int64_
    same way: the mlir backend's masks (native.c) are the op's. */
 void cpu_dropout_uniforms(float *out, int64_t n);
 
+/* cpu/integer.c */
+int cpu_typed_map(const AcMap *m, const int *in_dtype, int out_dtype, int op);
+int cpu_int_extreme(const AcTensor *a, int want_max, void *values, int64_t *indices, int64_t outer,
+                    int64_t n, int64_t inner);
+int cpu_int_matmul(const MatmulShape *s, const AcTensor *a, const AcTensor *b, AcTensor *out);
+
 /* cpu/compare.c */
 int cpu_compare(AcTensor *out, const AcTensor *a, const AcTensor *b, double s, int op,
                 const AcBroadcast *plan);

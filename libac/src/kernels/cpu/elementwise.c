@@ -206,7 +206,6 @@ static inline float mul_scalar_f(float u, float p0, float p1) { (void)p1; return
 static inline float rsub_scalar_f(float u, float p0, float p1) { (void)p1; return p0 - u; }
 static inline float div_scalar_f(float u, float p0, float p1) { (void)p1; return u / p0; }
 static inline float rdiv_scalar_f(float u, float p0, float p1) { (void)p1; return p0 / u; }
-static inline float pow_scalar_f(float u, float p0, float p1) { (void)p1; return powf(u, p0); }
 static inline float neg_f(float u, float p0, float p1) { (void)p0; (void)p1; return -u; }
 static inline float log_f(float u, float p0, float p1) { (void)p0; (void)p1; return logf(u); }
 static inline float log1p_f(float u, float p0, float p1) { (void)p0; (void)p1; return log1pf(u); }
@@ -220,7 +219,6 @@ SCALAR_KERNEL(mul_scalar, mul_scalar_f)
 SCALAR_KERNEL(rsub_scalar, rsub_scalar_f)
 SCALAR_KERNEL(div_scalar, div_scalar_f)
 SCALAR_KERNEL(rdiv_scalar, rdiv_scalar_f)
-SCALAR_KERNEL(pow_scalar, pow_scalar_f)
 SCALAR_KERNEL(clamp, clamp_f)
 SCALAR_KERNEL(neg, neg_f)
 SCALAR_KERNEL(log, log_f)
@@ -248,11 +246,6 @@ static inline float rdiv_scalar_backward_f(float g, float v, float p0, float p1)
     return -g * p0 / (v * v);
 }
 
-static inline float pow_scalar_backward_f(float g, float v, float p0, float p1)
-{
-    (void)p1;
-    return g * (p0 * powf(v, p0 - 1.0f));
-}
 
 static inline float clamp_backward_f(float g, float v, float p0, float p1)
 {
@@ -295,10 +288,104 @@ static inline float cos_backward_f(float g, float v, float p0, float p1)
 }
 
 GRAD_KERNEL(rdiv_scalar_backward, rdiv_scalar_backward_f)
-GRAD_KERNEL(pow_scalar_backward, pow_scalar_backward_f)
 GRAD_KERNEL(clamp_backward, clamp_backward_f)
 GRAD_KERNEL(log1p_backward, log1p_backward_f)
 GRAD_KERNEL(sqrt_backward, sqrt_backward_f)
 GRAD_KERNEL(abs_backward, abs_backward_f)
 GRAD_KERNEL(sin_backward, sin_backward_f)
 GRAD_KERNEL(cos_backward, cos_backward_f)
+
+/* ---- pow with a scalar exponent -------------------------------------------
+   The exponents code writes most are done as the multiplications (or sqrt,
+   reciprocal) they stand for, as torch does, so x ** 2 costs what x * x does;
+   whole exponents up to POW_UNROLL in size by repeated multiplication (a
+   vectorised loop per exponent); the rest by powf. */
+
+#define POW_UNROLL 8
+
+/* u ** n for a whole n in [1, POW_UNROLL], by squaring: at most 4 products. */
+static inline float pow_whole(float u, int n)
+{
+    const float u2 = u * u, u4 = u2 * u2;
+    switch (n) {
+    case 1: return u;
+    case 2: return u2;
+    case 3: return u2 * u;
+    case 4: return u4;
+    case 5: return u4 * u;
+    case 6: return u4 * u2;
+    case 7: return u4 * u2 * u;
+    default: return u4 * u4;
+    }
+}
+
+/* How p is done: 1..POW_UNROLL or -1..-POW_UNROLL for a whole p, 0 for
+   anything else. */
+static int pow_whole_exponent(float p)
+{
+    return p == floorf(p) && fabsf(p) >= 1.0f && fabsf(p) <= (float)POW_UNROLL ? (int)p : 0;
+}
+
+/* out = a ** p over n elements. */
+static void pow_values(const float *restrict a, float p, float *restrict out, int64_t n)
+{
+    const int whole = pow_whole_exponent(p);
+    int64_t i;
+    if (p == 0.5f) {
+        for (i = 0; i < n; i++) out[i] = sqrtf(a[i]);
+    } else if (p == -0.5f) {
+        for (i = 0; i < n; i++) out[i] = 1.0f / sqrtf(a[i]);
+    } else if (p == 0.0f) {
+        for (i = 0; i < n; i++) out[i] = 1.0f;
+    } else if (whole > 0) {
+        switch (whole) {   /* one loop per exponent, each vectorised with its products inlined */
+        case 1: for (i = 0; i < n; i++) out[i] = a[i]; break;
+        case 2: for (i = 0; i < n; i++) out[i] = pow_whole(a[i], 2); break;
+        case 3: for (i = 0; i < n; i++) out[i] = pow_whole(a[i], 3); break;
+        case 4: for (i = 0; i < n; i++) out[i] = pow_whole(a[i], 4); break;
+        default: for (i = 0; i < n; i++) out[i] = pow_whole(a[i], whole); break;
+        }
+    } else if (whole < 0) {
+        switch (whole) {
+        case -1: for (i = 0; i < n; i++) out[i] = 1.0f / a[i]; break;
+        case -2: for (i = 0; i < n; i++) out[i] = 1.0f / pow_whole(a[i], 2); break;
+        default: for (i = 0; i < n; i++) out[i] = 1.0f / pow_whole(a[i], -whole); break;
+        }
+    } else {
+        for (i = 0; i < n; i++) out[i] = powf(a[i], p);
+    }
+}
+
+static void pow_scalar_run(const AcMap *m, const float *const *x, const int64_t *step,
+                           float *restrict out, int64_t n)
+{
+    (void)step;
+    pow_values(x[0], m->p0, out, n);
+}
+
+int cpu_pow_scalar(const AcMap *m) { return map_walk(m, pow_scalar_run); }
+
+/* g * p * a ** (p - 1), the power done as pow_values does it (p != 0: the op
+   fills zeros itself for p == 0). */
+static void pow_scalar_backward_run(const AcMap *m, const float *const *x, const int64_t *step,
+                                    float *restrict out, int64_t n)
+{
+    const float *restrict g = x[0], *restrict a = x[1];
+    const float p = m->p0;
+    int64_t i;
+    (void)step;
+    if (p == 1.0f) {
+        for (i = 0; i < n; i++) out[i] = g[i];
+    } else if (p == 2.0f) {
+        for (i = 0; i < n; i++) out[i] = g[i] * (2.0f * a[i]);
+    } else if (p == 0.5f) {
+        for (i = 0; i < n; i++) out[i] = g[i] * (0.5f / sqrtf(a[i]));
+    } else if (p == -1.0f) {
+        for (i = 0; i < n; i++) out[i] = g[i] * (-1.0f / (a[i] * a[i]));
+    } else {
+        pow_values(a, p - 1.0f, out, n);
+        for (i = 0; i < n; i++) out[i] = g[i] * (p * out[i]);
+    }
+}
+
+int cpu_pow_scalar_backward(const AcMap *m) { return map_walk(m, pow_scalar_backward_run); }

@@ -42,6 +42,9 @@ const AcKernels ac_cpu_kernels = {
     .abs_backward = cpu_abs_backward,
     .sin_backward = cpu_sin_backward,
     .cos_backward = cpu_cos_backward,
+    .typed_map = cpu_typed_map,
+    .int_extreme = cpu_int_extreme,
+    .int_matmul = cpu_int_matmul,
 
     /* activation.c */
     .relu = cpu_relu,
