@@ -57,4 +57,9 @@ def where(condition, input, other):
     raise_error(condition, *values)
 
 
-__all__ = list(_METHODS) + ["where"]
+# ---- pointwise math (pointwise.py): aicraft.erf, aicraft.maximum, aicraft.celu, ... ----
+from aicraft import pointwise as _pointwise  # noqa: E402
+_POINTWISE = _pointwise.module_functions()
+globals().update(_POINTWISE)
+
+__all__ = list(_METHODS) + ["where"] + [n for n in _POINTWISE if n not in _METHODS]
