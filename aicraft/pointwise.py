@@ -44,6 +44,13 @@ def _number(value, fn, what):
     return s
 
 
+def _refuse_integers(name, *tensors):
+    """torch implements some float math for floating dtypes only: TypeError, as it refuses."""
+    for t in tensors:
+        if isinstance(t, Tensor) and _live(t).dtype != _F32:
+            raise TypeError("%s(): not implemented for %s tensors (float32 only, as torch)" % (name, t.dtype))
+
+
 def _pw(x, code, name, p0=0.0, p1=0.0, p2=0.0, keep_int=False):
     """ac_pointwise(x, code): float math promotes integer inputs to float32."""
     _tensor_arg(x, name)
@@ -91,6 +98,8 @@ def _pw2(a, b, code, name, keep_int=False, scalar_ok=True):
     p = lib.ac_pointwise2(a._ptr, b._ptr, code)
     if p:
         return _wrap(p)
+    if code == lib.AC_PW2_FMOD and lib.ac_last_error_code() == lib.AC_ERR_ARG:
+        raise ZeroDivisionError("%s: integer division by zero" % name)
     raise_error(a, b)
 
 
@@ -122,8 +131,10 @@ def _inplace_of(fn, name):
 
 # ---- unary math --------------------------------------------------------------
 
-def _unary(name, code, doc, keep_int=False, aliases=()):
+def _unary(name, code, doc, keep_int=False, aliases=(), float_only=False):
     def fn(input):
+        if float_only:
+            _refuse_integers(name, input)
         return _pw(input, code, name, keep_int=keep_int)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
@@ -153,7 +164,7 @@ ceil = _unary("ceil", lib.AC_PW_CEIL, "Round up; integers are returned as they a
 trunc = _unary("trunc", lib.AC_PW_TRUNC, "Round toward zero; integers are returned as they are.",
                keep_int=True, aliases=("fix",))
 fix = trunc
-frac = _unary("frac", lib.AC_PW_FRAC, "input - trunc(input), elementwise.")
+frac = _unary("frac", lib.AC_PW_FRAC, "input - trunc(input), elementwise.", float_only=True)
 tan = _unary("tan", lib.AC_PW_TAN, "Tangent, elementwise.")
 asin = _unary("asin", lib.AC_PW_ASIN, "Arcsine, elementwise.", aliases=("arcsin",))
 acos = _unary("acos", lib.AC_PW_ACOS, "Arccosine, elementwise.", aliases=("arccos",))
@@ -267,8 +278,11 @@ def isreal(input):
 
 # ---- binary math ---------------------------------------------------------------
 
-def _binary(name, code, doc, keep_int=False, scalar_ok=True, aliases=(), inplace=True):
+def _binary(name, code, doc, keep_int=False, scalar_ok=True, aliases=(), inplace=True,
+            float_only=False):
     def fn(input, other):
+        if float_only:
+            _refuse_integers(name, input, other)
         return _pw2(input, other, code, name, keep_int, scalar_ok)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
@@ -283,14 +297,14 @@ atan2 = _binary("atan2", lib.AC_PW2_ATAN2, "atan(input / other) in the right qua
                 scalar_ok=False, aliases=("arctan2",))
 arctan2 = atan2
 hypot = _binary("hypot", lib.AC_PW2_HYPOT, "sqrt(input^2 + other^2), without overflow.",
-                scalar_ok=False)
+                scalar_ok=False, float_only=True)
 fmod = _binary("fmod", lib.AC_PW2_FMOD, "C's fmod: the remainder with input's sign; integers stay "
                "integers (a zero divisor raises).", keep_int=True)
 copysign = _binary("copysign", lib.AC_PW2_COPYSIGN, "|input| with other's sign.")
 logaddexp = _binary("logaddexp", lib.AC_PW2_LOGADDEXP, "log(exp(input) + exp(other)), stable.",
-                    scalar_ok=False, inplace=False)
+                    scalar_ok=False, inplace=False, float_only=True)
 logaddexp2 = _binary("logaddexp2", lib.AC_PW2_LOGADDEXP2, "log2(2^input + 2^other), stable.",
-                     scalar_ok=False, inplace=False)
+                     scalar_ok=False, inplace=False, float_only=True)
 maximum = _binary("maximum", lib.AC_PW2_MAXIMUM, "The larger of input and other, elementwise "
                   "(NaN propagates); integers stay integers.", keep_int=True, scalar_ok=False,
                   inplace=False)

@@ -58,7 +58,7 @@ static inline float log1p01_scalar(float u)
 static inline float softplus_scalar(float x)
 {
     float pos = select_float(x > 0.0f, x, 0.0f);
-    return pos + log1p01_scalar(exp_scalar(-fabsf(x))) + (x - x);
+    return select_float(x != x, x, pos + log1p01_scalar(exp_scalar(-fabsf(x))));
 }
 
 /* exp(x) - 1 for x <= 0 (the negative side of elu): exact near 0, -1 below -88. */
@@ -152,12 +152,13 @@ CPU_CLONES static void elu_grad_loop(const float *restrict g, const float *restr
 #define GELU_K 0.7978845608028654f   /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
+/* 0.5 (1 + tanh(u)) is sigmoid(2u): no cancellation in the negative tail. */
 CPU_CLONES static void gelu_tanh_loop(const float *restrict x, float *restrict y, int64_t n)
 {
     int64_t i;
     for (i = 0; i < n; i++) {
-        float v = x[i], t = tanh_scalar(GELU_K * (v + GELU_C * v * v * v));
-        y[i] = 0.5f * v * (1.0f + t);
+        float v = x[i];
+        y[i] = v * sigmoid_scalar(2.0f * GELU_K * (v + GELU_C * v * v * v));
     }
 }
 
@@ -166,9 +167,9 @@ CPU_CLONES static void gelu_tanh_grad_loop(const float *restrict g, const float 
 {
     int64_t i;
     for (i = 0; i < n; i++) {
-        float v = x[i], t = tanh_scalar(GELU_K * (v + GELU_C * v * v * v));
-        float inner = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
-        out[i] = g[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * inner);
+        float v = x[i], s = sigmoid_scalar(2.0f * GELU_K * (v + GELU_C * v * v * v));
+        float inner = 2.0f * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+        out[i] = g[i] * (s + v * s * (1.0f - s) * inner);
     }
 }
 
@@ -205,7 +206,7 @@ CPU_CLONES static void hardswish_grad_loop(const float *restrict g, const float 
     int64_t i;
     for (i = 0; i < n; i++) {
         float mid = g[i] * (x[i] / 3.0f + 0.5f);
-        out[i] = select_float(x[i] < -3.0f, 0.0f, select_float(x[i] <= 3.0f, mid, g[i]));
+        out[i] = select_float(x[i] <= -3.0f, 0.0f, select_float(x[i] < 3.0f, mid, g[i]));
     }
 }
 
@@ -709,21 +710,21 @@ static void binary_grads(int op, float u, float v, float r, float *du, float *dv
         *du = 1.0f / (1.0f + exp2f(v - u));
         *dv = 1.0f / (1.0f + exp2f(u - v));
         break;
-    case AC_PW2_MAXIMUM: case AC_PW2_MINIMUM:
-        /* a tie splits the gradient, as PyTorch */
-        if (u == v) *du = *dv = 0.5f;
-        else if (op == AC_PW2_MAXIMUM ? u > v : u < v) { *du = 1.0f; *dv = 0.0f; }
-        else if (isnan(u) || isnan(v)) { *du = isnan(u) ? 1.0f : 0.0f; *dv = isnan(v) ? 1.0f : 0.0f; }
-        else { *du = 0.0f; *dv = 1.0f; }
+    case AC_PW2_MAXIMUM: case AC_PW2_MINIMUM: {
+        /* a tie splits the gradient; a NaN sends it to both, as PyTorch */
+        int u_loses = op == AC_PW2_MAXIMUM ? u < v : u > v, v_loses = op == AC_PW2_MAXIMUM ? u > v : u < v;
+        *du = u == v ? 0.5f : (u_loses ? 0.0f : 1.0f);
+        *dv = u == v ? 0.5f : (v_loses ? 0.0f : 1.0f);
         break;
+    }
     case AC_PW2_FMAX: case AC_PW2_FMIN: {
         int first = (op == AC_PW2_FMAX ? u >= v : u <= v) || isnan(v);
         *du = first ? 1.0f : 0.0f;
         *dv = first ? 0.0f : 1.0f;
         break;
     }
-    case AC_PW2_CLAMP_MIN: *du = u >= v ? 1.0f : 0.0f; *dv = u < v ? 1.0f : 0.0f; break;
-    case AC_PW2_CLAMP_MAX: *du = u <= v ? 1.0f : 0.0f; *dv = u > v ? 1.0f : 0.0f; break;
+    case AC_PW2_CLAMP_MIN: *du = u >= v ? 1.0f : 0.0f; *dv = u >= v ? 0.0f : 1.0f; break;
+    case AC_PW2_CLAMP_MAX: *du = u <= v ? 1.0f : 0.0f; *dv = u <= v ? 0.0f : 1.0f; break;
     default: *du = *dv = 0.0f; break;
     }
 }
