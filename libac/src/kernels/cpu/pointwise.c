@@ -23,35 +23,20 @@
 
 /* ---- branch-free scalar helpers ------------------------------------------- */
 
-/* log(x) for x in [1, 2] (what log1p of a value in [0, 1] needs): Cephes' logf. */
-static inline float log12_scalar(float x)
-{
-    uint32_t bits;
-    float m, z, y, e;
-    int32_t exponent;
-    memcpy(&bits, &x, sizeof bits);
-    exponent = (int32_t)((bits >> 23) & 0xff) - 126;
-    bits = (bits & 0x807fffffu) | 0x3f000000u;   /* m in [0.5, 1) */
-    memcpy(&m, &bits, sizeof m);
-    e = (float)exponent;
-    e = select_float(m < 0.707106781f, e - 1.0f, e);
-    m = select_float(m < 0.707106781f, m + m - 1.0f, m - 1.0f);
-    z = m * m;
-    y = ((((((((7.0376836292e-2f * m - 1.1514610310e-1f) * m + 1.1676998740e-1f) * m -
-              1.2420140846e-1f) * m + 1.4249322787e-1f) * m - 1.6668057665e-1f) * m +
-           2.0000714765e-1f) * m - 2.4999993993e-1f) * m + 3.3333331174e-1f) * m * z;
-    y += -2.12194440e-4f * e;
-    y += -0.5f * z;
-    return (m + y) + 0.693359375f * e;
-}
-
-/* log1p(u) for u in [0, 1]: log(1 + u) corrected by u / ((1 + u) - 1), which
-   undoes the rounding of 1 + u. */
+/* log1p(u) for u in [0, 1], branch-free and without a division: Cephes' logf
+   polynomial on m, where 1 + u = 2^k (1 + m) with m in [sqrt(1/2) - 1, sqrt(2) - 1],
+   m taken from u itself so that 1 + u is never rounded. */
 static inline float log1p01_scalar(float u)
 {
-    float w = 1.0f + u, d = w - 1.0f;
-    float l = log12_scalar(w);
-    return select_float(d == 0.0f, u, l * (u / select_float(d == 0.0f, 1.0f, d)));
+    const int low = u < 0.41421356f;
+    const float m = select_float(low, u, (u - 1.0f) * 0.5f), k = select_float(low, 0.0f, 1.0f);
+    const float z = m * m;
+    float y = ((((((((7.0376836292e-2f * m - 1.1514610310e-1f) * m + 1.1676998740e-1f) * m -
+                    1.2420140846e-1f) * m + 1.4249322787e-1f) * m - 1.6668057665e-1f) * m +
+                 2.0000714765e-1f) * m - 2.4999993993e-1f) * m + 3.3333331174e-1f) * m * z;
+    y += -2.12194440e-4f * k;
+    y += -0.5f * z;
+    return (m + y) + 0.693359375f * k;
 }
 
 /* log(1 + exp(x)), stable: max(x, 0) + log1p(exp(-|x|)). NaN stays NaN. */
@@ -109,10 +94,11 @@ CPU_CLONES static void leaky_grad_loop(const float *restrict g, const float *res
 CPU_CLONES static void softplus_loop(const float *restrict x, float *restrict y, int64_t n,
                                      float beta, float threshold)
 {
+    const float inv_beta = 1.0f / beta;
     int64_t i;
     for (i = 0; i < n; i++) {
         float bx = x[i] * beta;
-        y[i] = select_float(bx > threshold, x[i], softplus_scalar(bx) / beta);
+        y[i] = select_float(bx > threshold, x[i], softplus_scalar(bx) * inv_beta);
     }
 }
 
