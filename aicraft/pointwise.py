@@ -587,18 +587,37 @@ def gelu(input, approximate="none"):
     raise ValueError("gelu(): approximate must be 'none' or 'tanh', not %r" % (approximate,))
 
 
+def _integer_clamp_ok(input, name, lo):
+    """hardtanh and relu6 keep int64 and uint8 (torch's rule: no negative bound on uint8)."""
+    d = _live(input).dtype
+    if d == _BOOL:
+        raise TypeError("%s(): bool inputs are not supported" % name)
+    if d == _U8 and lo < 0:
+        raise ValueError("%s(): cannot do hardtanh on an unsigned type with negative limits" % name)
+    return d != _F32
+
+
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    """x clamped to [min_val, max_val]; the gradient passes strictly inside."""
+    """x clamped to [min_val, max_val]; the gradient passes strictly inside. Integer
+    tensors stay integers (the bounds truncated), as torch."""
+    _tensor_arg(input, "hardtanh")
     lo = _number(min_val, "hardtanh", "min_val")
     hi = _number(max_val, "hardtanh", "max_val")
     if lo > hi:
         raise ValueError("hardtanh(): min_val cannot be greater than max_val")
+    if _integer_clamp_ok(input, "hardtanh", lo):
+        return _maybe_inplace(input, _pw(input, lib.AC_PW_HARDTANH, "hardtanh", lo, hi, keep_int=True),
+                              inplace, "hardtanh")
     return _maybe_inplace(input, _act(input, lib.AC_PW_HARDTANH, "hardtanh", lo, hi), inplace,
                           "hardtanh")
 
 
 def relu6(input, inplace=False):
-    """min(max(x, 0), 6)."""
+    """min(max(x, 0), 6); integer tensors stay integers."""
+    _tensor_arg(input, "relu6")
+    if _integer_clamp_ok(input, "relu6", 0.0):
+        return _maybe_inplace(input, _pw(input, lib.AC_PW_HARDTANH, "relu6", 0.0, 6.0, keep_int=True),
+                              inplace, "relu6")
     return _maybe_inplace(input, _act(input, lib.AC_PW_HARDTANH, "relu6", 0.0, 6.0), inplace, "relu6")
 
 
@@ -631,14 +650,22 @@ def softshrink(input, lambd=0.5):
     return _act(input, lib.AC_PW_SOFTSHRINK, "softshrink", lam)
 
 
+def _promoted_act(x, code, name):
+    """tanhshrink and softsign: int64 and uint8 promote to float32, bool is refused (torch)."""
+    _tensor_arg(x, name)
+    if _live(x).dtype == _BOOL:
+        raise TypeError("%s(): bool inputs are not supported" % name)
+    return _pw(x, code, name)
+
+
 def tanhshrink(input):
-    """x - tanh(x)."""
-    return _act(input, lib.AC_PW_TANHSHRINK, "tanhshrink")
+    """x - tanh(x); integers promote to float32."""
+    return _promoted_act(input, lib.AC_PW_TANHSHRINK, "tanhshrink")
 
 
 def softsign(input):
-    """x / (1 + |x|)."""
-    return _act(input, lib.AC_PW_SOFTSIGN, "softsign")
+    """x / (1 + |x|); integers promote to float32."""
+    return _promoted_act(input, lib.AC_PW_SOFTSIGN, "softsign")
 
 
 def logsigmoid(input):
@@ -647,9 +674,13 @@ def logsigmoid(input):
 
 
 def threshold(input, threshold, value, inplace=False):
-    """x where x > threshold, else value."""
-    out = _act(input, lib.AC_PW_THRESHOLD, "threshold", _number(threshold, "threshold", "threshold"),
-               _number(value, "threshold", "value"))
+    """x where x > threshold, else value; integer tensors stay integers (value truncated)."""
+    _tensor_arg(input, "threshold")
+    th = _number(threshold, "threshold", "threshold")
+    v = _number(value, "threshold", "value")
+    if _live(input).dtype == _BOOL:
+        raise TypeError("threshold(): bool inputs are not supported")
+    out = _pw(input, lib.AC_PW_THRESHOLD, "threshold", th, v, keep_int=True)
     return _maybe_inplace(input, out, inplace, "threshold")
 
 
@@ -691,6 +722,8 @@ def prelu(input, weight):
                          % (n, tuple(shape), channels))
     if n != 1 and len(shape) > 2:
         weight = weight.reshape(*([n] + [1] * (len(shape) - 2)))
+    if n == 1 and weight.dim() > len(shape):
+        weight = weight.reshape(*([1] * len(shape)))
     pos = input.relu()
     return pos + weight * (input - pos)
 

@@ -291,3 +291,25 @@ def test_activations_in_a_training_loop_stay_flat_in_memory():
         last = step()
     assert ac.memory_stats()["bytes_in_use"] == used
     assert last < first
+
+
+@pytest.mark.parametrize("name, args", [("hardtanh", ()), ("hardtanh", (-2.5, 2.5)), ("relu6", ()),
+                                        ("threshold", (1.5, 5.5)), ("threshold", (-1.5, 9.0)),
+                                        ("softsign", ()), ("tanhshrink", ())])
+@pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
+def test_integer_inputs_follow_torch(name, args, dtype):
+    values = {"int64": [-3, -1, 0, 1, 2, 7, 2 ** 40], "uint8": [0, 1, 2, 7, 200], "bool": [True, False]}[dtype]
+    t = torch.tensor(values, dtype=getattr(torch, dtype))
+    a = ac.tensor(values, dtype=getattr(ac, dtype))
+    try:
+        expected = getattr(TF, name)(t, *args)
+    except (RuntimeError, NotImplementedError):
+        with pytest.raises((TypeError, ValueError)):
+            getattr(F, name)(a, *args)
+        return
+    out = getattr(F, name)(a, *args)
+    assert str(out.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
+    if expected.dtype == torch.float32:
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-6)
+    else:
+        assert out.tolist() == expected.tolist()

@@ -49,8 +49,8 @@ static int keeps_integers(int op, const AcTensor *a, float decimals)
 {
     if (op == AC_PW_SIGN || op == AC_PW_SQUARE) return 1;
     if (a->dtype == AC_BOOL) return 0;
-    return op == AC_PW_FLOOR || op == AC_PW_CEIL || op == AC_PW_TRUNC ||
-           (op == AC_PW_ROUND && decimals == 0.0f);
+    return op == AC_PW_FLOOR || op == AC_PW_CEIL || op == AC_PW_TRUNC || op == AC_PW_HARDTANH ||
+           op == AC_PW_THRESHOLD || (op == AC_PW_ROUND && decimals == 0.0f);
 }
 
 static int unary_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
@@ -72,14 +72,14 @@ static AcTensor *plain_output(const char *op, const AcTensor *a, int dtype, cons
     return tensor_create_on(op, shape, ndim, dtype, NULL, 0, 0, a->device, a->device_index);
 }
 
-static AcTensor *unary_integer(const char *name, int op, const AcTensor *a)
+static AcTensor *unary_integer(const char *name, int op, const AcTensor *a, const float *p)
 {
     const AcKernels *k = kernels_for(a);
     int dtype = (op == AC_PW_SQUARE && a->dtype == AC_BOOL) ? AC_INT64 : a->dtype;
     AcTensor *out = plain_output(name, a, dtype, a->shape, a->ndim);
     int status;
     if (!out) return NULL;
-    status = k->pointwise_integer ? k->pointwise_integer(op, a, out) : kernel_missing(name, out);
+    status = k->pointwise_integer ? k->pointwise_integer(op, a, out, p) : kernel_missing(name, out);
     if (status) {
         ac_tensor_free(out);
         return NULL;
@@ -121,7 +121,7 @@ AcTensor *ac_pointwise(const AcTensor *a, int op, float p0, float p1, float p2)
     if (a->dtype != AC_FLOAT32) {
         if ((a->dtype == AC_INT64 || a->dtype == AC_UINT8 || a->dtype == AC_BOOL) &&
             keeps_integers(op, a, p0))
-            return unary_integer(name, op, a);
+            return unary_integer(name, op, a, (float[]){p0, p1, p2});
         return error_null(AC_ERR_DTYPE, "%s: input is %s; this op computes in float32 (convert it "
                           "first)", name, ac_dtype_name(a->dtype));
     }

@@ -66,7 +66,7 @@ int cpu_pointwise(int op, const float *x, float *out, int64_t n, const float *p)
 int cpu_pointwise_backward(int op, const float *g, const float *x, const float *y, float *out,
                            int64_t n, const float *p);
 int cpu_pointwise_test(int op, const AcTensor *a, AcTensor *out);
-int cpu_pointwise_integer(int op, const AcTensor *a, AcTensor *out);
+int cpu_pointwise_integer(int op, const AcTensor *a, AcTensor *out, const float *p);
 int cpu_pointwise2(int op, const AcTensor *a, const AcTensor *b, AcTensor *out,
                    const AcBroadcast *plan);
 int cpu_pointwise2_backward(int op, const AcTensor *a, const AcTensor *b, const AcTensor *out,

@@ -570,14 +570,18 @@ static void int_set(AcTensor *t, int64_t i, int64_t v)
    signed overflow. */
 static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
 
-int cpu_pointwise_integer(int op, const AcTensor *a, AcTensor *out)
+int cpu_pointwise_integer(int op, const AcTensor *a, AcTensor *out, const float *p)
 {
+    /* hardtanh's bounds and threshold's value as integers, truncated as PyTorch */
+    const int64_t lo = (int64_t)p[0], hi = (int64_t)p[1];
     int64_t i;
     for (i = 0; i < a->size; i++) {
         int64_t v = int_get(a, i);
         switch (op) {
         case AC_PW_SIGN: v = (0 < v) - (v < 0); break;
         case AC_PW_SQUARE: v = wrap_mul(v, v); break;
+        case AC_PW_HARDTANH: v = v < lo ? lo : (v > hi ? hi : v); break;
+        case AC_PW_THRESHOLD: v = (double)v <= (double)p[0] ? hi : v; break;
         default: break;   /* floor, ceil, round, trunc: the integer itself */
         }
         int_set(out, i, v);
