@@ -680,6 +680,9 @@ def threshold(input, threshold, value, inplace=False):
     v = _number(value, "threshold", "value")
     if _live(input).dtype == _BOOL:
         raise TypeError("threshold(): bool inputs are not supported")
+    if _live(input).dtype == _U8 and not (-1 < th < 256 and -1 < v < 256):
+        raise ValueError("threshold(): threshold %g or value %g cannot be converted to uint8 without "
+                         "overflow" % (th, v))
     out = _pw(input, lib.AC_PW_THRESHOLD, "threshold", th, v, keep_int=True)
     return _maybe_inplace(input, out, inplace, "threshold")
 

@@ -234,7 +234,7 @@ AcTensor *ac_log_softmax(const AcTensor *a, int dim);
    (int64, uint8, bool) are taken only where PyTorch keeps integers, computed
    exactly: sign, square (bool gives int64), floor, ceil, round (decimals 0),
    trunc, and, not on bool, hardtanh (bounds truncated to integers) and
-   threshold (value truncated); other ops fail with AC_ERR_DTYPE (convert to
+   threshold (threshold and value truncated); other ops fail with AC_ERR_DTYPE (convert to
    float32 first).
    p0, p1, p2 are the op's scalars, named after the op; unused ones are ignored. */
 

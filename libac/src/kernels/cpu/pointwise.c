@@ -572,7 +572,7 @@ static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (
 
 int cpu_pointwise_integer(int op, const AcTensor *a, AcTensor *out, const float *p)
 {
-    /* hardtanh's bounds and threshold's value as integers, truncated as PyTorch */
+    /* hardtanh's bounds, threshold's threshold and value: integers, truncated as PyTorch */
     const int64_t lo = (int64_t)p[0], hi = (int64_t)p[1];
     int64_t i;
     for (i = 0; i < a->size; i++) {
@@ -581,7 +581,7 @@ int cpu_pointwise_integer(int op, const AcTensor *a, AcTensor *out, const float 
         case AC_PW_SIGN: v = (0 < v) - (v < 0); break;
         case AC_PW_SQUARE: v = wrap_mul(v, v); break;
         case AC_PW_HARDTANH: v = v < lo ? lo : (v > hi ? hi : v); break;
-        case AC_PW_THRESHOLD: v = (double)v <= (double)p[0] ? hi : v; break;
+        case AC_PW_THRESHOLD: v = v <= lo ? hi : v; break;
         default: break;   /* floor, ceil, round, trunc: the integer itself */
         }
         int_set(out, i, v);
