@@ -12,7 +12,9 @@ from aicraft import pointwise as P
 from aicraft._ffi import lib
 from aicraft._wrapping import _wrap
 from aicraft.errors import raise_error
+from aicraft.dtypes import float32 as _float32
 from aicraft.nn.module import Module, Parameter
+from aicraft.tensor import Tensor as ac_Tensor
 
 __all__ = ["SiLU", "LeakyReLU", "Softplus", "ELU", "CELU", "SELU", "GELU", "Hardtanh", "ReLU6",
            "Mish", "Hardswish", "Hardsigmoid", "Hardshrink", "Softshrink", "Tanhshrink",
@@ -187,6 +189,11 @@ class Hardtanh(_Elementwise):
     def _params(self):
         return (self.min_val, self.max_val)
 
+    def forward(self, input):
+        if type(input) is not ac_Tensor or input.dtype is not _float32:
+            return P.hardtanh(input, self.min_val, self.max_val)
+        return _run(self, input, lib.AC_PW_HARDTANH, self.min_val, self.max_val)
+
     def extra_repr(self):
         return "min_val=%s, max_val=%s%s" % (self.min_val, self.max_val, _inplace_repr(self.inplace))
 
@@ -227,13 +234,19 @@ class Softshrink(Hardshrink):
 
 
 class Tanhshrink(_Elementwise):
-    """x - tanh(x)."""
+    """x - tanh(x); integers promote to float32."""
     _code = lib.AC_PW_TANHSHRINK
+
+    def forward(self, input):
+        return P.tanhshrink(input)
 
 
 class Softsign(_Elementwise):
-    """x / (1 + |x|)."""
+    """x / (1 + |x|); integers promote to float32."""
     _code = lib.AC_PW_SOFTSIGN
+
+    def forward(self, input):
+        return P.softsign(input)
 
 
 class LogSigmoid(_Elementwise):
@@ -253,6 +266,11 @@ class Threshold(_Elementwise):
 
     def _params(self):
         return (self.threshold, self.value)
+
+    def forward(self, input):
+        if type(input) is not ac_Tensor or input.dtype is not _float32:
+            return P.threshold(input, self.threshold, self.value)
+        return _run(self, input, lib.AC_PW_THRESHOLD, self.threshold, self.value)
 
     def extra_repr(self):
         return "threshold=%s, value=%s%s" % (self.threshold, self.value, _inplace_repr(self.inplace))
