@@ -276,6 +276,69 @@ def isreal(input):
     return ones(*_shape_of(_live(input)), dtype=dtypes.bool)
 
 
+angle = _unary("angle", lib.AC_PW_ANGLE, "The angle of a real number: pi where input < 0, else 0.")
+i0 = _unary("i0", lib.AC_PW_I0, "The modified Bessel function of the first kind, order 0.")
+
+
+@_method
+def polygamma(n, input):
+    """The n-th derivative of digamma (torch.polygamma(n, input); Tensor.polygamma(n))."""
+    if isinstance(n, Tensor) and not isinstance(input, Tensor):   # the method form: self first
+        n, input = input, n
+    if isinstance(n, builtins.bool) or not isinstance(n, int) or n < 0:
+        raise ValueError("polygamma(): n must be a non-negative integer, got %r" % (n,))
+    return _pw(input, lib.AC_PW_POLYGAMMA, "polygamma", float(n))
+
+
+def _polygamma_method(self, n):
+    return polygamma(n, self)
+
+
+_METHODS["polygamma"] = _polygamma_method
+_METHODS["polygamma_"] = _inplace_of(_polygamma_method, "polygamma_")
+
+
+@_method
+def mvlgamma(input, p):
+    """The multivariate log-gamma of dimension p: sum over i < p of lgamma(x - i/2),
+    plus p (p - 1) / 4 log(pi)."""
+    _tensor_arg(input, "mvlgamma")
+    if isinstance(p, builtins.bool) or not isinstance(p, int) or p < 1:
+        raise ValueError("mvlgamma(): p has to be a positive integer, got %r" % (p,))
+    x = input if _live(input).dtype == _F32 else input.float()
+    out = lgamma(x)
+    for i in range(1, p):
+        out = out + lgamma(x - i / 2.0)
+    return out + p * (p - 1) / 4.0 * math.log(math.pi)
+
+
+_METHODS["mvlgamma_"] = _inplace_of(mvlgamma, "mvlgamma_")
+
+
+@_method
+def real(input):
+    """input itself: aicraft's tensors are real."""
+    return _tensor_arg(input, "real")
+
+
+@_method
+def imag(input):
+    """Refused, as torch refuses it for real tensors."""
+    _tensor_arg(input, "imag")
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+@_method
+def conj(input):
+    """input itself: the conjugate of a real tensor."""
+    return _tensor_arg(input, "conj")
+
+
+_METHODS["conj_physical"] = conj
+_METHODS["resolve_conj"] = _METHODS["resolve_neg"] = conj
+conj_physical = conj
+
+
 # ---- binary math ---------------------------------------------------------------
 
 def _binary(name, code, doc, keep_int=False, scalar_ok=True, aliases=(), inplace=True,
@@ -315,6 +378,23 @@ fmax = _binary("fmax", lib.AC_PW2_FMAX, "maximum, ignoring a NaN operand.", keep
                scalar_ok=False, inplace=False)
 fmin = _binary("fmin", lib.AC_PW2_FMIN, "minimum, ignoring a NaN operand.", keep_int=True,
                scalar_ok=False, inplace=False)
+
+
+gcd = _binary("gcd", lib.AC_PW2_GCD, "The greatest common divisor (integer tensors only).",
+              keep_int=True)
+lcm = _binary("lcm", lib.AC_PW2_LCM, "The least common multiple (integer tensors only).",
+              keep_int=True)
+
+
+@_method
+def ldexp(input, other):
+    """input * 2 ** other, in float32."""
+    _tensor_arg(input, "ldexp")
+    x = input if _live(input).dtype == _F32 else input.float()
+    return x * exp2(other) if isinstance(other, Tensor) else x * (2.0 ** _number(other, "ldexp", "other"))
+
+
+_METHODS["ldexp_"] = _inplace_of(ldexp, "ldexp_")
 
 
 @_method
@@ -832,7 +912,7 @@ FUNCTIONS += [name for name in _METHODS if not name.endswith("_") or name in (
     "floor_", "ceil_", "round_", "trunc_", "fix_", "frac_", "tan_", "asin_", "arcsin_", "acos_",
     "arccos_", "atan_", "arctan_", "sinh_", "cosh_", "asinh_", "arcsinh_", "acosh_", "arccosh_",
     "atanh_", "arctanh_", "sigmoid_", "logit_", "xlogy_", "deg2rad_", "rad2deg_", "sinc_",
-    "nan_to_num_", "clamp_min_", "clamp_max_", "clamp_", "clip_")]
+    "nan_to_num_", "clamp_min_", "clamp_max_", "clamp_", "clip_", "i0_")]
 FUNCTIONAL = ["silu", "leaky_relu", "softplus", "elu", "celu", "selu", "gelu", "hardtanh", "relu6",
               "mish", "hardswish", "hardsigmoid", "hardshrink", "softshrink", "tanhshrink",
               "softsign", "logsigmoid", "threshold", "rrelu", "glu", "prelu", "softmin", "softmax",

@@ -420,3 +420,99 @@ def test_compiled_function_records_pointwise_ops():
     fn = ac.compile(f)
     np.testing.assert_allclose(fn(x).numpy(), f(x).numpy(), rtol=1e-6)
     np.testing.assert_allclose(fn(x).numpy(), f(x).numpy(), rtol=1e-6)
+
+
+# ---- torch.special and the rarer math ------------------------------------------------
+
+SPECIAL_FNS = {
+    # name: (range, rtol, atol)
+    "i0e": ((-20, 20), 1e-5, 1e-6), "i1": ((-8, 8), 1e-5, 1e-6), "i1e": ((-20, 20), 1e-5, 1e-6),
+    "erfcx": ((-3, 30), 1e-5, 1e-6), "ndtr": ((-6, 6), 1e-5, 1e-6), "ndtri": ((0.001, 0.999), 1e-5, 1e-5),
+    "log_ndtr": ((-30, 8), 1e-5, 1e-5), "entr": ((0.01, 5), 1e-5, 1e-6), "expit": ((-8, 8), 1e-6, 1e-7),
+    "gammaln": ((0.2, 8), 1e-5, 1e-5), "psi": ((0.2, 8), 1e-5, 1e-5), "i0": ((-8, 8), 1e-5, 1e-6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECIAL_FNS))
+def test_special_functions_match_torch(name):
+    (lo, hi), rtol, atol = SPECIAL_FNS[name]
+    x = _draw(lo, hi, (4, 9))
+    a, t = ac.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    out_a, out_t = getattr(ac.special, name)(a), getattr(torch.special, name)(t)
+    _close(out_a.detach().numpy(), out_t.detach().numpy(), rtol, atol)
+    out_a.sum().backward()
+    out_t.sum().backward()
+    _close(a.grad.numpy(), t.grad.numpy(), 1e-4, 1e-5)
+
+
+def test_special_tails_and_edges():
+    p = np.array([0.0, 1e-30, 1e-6, 0.5, 0.999, 1.0, -0.1, NAN], np.float32)
+    _close(ac.special.ndtri(ac.tensor(p)).numpy(), torch.special.ndtri(torch.tensor(p)).numpy(), 1e-5, 1e-6)
+    x = np.array([-40.0, -10.0, 0.0, 10.0, NAN], np.float32)
+    _close(ac.special.log_ndtr(ac.tensor(x)).numpy(), torch.special.log_ndtr(torch.tensor(x)).numpy(), 1e-5, 1e-6)
+    x = np.array([-30.0, 0.0, 30.0, 1e10, INF], np.float32)
+    _close(ac.special.erfcx(ac.tensor(x)).numpy(), torch.special.erfcx(torch.tensor(x)).numpy(), 1e-5, 1e-20)
+    x = np.array([-1.0, 0.0, 0.5, NAN, INF], np.float32)
+    _close(ac.special.entr(ac.tensor(x)).numpy(), torch.special.entr(torch.tensor(x)).numpy(), 1e-6, 0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5])
+def test_polygamma_matches_float64(n):
+    x = np.array([0.3, 1.0, 2.5, 10.0, -0.5, -1.5, 30.0], np.float32)
+    expected = torch.polygamma(n, torch.tensor(x, dtype=torch.float64)).numpy()
+    _close(ac.polygamma(n, ac.tensor(x)).numpy(), expected, 1e-5, 1e-6)
+    _close(ac.tensor(x).polygamma(n).numpy(), expected, 1e-5, 1e-6)
+    a = ac.tensor(x[:4], requires_grad=True)
+    ac.polygamma(n, a).sum().backward()
+    _close(a.grad.numpy(), torch.polygamma(n + 1, torch.tensor(x[:4], dtype=torch.float64)).numpy(), 1e-4, 1e-5)
+    with pytest.raises(ValueError):
+        ac.polygamma(-1, ac.tensor(x))
+
+
+def test_zeta_xlog1py_mvlgamma_ldexp_match_torch():
+    x, q = [2.0, 1.0, 0.5, 3.0, 2.0, 4.5], [1.0, 1.0, 1.0, -2.0, -1.5, 0.3]
+    _close(ac.special.zeta(ac.tensor(x), ac.tensor(q)).numpy(),
+           torch.special.zeta(torch.tensor(x), torch.tensor(q)).numpy(), 1e-5, 1e-6)
+    u, v = _draw(-2, 2, (3, 4)), _draw(-0.9, 3, (4,), 1)
+    u[0, 0] = 0.0
+    a, b = ac.tensor(u, requires_grad=True), ac.tensor(v, requires_grad=True)
+    ta, tb = torch.tensor(u, requires_grad=True), torch.tensor(v, requires_grad=True)
+    ac.special.xlog1py(a, b).sum().backward()
+    torch.special.xlog1py(ta, tb).sum().backward()
+    _close(a.grad.numpy(), ta.grad.numpy(), 1e-5, 1e-6)
+    _close(b.grad.numpy(), tb.grad.numpy(), 1e-5, 1e-6)
+    w = _draw(1.6, 5, (5,))
+    _close(ac.mvlgamma(ac.tensor(w), 3).numpy(), torch.mvlgamma(torch.tensor(w), 3).numpy(), 1e-5, 1e-5)
+    _close(ac.ldexp(ac.tensor(w), ac.tensor([1, 2, 3, -1, 0])).numpy(),
+           torch.ldexp(torch.tensor(w), torch.tensor([1, 2, 3, -1, 0])).numpy(), 1e-6, 0)
+
+
+def test_gcd_lcm_angle_real_conj():
+    a, b = [0, -4, 6, 2 ** 40, 7], [0, 6, -9, 2 ** 20, 0]
+    assert ac.gcd(ac.tensor(a), ac.tensor(b)).tolist() == torch.gcd(torch.tensor(a), torch.tensor(b)).tolist()
+    assert ac.lcm(ac.tensor(a), ac.tensor(b)).tolist() == torch.lcm(torch.tensor(a), torch.tensor(b)).tolist()
+    with pytest.raises(TypeError):
+        ac.gcd(ac.tensor([1.0]), ac.tensor([2.0]))
+    x = np.array([-1.0, -0.0, 0.0, 2.0, NAN], np.float32)
+    _close(ac.angle(ac.tensor(x)).numpy(), torch.angle(torch.tensor(x)).numpy(), 0, 0)
+    assert ac.angle(ac.tensor([-1, 2])).dtype == ac.float32
+    t = ac.tensor(x)
+    assert ac.real(t) is t and ac.conj(t) is t and t.conj_physical() is t
+    with pytest.raises(RuntimeError):
+        ac.imag(t)
+    with pytest.raises(RuntimeError):
+        ac.special.zeta(ac.tensor([2.0], requires_grad=True), ac.tensor([1.0]))
+
+
+@pytest.mark.parametrize("name", ["xlogy", "special.xlog1py"])
+def test_xlogy_gradient_at_zero_matches_torch(name):
+    fa = ac.xlogy if name == "xlogy" else ac.special.xlog1py
+    ft = torch.xlogy if name == "xlogy" else torch.special.xlog1py
+    u, v = [0.0, 0.0, 0.0, 1.0, 0.0], [2.0, -2.0, -0.5, 0.5, NAN]
+    a, b = ac.tensor(u, requires_grad=True), ac.tensor(v, requires_grad=True)
+    ta, tb = torch.tensor(u, requires_grad=True), torch.tensor(v, requires_grad=True)
+    _close(fa(a, b).detach().numpy(), ft(ta, tb).detach().numpy(), 1e-6, 0)
+    fa(a, b).sum().backward()
+    ft(ta, tb).sum().backward()
+    _close(a.grad.numpy(), ta.grad.numpy(), 1e-6, 0)
+    _close(b.grad.numpy(), tb.grad.numpy(), 1e-6, 0)

@@ -259,13 +259,22 @@ typedef enum {
     AC_PW_TANHSHRINK, AC_PW_SOFTSIGN, AC_PW_LOGSIGMOID,
     AC_PW_THRESHOLD,    /* p0 threshold, p1 the value at or below it */
     AC_PW_ISNAN, AC_PW_ISINF, AC_PW_ISPOSINF, AC_PW_ISNEGINF, AC_PW_ISFINITE, AC_PW_SIGNBIT,
+    AC_PW_ANGLE,        /* of a real number: pi below 0, else 0 (NaN stays) */
+    AC_PW_ENTR,         /* -x log x (torch.special.entr) */
+    AC_PW_ERFCX,        /* exp(x^2) erfc(x) */
+    AC_PW_NDTRI,        /* the standard normal's quantile */
+    AC_PW_LOG_NDTR,     /* log of the standard normal's CDF */
+    AC_PW_I0, AC_PW_I0E, AC_PW_I1, AC_PW_I1E,   /* modified Bessel; e: times exp(-|x|) */
+    AC_PW_POLYGAMMA,    /* p0: n >= 0, the derivative of digamma's order */
     AC_PW_COUNT
 } AcPointwise;
 
 /* Binary, broadcast. Both float32: float32, differentiable (heaviside and
-   nextafter are not: AC_ERR_STATE when an input requires grad in grad mode).
-   Both integer: maximum .. clamp_max, fmod (AC_ERR_ARG on a zero divisor) and
-   heaviside give the promoted integer dtype (bool < uint8 < int64), exactly;
+   nextafter and zeta are not: AC_ERR_STATE when an input requires grad in grad
+   mode).
+   Both integer: maximum .. clamp_max, fmod (AC_ERR_ARG on a zero divisor),
+   heaviside, gcd and lcm give the promoted integer dtype (bool < uint8 < int64),
+   exactly (gcd and lcm take only integers);
    mixed or other ops fail with AC_ERR_DTYPE. maximum/minimum propagate NaN and
    split the gradient of a tie; fmax/fmin ignore NaN; clamp_min/clamp_max are
    clamp with a tensor bound (NaN propagates, the bound gets the gradient where
@@ -274,6 +283,9 @@ typedef enum {
     AC_PW2_ATAN2, AC_PW2_HYPOT, AC_PW2_FMOD, AC_PW2_COPYSIGN, AC_PW2_XLOGY, AC_PW2_LOGADDEXP,
     AC_PW2_LOGADDEXP2, AC_PW2_MAXIMUM, AC_PW2_MINIMUM, AC_PW2_FMAX, AC_PW2_FMIN,
     AC_PW2_CLAMP_MIN, AC_PW2_CLAMP_MAX, AC_PW2_HEAVISIDE, AC_PW2_NEXTAFTER,
+    AC_PW2_XLOG1PY,     /* input * log1p(other), 0 where input is 0 */
+    AC_PW2_ZETA,        /* Hurwitz zeta(input, other); not differentiable */
+    AC_PW2_GCD, AC_PW2_LCM,   /* integers only */
     AC_PW2_COUNT
 } AcPointwise2;
 

@@ -29,12 +29,15 @@ static const char *const unary_names[AC_PW_COUNT] = {
     "cosh", "asinh", "acosh", "atanh", "logit", "sinc", "lgamma", "digamma", "nan_to_num",
     "silu", "leaky_relu", "softplus", "elu", "gelu_tanh", "hardtanh", "mish", "hardswish",
     "hardsigmoid", "hardshrink", "softshrink", "tanhshrink", "softsign", "logsigmoid",
-    "threshold", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit"
+    "threshold", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "angle",
+    "special.entr", "special.erfcx", "special.ndtri", "special.log_ndtr", "i0", "special.i0e",
+    "special.i1", "special.i1e", "polygamma"
 };
 
 static const char *const binary_names[AC_PW2_COUNT] = {
     "atan2", "hypot", "fmod", "copysign", "xlogy", "logaddexp", "logaddexp2", "maximum",
-    "minimum", "fmax", "fmin", "clamp_min", "clamp_max", "heaviside", "nextafter"
+    "minimum", "fmax", "fmin", "clamp_min", "clamp_max", "heaviside", "nextafter",
+    "special.xlog1py", "special.zeta", "gcd", "lcm"
 };
 
 typedef struct {
@@ -43,6 +46,16 @@ typedef struct {
 } UnaryCtx;
 
 static int is_test(int op) { return op >= AC_PW_ISNAN && op <= AC_PW_SIGNBIT; }
+
+/* Check the op's scalars: AC_OK or the error. */
+static int unary_args(const char *name, int op, float p0)
+{
+    if (op == AC_PW_SOFTPLUS && p0 == 0.0f)
+        return error_set(AC_ERR_ARG, "softplus: beta must not be 0");
+    if (op == AC_PW_POLYGAMMA && !(p0 >= 0.0f && p0 == floorf(p0) && p0 <= 1000.0f))
+        return error_set(AC_ERR_ARG, "%s: n must be an integer in [0, 1000], got %g", name, (double)p0);
+    return AC_OK;
+}
 
 /* The ops that keep an integer input's dtype; bool only where PyTorch takes it. */
 static int keeps_integers(int op, const AcTensor *a, float decimals)
@@ -125,8 +138,7 @@ AcTensor *ac_pointwise(const AcTensor *a, int op, float p0, float p1, float p2)
         return error_null(AC_ERR_DTYPE, "%s: input is %s; this op computes in float32 (convert it "
                           "first)", name, ac_dtype_name(a->dtype));
     }
-    if (op == AC_PW_SOFTPLUS && p0 == 0.0f)
-        return error_null(AC_ERR_ARG, "softplus: beta must not be 0");
+    if (unary_args(name, op, p0)) return NULL;
     out = op_output(name, a->shape, a->ndim, &a, 1, unary_backward, sizeof(UnaryCtx));
     if (!out) return NULL;
     if ((ctx = op_context(out))) {
@@ -169,8 +181,10 @@ static int binary_keeps_integers(int op)
 {
     return op == AC_PW2_MAXIMUM || op == AC_PW2_MINIMUM || op == AC_PW2_FMAX ||
            op == AC_PW2_FMIN || op == AC_PW2_CLAMP_MIN || op == AC_PW2_CLAMP_MAX ||
-           op == AC_PW2_FMOD || op == AC_PW2_HEAVISIDE;
+           op == AC_PW2_FMOD || op == AC_PW2_HEAVISIDE || op == AC_PW2_GCD || op == AC_PW2_LCM;
 }
+
+static int integers_only(int op) { return op == AC_PW2_GCD || op == AC_PW2_LCM; }
 
 /* PyTorch's promotion between integer dtypes: bool < uint8 < int64. */
 static int integer_result(const AcTensor *a, const AcTensor *b)
@@ -224,14 +238,14 @@ AcTensor *ac_pointwise2(const AcTensor *a, const AcTensor *b, int op)
     if (tensor_check_any(name, a, "input") || tensor_check_any(name, b, "other")) return NULL;
     if (binary_plan(name, a, b, &plan)) return NULL;
     k = kernels_for(a);
-    if (a->dtype != AC_FLOAT32 || b->dtype != AC_FLOAT32) {
+    if (a->dtype != AC_FLOAT32 || b->dtype != AC_FLOAT32 || integers_only(op)) {
         if (!is_integral(a) || !is_integral(b) || !binary_keeps_integers(op))
             return error_null(AC_ERR_DTYPE, "%s: operands are %s and %s; this op computes in "
                               "float32 here (convert them first)", name, ac_dtype_name(a->dtype),
                               ac_dtype_name(b->dtype));
         if (!common_device(name, (const AcTensor *[]){a, b}, 2)) return NULL;
         out = plain_output(name, a, integer_result(a, b), plan.shape, plan.ndim);
-    } else if (op == AC_PW2_HEAVISIDE || op == AC_PW2_NEXTAFTER) {
+    } else if (op == AC_PW2_HEAVISIDE || op == AC_PW2_NEXTAFTER || op == AC_PW2_ZETA) {
         if (ac_is_grad_enabled() && (a->requires_grad || b->requires_grad))
             return error_null(AC_ERR_STATE, "%s: is not differentiable; call it on tensors that "
                               "do not require grad, or with grad mode off", name);

@@ -287,6 +287,138 @@ static double trigamma_double(double x)
            inv2 / x * (1.0 / 6 - inv2 * (1.0 / 30 - inv2 * (1.0 / 42 - inv2 / 30)));
 }
 
+/* Hurwitz zeta(x, q) = sum over k >= 0 of (q + k)^-x, by Euler-Maclaurin: ten
+   terms summed, the rest as an integral and eight Bernoulli corrections. */
+static double zeta_double(double x, double q)
+{
+    static const double b2j[8] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66,
+                                  -691.0 / 2730, 7.0 / 6, -3617.0 / 510};
+    double sum = 0.0, a, term, fact = 1.0, rising;
+    int k, j;
+    if (x == 1.0) return INFINITY;
+    if (x < 1.0 || isnan(x) || isnan(q)) return NAN;
+    if (q <= 0.0) {
+        if (q == floor(q)) return INFINITY;
+        if (x != floor(x)) return NAN;   /* q^-x of a negative q */
+    }
+    for (k = 0; k < 10; k++) sum += pow(q + k, -x);
+    a = q + 10.0;
+    sum += pow(a, 1.0 - x) / (x - 1.0) + 0.5 * pow(a, -x);
+    rising = x;                          /* x (x + 1) ... (x + 2j - 2) */
+    term = pow(a, -x - 1.0);
+    for (j = 1; j <= 8; j++) {
+        fact *= (2.0 * j - 1.0) * (2.0 * j);   /* (2j)! */
+        sum += b2j[j - 1] / fact * rising * term;
+        rising *= (x + 2.0 * j - 1.0) * (x + 2.0 * j);
+        term /= a * a;
+    }
+    return sum;
+}
+
+static double trigamma_double(double x);
+
+/* polygamma(n, x): digamma, trigamma, then (-1)^(n+1) n! zeta(n + 1, x). */
+static double polygamma_double(int n, double x)
+{
+    double fact = 1.0;
+    int k;
+    if (n == 0) return digamma_double(x);
+    if (n == 1) return trigamma_double(x);
+    for (k = 2; k <= n; k++) fact *= k;
+    return (n % 2 ? 1.0 : -1.0) * fact * zeta_double(n + 1.0, x);
+}
+
+/* exp(x^2) erfc(x): directly below 26, the asymptotic series above. */
+static double erfcx_double(double x)
+{
+    double r;
+    if (isnan(x)) return x;
+    if (x < 26.0) return exp(x * x) * erfc(x);
+    r = 1.0 / (x * x);
+    return (1.0 / (x * 1.7724538509055160)) * (1.0 - 0.5 * r * (1.0 - 1.5 * r * (1.0 - 2.5 * r)));
+}
+
+/* log Phi(x): log1p of the upper tail above 0, erfcx below (no underflow). */
+static double log_ndtr_double(double x)
+{
+    double t = -x / 1.4142135623730951;
+    if (x > 0.0) return log1p(-0.5 * erfc(x / 1.4142135623730951));
+    return log(0.5 * erfcx_double(t)) - t * t;
+}
+
+/* Phi^-1(p): Acklam's rational approximation, then two Halley steps on
+   0.5 erfc(-x / sqrt 2), exact in the tails. */
+static double ndtri_double(double p)
+{
+    static const double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                                1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+    static const double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                6.680131188771972e+01, -1.328068155288572e+01};
+    static const double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+    static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                3.754408661907416e+00};
+    double q, r, x, e, u;
+    int k;
+    if (!(p >= 0.0 && p <= 1.0)) return NAN;
+    if (p == 0.0) return -INFINITY;
+    if (p == 1.0) return INFINITY;
+    if (p > 0.5) return -ndtri_double(1.0 - p);
+    if (p < 0.02425) {
+        q = sqrt(-2.0 * log(p));
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+    } else {
+        q = p - 0.5;
+        r = q * q;
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+    }
+    for (k = 0; k < 2; k++) {
+        e = 0.5 * erfc(-x / 1.4142135623730951) - p;
+        u = e * 2.5066282746310002 * exp(0.5 * x * x);
+        x -= u / (1.0 + 0.5 * x * u);
+    }
+    return x;
+}
+
+/* Modified Bessel I_nu (nu 0 or 1), times exp(-|x|) when scaled: the power
+   series up to |x| = 30 (all terms positive), the asymptotic series above. */
+static double bessel_i(int nu, double x, int scaled)
+{
+    double ax = fabs(x), sum, term, y, mu;
+    int k;
+    if (isnan(x)) return x;
+    if (ax <= 30.0) {
+        term = nu ? 0.5 * ax : 1.0;
+        sum = term;
+        for (k = 1; k < 200 && term > sum * 1e-17; k++) {
+            term *= (0.25 * ax * ax) / ((double)k * (k + nu));
+            sum += term;
+        }
+        if (scaled) sum *= exp(-ax);
+    } else {
+        mu = 4.0 * nu * nu;
+        term = 1.0;
+        sum = 1.0;
+        for (k = 1; k < 12; k++) {
+            term *= -(mu - (2.0 * k - 1) * (2.0 * k - 1)) / (k * 8.0 * ax);
+            sum += term;
+        }
+        sum /= sqrt(2.0 * PI_D * ax);
+        if (!scaled) sum *= exp(ax);   /* overflows to inf past ~710, as it should */
+    }
+    y = sum;
+    return (nu && x < 0.0) ? -y : y;
+}
+
+static double entr_double(double x)
+{
+    if (isnan(x)) return x;
+    if (x > 0.0) return -x * log(x);
+    return x == 0.0 ? 0.0 : -INFINITY;
+}
+
 static double sinc_double(double x)
 {
     if (x == 0.0) return 1.0;
@@ -364,6 +496,18 @@ static void forward_chunk(const PwJob *job, int64_t begin, int64_t end)
         for (i = 0; i < n; i++)
             y[i] = isnan(x[i]) ? p0 : x[i] == INFINITY ? p1 : x[i] == -INFINITY ? p2 : x[i];
         break;
+    case AC_PW_ANGLE:
+        for (i = 0; i < n; i++) y[i] = isnan(x[i]) ? x[i] : (x[i] < 0.0f ? (float)PI_D : 0.0f);
+        break;
+    case AC_PW_ENTR: for (i = 0; i < n; i++) y[i] = (float)entr_double(x[i]); break;
+    case AC_PW_ERFCX: for (i = 0; i < n; i++) y[i] = (float)erfcx_double(x[i]); break;
+    case AC_PW_NDTRI: for (i = 0; i < n; i++) y[i] = (float)ndtri_double(x[i]); break;
+    case AC_PW_LOG_NDTR: for (i = 0; i < n; i++) y[i] = (float)log_ndtr_double(x[i]); break;
+    case AC_PW_I0: for (i = 0; i < n; i++) y[i] = (float)bessel_i(0, x[i], 0); break;
+    case AC_PW_I0E: for (i = 0; i < n; i++) y[i] = (float)bessel_i(0, x[i], 1); break;
+    case AC_PW_I1: for (i = 0; i < n; i++) y[i] = (float)bessel_i(1, x[i], 0); break;
+    case AC_PW_I1E: for (i = 0; i < n; i++) y[i] = (float)bessel_i(1, x[i], 1); break;
+    case AC_PW_POLYGAMMA: for (i = 0; i < n; i++) y[i] = (float)polygamma_double((int)p0, x[i]); break;
     case AC_PW_SILU: silu_loop(x, y, n); break;
     case AC_PW_LEAKY_RELU: leaky_loop(x, y, n, p0); break;
     case AC_PW_SOFTPLUS: softplus_loop(x, y, n, p0, p1); break;
@@ -471,6 +615,34 @@ static void backward_chunk(const PwJob *job, int64_t begin, int64_t end)
     case AC_PW_LGAMMA: for (i = 0; i < n; i++) o[i] = g[i] * (float)digamma_double(x[i]); break;
     case AC_PW_DIGAMMA: for (i = 0; i < n; i++) o[i] = g[i] * (float)trigamma_double(x[i]); break;
     case AC_PW_NAN_TO_NUM: for (i = 0; i < n; i++) o[i] = isfinite(x[i]) ? g[i] : 0.0f; break;
+    case AC_PW_ANGLE: for (i = 0; i < n; i++) o[i] = 0.0f; break;
+    case AC_PW_ENTR: for (i = 0; i < n; i++) o[i] = -g[i] * (logf(x[i]) + 1.0f); break;
+    case AC_PW_ERFCX:
+        for (i = 0; i < n; i++) o[i] = g[i] * (2.0f * x[i] * y[i] - 1.12837917f);
+        break;
+    case AC_PW_NDTRI:
+        for (i = 0; i < n; i++) o[i] = g[i] * (float)(2.5066282746310002 * exp(0.5 * (double)y[i] * y[i]));
+        break;
+    case AC_PW_LOG_NDTR:
+        for (i = 0; i < n; i++)
+            o[i] = g[i] * (float)(exp(-0.5 * (double)x[i] * x[i] - y[i]) / 2.5066282746310002);
+        break;
+    case AC_PW_I0: for (i = 0; i < n; i++) o[i] = g[i] * (float)bessel_i(1, x[i], 0); break;
+    case AC_PW_I0E:
+        for (i = 0; i < n; i++) o[i] = g[i] * (float)(bessel_i(1, x[i], 1) - (x[i] < 0 ? -1.0 : x[i] > 0 ? 1.0 : 0.0) * y[i]);
+        break;
+    case AC_PW_I1: case AC_PW_I1E:
+        for (i = 0; i < n; i++) {
+            const double v = x[i], scaled = job->op == AC_PW_I1E;
+            double d;
+            if (v == 0.0) d = 0.5;
+            else d = bessel_i(0, v, (int)scaled) - y[i] * (scaled * (v < 0 ? -1.0 : 1.0) + 1.0 / v);
+            o[i] = g[i] * (float)d;
+        }
+        break;
+    case AC_PW_POLYGAMMA:
+        for (i = 0; i < n; i++) o[i] = g[i] * (float)polygamma_double((int)p0 + 1, x[i]);
+        break;
     case AC_PW_SILU: silu_grad_loop(g, x, o, n); break;
     case AC_PW_LEAKY_RELU: leaky_grad_loop(g, x, o, n, p0); break;
     case AC_PW_SOFTPLUS: softplus_grad_loop(g, x, o, n, p0, p1); break;
@@ -631,6 +803,10 @@ static float binary_float(int op, float u, float v)
     case AC_PW2_CLAMP_MIN: return (isnan(u) || isnan(v)) ? NAN : (u < v ? v : u);
     case AC_PW2_CLAMP_MAX: return (isnan(u) || isnan(v)) ? NAN : (u > v ? v : u);
     case AC_PW2_HEAVISIDE: return u == 0.0f ? v : (float)(u > 0.0f);
+    case AC_PW2_XLOG1PY:
+        if (isnan(v)) return NAN;
+        return u == 0.0f ? 0.0f : u * log1pf(v);
+    case AC_PW2_ZETA: return (float)zeta_double(u, v);
     default: return nextafterf(u, v);
     }
 }
@@ -645,6 +821,18 @@ static int binary_int(int op, int64_t u, int64_t v, int64_t *r)
         if (v == 0) return -1;
         *r = (v == -1) ? 0 : u % v;   /* INT64_MIN % -1 would trap */
         break;
+    case AC_PW2_GCD: case AC_PW2_LCM: {
+        uint64_t x = u < 0 ? 0 - (uint64_t)u : (uint64_t)u, y = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+        uint64_t m = x, n = y, t;
+        while (n) {
+            t = m % n;
+            m = n;
+            n = t;
+        }
+        /* lcm = |u / gcd * v|, wrapping past int64 as PyTorch's does */
+        *r = op == AC_PW2_GCD ? (int64_t)m : (m == 0 ? 0 : (int64_t)(x / m * y));
+        break;
+    }
     default: *r = u == 0 ? v : (u > 0); break;   /* heaviside */
     }
     return 0;
@@ -689,7 +877,7 @@ static void binary_grads(int op, float u, float v, float r, float *du, float *dv
     case AC_PW2_FMOD: *du = 1.0f; *dv = -truncf(u / v); break;
     case AC_PW2_COPYSIGN: *du = u == 0.0f ? 0.0f : r / u; *dv = 0.0f; break;
     case AC_PW2_XLOGY:
-        *du = (u == 0.0f && !isnan(v)) ? 0.0f : logf(v);
+        *du = (u == 0.0f && v <= 0.0f) ? 0.0f : logf(v);   /* as PyTorch */
         *dv = u / v;
         break;
     case AC_PW2_LOGADDEXP:
@@ -713,6 +901,10 @@ static void binary_grads(int op, float u, float v, float r, float *du, float *dv
         *dv = first ? 0.0f : 1.0f;
         break;
     }
+    case AC_PW2_XLOG1PY:
+        *du = (u == 0.0f && v <= -1.0f) ? 0.0f : log1pf(v);
+        *dv = u / (1.0f + v);
+        break;
     case AC_PW2_CLAMP_MIN: *du = u >= v ? 1.0f : 0.0f; *dv = u >= v ? 0.0f : 1.0f; break;
     case AC_PW2_CLAMP_MAX: *du = u <= v ? 1.0f : 0.0f; *dv = u <= v ? 0.0f : 1.0f; break;
     default: *du = *dv = 0.0f; break;
