@@ -29,6 +29,7 @@ from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memor
                             set_num_threads)
 from aicraft.tensor import Tensor
 from aicraft import accelerator, backends, cuda, nn, optim, profiler, quantization
+from aicraft import special  # torch.special's names (pointwise.py, special.py)
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -46,7 +47,7 @@ __all__ = [
     "ShapeError", "ScopeError", "FormatError", "DeviceError", "GradcheckError",
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
-    "profiler", "quantization", "utils",
+    "profiler", "quantization", "utils", "special",
 ]
 
 

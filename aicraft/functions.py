@@ -75,4 +75,9 @@ def where(condition, input, other):
     return _where_typed(condition, values[0], values[1], flags)
 
 
-__all__ = list(_METHODS) + ["where"]
+# ---- pointwise math (pointwise.py): aicraft.erf, aicraft.maximum, aicraft.celu, ... ----
+from aicraft import pointwise as _pointwise  # noqa: E402
+_POINTWISE = _pointwise.module_functions()
+globals().update(_POINTWISE)
+
+__all__ = list(_METHODS) + ["where"] + [n for n in _POINTWISE if n not in _METHODS]

@@ -739,3 +739,7 @@ _wrapping.Tensor = Tensor
 # Indexing and ordering methods live in indexing.py (t[...], gather, sort, ...).
 from aicraft import indexing  # noqa: E402 - it needs Tensor defined
 indexing.bind(Tensor)
+
+# Pointwise math and activations live in pointwise.py (erf, maximum, clamp with tensor bounds, ...).
+from aicraft import pointwise  # noqa: E402 - it needs Tensor defined
+pointwise.bind(Tensor)

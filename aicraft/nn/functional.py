@@ -155,3 +155,9 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     from aicraft.creation import from_numpy
     terms = input * from_numpy(coef)
     return terms.sum(class_dim) if reduction == "none" else terms.sum()
+
+
+# ---- activations (aicraft/pointwise.py): silu, leaky_relu, softplus, gelu(approximate=),
+# softmax(dtype=), ... with torch.nn.functional's signatures ----
+from aicraft import pointwise as _pointwise  # noqa: E402
+globals().update(_pointwise.functional_functions())

@@ -264,6 +264,70 @@ AcTensor *ac_gelu(const AcTensor *a);                      /* exact, erf form */
 AcTensor *ac_softmax(const AcTensor *a, int dim);
 AcTensor *ac_log_softmax(const AcTensor *a, int dim);
 
+/* ---- Pointwise math and activations (pointwise.c) ------------------------ */
+/* One op code picks the math. float32 inputs give float32, differentiable; the
+   tests (isnan .. signbit) give bool, no graph, for any dtype. Integer inputs
+   (int64, uint8, bool) are taken only where PyTorch keeps integers, computed
+   exactly: sign, square (bool gives int64), floor, ceil, round (decimals 0),
+   trunc, and, not on bool, hardtanh (bounds truncated to integers) and
+   threshold (threshold and value truncated); other ops fail with AC_ERR_DTYPE (convert to
+   float32 first).
+   p0, p1, p2 are the op's scalars, named after the op; unused ones are ignored. */
+
+typedef enum {
+    AC_PW_RSQRT, AC_PW_SQUARE, AC_PW_RECIPROCAL, AC_PW_ERF, AC_PW_ERFC, AC_PW_ERFINV,
+    AC_PW_EXPM1, AC_PW_EXP2, AC_PW_LOG2, AC_PW_LOG10, AC_PW_SIGN, AC_PW_FLOOR, AC_PW_CEIL,
+    AC_PW_ROUND,        /* p0: decimals (half to even, through x * 10^decimals) */
+    AC_PW_TRUNC, AC_PW_FRAC, AC_PW_TAN, AC_PW_ASIN, AC_PW_ACOS, AC_PW_ATAN, AC_PW_SINH,
+    AC_PW_COSH, AC_PW_ASINH, AC_PW_ACOSH, AC_PW_ATANH,
+    AC_PW_LOGIT,        /* p0: eps clamping x to [eps, 1 - eps]; < 0 for none */
+    AC_PW_SINC, AC_PW_LGAMMA, AC_PW_DIGAMMA,
+    AC_PW_NAN_TO_NUM,   /* p0 for NaN, p1 for inf, p2 for -inf */
+    AC_PW_SILU,
+    AC_PW_LEAKY_RELU,   /* p0: negative slope */
+    AC_PW_SOFTPLUS,     /* p0: beta (not 0), p1: threshold (linear above it) */
+    AC_PW_ELU,          /* p0 alpha, p1 scale, p2 input scale: elu, celu and selu */
+    AC_PW_GELU_TANH,    /* gelu's tanh approximation */
+    AC_PW_HARDTANH,     /* p0 min, p1 max (relu6: 0, 6) */
+    AC_PW_MISH, AC_PW_HARDSWISH, AC_PW_HARDSIGMOID,
+    AC_PW_HARDSHRINK,   /* p0: lambda */
+    AC_PW_SOFTSHRINK,   /* p0: lambda */
+    AC_PW_TANHSHRINK, AC_PW_SOFTSIGN, AC_PW_LOGSIGMOID,
+    AC_PW_THRESHOLD,    /* p0 threshold, p1 the value at or below it */
+    AC_PW_ISNAN, AC_PW_ISINF, AC_PW_ISPOSINF, AC_PW_ISNEGINF, AC_PW_ISFINITE, AC_PW_SIGNBIT,
+    AC_PW_ANGLE,        /* of a real number: pi below 0, else 0 (NaN stays) */
+    AC_PW_ENTR,         /* -x log x (torch.special.entr) */
+    AC_PW_ERFCX,        /* exp(x^2) erfc(x) */
+    AC_PW_NDTRI,        /* the standard normal's quantile */
+    AC_PW_LOG_NDTR,     /* log of the standard normal's CDF */
+    AC_PW_I0, AC_PW_I0E, AC_PW_I1, AC_PW_I1E,   /* modified Bessel; e: times exp(-|x|) */
+    AC_PW_POLYGAMMA,    /* p0: n >= 0, the derivative of digamma's order */
+    AC_PW_COUNT
+} AcPointwise;
+
+/* Binary, broadcast. Both float32: float32, differentiable (heaviside and
+   nextafter and zeta are not: AC_ERR_STATE when an input requires grad in grad
+   mode).
+   Both integer: maximum .. clamp_max, fmod (AC_ERR_ARG on a zero divisor),
+   heaviside, gcd and lcm give the promoted integer dtype (bool < uint8 < int64),
+   exactly (gcd and lcm take only integers);
+   mixed or other ops fail with AC_ERR_DTYPE. maximum/minimum propagate NaN and
+   split the gradient of a tie; fmax/fmin ignore NaN; clamp_min/clamp_max are
+   clamp with a tensor bound (NaN propagates, the bound gets the gradient where
+   it wins). */
+typedef enum {
+    AC_PW2_ATAN2, AC_PW2_HYPOT, AC_PW2_FMOD, AC_PW2_COPYSIGN, AC_PW2_XLOGY, AC_PW2_LOGADDEXP,
+    AC_PW2_LOGADDEXP2, AC_PW2_MAXIMUM, AC_PW2_MINIMUM, AC_PW2_FMAX, AC_PW2_FMIN,
+    AC_PW2_CLAMP_MIN, AC_PW2_CLAMP_MAX, AC_PW2_HEAVISIDE, AC_PW2_NEXTAFTER,
+    AC_PW2_XLOG1PY,     /* input * log1p(other), 0 where input is 0 */
+    AC_PW2_ZETA,        /* Hurwitz zeta(input, other); not differentiable */
+    AC_PW2_GCD, AC_PW2_LCM,   /* integers only */
+    AC_PW2_COUNT
+} AcPointwise2;
+
+AcTensor *ac_pointwise(const AcTensor *a, int op, float p0, float p1, float p2);
+AcTensor *ac_pointwise2(const AcTensor *a, const AcTensor *b, int op);
+
 /* ---- Reductions ---------------------------------------------------------- */
 /* dims: n_dims axes (negative counts from the end); dims == NULL reduces all.
    ac_sum of an int64 or bool tensor gives int64 (no graph); the others take float32. */

@@ -89,6 +89,8 @@
     X("bce_with_logits", bce_with_logits_replay, 2, 1, "i") \
     X("cross_entropy", cross_entropy_replay, 2, 1, "if") \
     X("lstm", lstm_replay, 7, 3, "ii") \
+    X("pointwise", pointwise_replay, 1, 1, "ifff") \
+    X("pointwise2", pointwise2_replay, 2, 1, "i") \
     X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0")
 
 #define OP_TABLE_DECLARE(name, fn, n_in, n_out, attrs) int fn(AcTensor **t, const double *attr);

@@ -321,6 +321,22 @@ typedef struct AcKernels {
     int (*embedding)(const AcTensor *ids, const float *weight, int64_t dim, float *out);
     int (*embedding_backward)(const AcTensor *ids, const float *gout, int64_t dim,
                               int64_t padding_idx, float *dw);
+    /* pointwise.c: unary op (AcPointwise) over n floats, p its three scalars;
+       backward from grad_out g, the input x and the output y. pointwise_test
+       writes bool out for any dtype of a; pointwise_integer the integer forms
+       (out of a's shape and the op's dtype; p as pointwise's); pointwise2 the binary ops
+       (AcPointwise2) over plan, float32 or integer (fmod by zero: AC_ERR_ARG),
+       and its backward the full-shape gradients (ga or gb NULL: not wanted). */
+    int (*pointwise)(int op, const float *x, float *out, int64_t n, const float *p);
+    int (*pointwise_backward)(int op, const float *g, const float *x, const float *y, float *out,
+                              int64_t n, const float *p);
+    int (*pointwise_test)(int op, const AcTensor *a, AcTensor *out);
+    int (*pointwise_integer)(int op, const AcTensor *a, AcTensor *out, const float *p);
+    int (*pointwise2)(int op, const AcTensor *a, const AcTensor *b, AcTensor *out,
+                      const AcBroadcast *plan);
+    int (*pointwise2_backward)(int op, const AcTensor *a, const AcTensor *b, const AcTensor *out,
+                               const AcTensor *gout, AcTensor *ga, AcTensor *gb,
+                               const AcBroadcast *plan);
     /* optim/: one step for count parameters; param i has sizes[i] elements,
        grads[i] and its state (momentum NULL when args->momentum is 0) */
     int (*sgd_step)(const SgdArgs *args, int count, float *const *params,

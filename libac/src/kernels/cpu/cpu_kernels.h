@@ -61,6 +61,18 @@ int cpu_softmax_backward(const float *y, const float *g, float *out, int64_t row
 int cpu_log_softmax_backward(const float *y, const float *g, float *out, int64_t rows, int64_t n,
                              int64_t inner);
 
+/* cpu/pointwise.c */
+int cpu_pointwise(int op, const float *x, float *out, int64_t n, const float *p);
+int cpu_pointwise_backward(int op, const float *g, const float *x, const float *y, float *out,
+                           int64_t n, const float *p);
+int cpu_pointwise_test(int op, const AcTensor *a, AcTensor *out);
+int cpu_pointwise_integer(int op, const AcTensor *a, AcTensor *out, const float *p);
+int cpu_pointwise2(int op, const AcTensor *a, const AcTensor *b, AcTensor *out,
+                   const AcBroadcast *plan);
+int cpu_pointwise2_backward(int op, const AcTensor *a, const AcTensor *b, const AcTensor *out,
+                            const AcTensor *gout, AcTensor *ga, AcTensor *gb,
+                            const AcBroadcast *plan);
+
 /* cpu/dropout.c */
 int cpu_dropout(const float *x, float *out, uint8_t *keep, int64_t blocks, int64_t block, float p,
                 float scale);

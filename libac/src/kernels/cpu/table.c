@@ -60,6 +60,14 @@ const AcKernels ac_cpu_kernels = {
     .softmax_backward = cpu_softmax_backward,
     .log_softmax_backward = cpu_log_softmax_backward,
 
+    /* pointwise.c */
+    .pointwise = cpu_pointwise,
+    .pointwise_backward = cpu_pointwise_backward,
+    .pointwise_test = cpu_pointwise_test,
+    .pointwise_integer = cpu_pointwise_integer,
+    .pointwise2 = cpu_pointwise2,
+    .pointwise2_backward = cpu_pointwise2_backward,
+
     /* dropout.c */
     .dropout = cpu_dropout,
     .dropout_backward = cpu_dropout_backward,
