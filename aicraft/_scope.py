@@ -20,6 +20,7 @@ _NULL = ffi.NULL
 _ref = weakref.ref
 
 tls = threading.local()   # tls.stack: this thread's open scopes, index i at C depth i + 1
+                          # tls.end: its _ThreadEnd
 
 # One entry per scope Python has open, over all threads. Ops test it for emptiness
 # alone: while it is empty every new tensor is root and needs no lookup. It is a
@@ -33,14 +34,12 @@ class Scope:
     callback (gradcheck)."""
 
     __slots__ = ("stack", "wrappers", "alive")
+    orphaned = False   # checkpoint's: exited on another thread, to be ended on its own
 
     def open(self):
         """Start holding the wrappers of the C scope just opened on this thread (its
         depth is its place in the thread's stack)."""
-        try:      # a C scope belongs to one thread: its stack tells which
-            self.stack = tls.stack
-        except AttributeError:
-            self.stack = tls.stack = []
+        self.stack = stack()   # a C scope belongs to one thread: its stack tells which
         self.stack.append(self)
         # The wrappers to mark dead: small ones and borrowed ones themselves (they
         # live to the scope's end), others as weak references (they may free early).
@@ -74,4 +73,20 @@ def stack():
         return tls.stack
     except AttributeError:
         tls.stack = []
+        tls.end = _ThreadEnd(tls.stack)
         return tls.stack
+
+
+class _ThreadEnd:
+    """Held by one thread's tls alone, so it dies when that thread ends: the
+    thread's scopes still open (a generator suspended inside `with
+    ac.checkpoint():`) are marked dead, as libac frees their memory then."""
+
+    __slots__ = ("stack",)
+
+    def __init__(self, stack):
+        self.stack = stack
+
+    def __del__(self):
+        if self.stack:
+            self.stack[0].close()

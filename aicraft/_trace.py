@@ -48,6 +48,18 @@ class Trace:
         self._bind(attr, LATER, None, None, value)
 
 
+# Bumped by every change a recorded graph cannot follow by reading values per
+# call: a parameter, buffer or submodule replaced or removed (a quantized layer
+# swapped in), an optimizer's state dict loaded, a param group added, a group
+# option other than its bound lr set. A compiled function records again after one.
+EPOCH = [0]
+
+
+def changed():
+    """Recorded graphs may no longer fit: compiled functions record again."""
+    EPOCH[0] += 1
+
+
 def recording():
     """The Trace recording on this thread, or None."""
     return getattr(_local, "trace", None)
@@ -85,8 +97,17 @@ class ParamGroup(dict):
         except AttributeError:
             cell = None
         if cell is not None:
-            cell[0] = value   # first: a value C cannot take leaves the group as it was
+            try:   # first: a value C cannot take leaves the group as it was
+                cell[0] = value
+            except OverflowError:
+                raise ValueError("param group: %s=%r is out of range" % (key, value)) from None
+        elif key in self and not _same(dict.get(self, key), value):
+            changed()   # a value the recorded graph holds as a constant
         dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        changed()
+        dict.__delitem__(self, key)
 
     def update(self, *args, **kwargs):
         for key, value in dict(*args, **kwargs).items():
@@ -98,3 +119,13 @@ class ParamGroup(dict):
 
     def __reduce__(self):   # a copy is a group of its own: the cells stay with this one
         return type(self), (dict(self),)
+
+
+def _same(old, new):
+    """Whether a group option set again keeps its value (no new recording)."""
+    if old is new:
+        return True
+    try:
+        return type(old) is type(new) and bool(old == new)
+    except Exception:   # a tensor of several elements, say: take it as changed
+        return False

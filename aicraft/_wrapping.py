@@ -59,6 +59,8 @@ def _wrap_scoped(p):
         try:
             scope = _tls.stack[depth - 1]
         except (AttributeError, IndexError):
+            t._ptr = _NULL      # a shell: its __del__ frees nothing
+            t._scope = None
             raise ScopeError("a tensor was made in a scope aicraft did not open (depth %d)" % depth) from None
         t._scope = scope
         scope.wrappers.append(t if p.size < _FREE_EARLY_SIZE else _ref(t))

@@ -27,6 +27,7 @@ _UNCOMPILED = object()   # a signature whose trace failed: it runs eagerly
 _UNFIT = object()        # _Replay.run's answer when the call is not its graph's
 _graph_call = lib.ac_graph_call
 _set_scalar = lib.ac_graph_set_scalar
+_EPOCH = _trace.EPOCH
 
 
 def compile(fn, example_inputs=None, backend="replay"):
@@ -48,6 +49,10 @@ def compile(fn, example_inputs=None, backend="replay"):
     the recording call, and Python values computed from tensors (.item()) are
     constants; what changes per call is read per call: the input tensors, an
     optimizer's learning rate and step count, the random generator (dropout).
+    What a graph holds fixed is followed by recording again on the next call: a
+    parameter, buffer or submodule replaced (a layer quantized in place), a
+    Module moved to another device, an optimizer's load_state_dict, a param
+    group added or an option other than lr set (betas, momentum).
     Parameters and optimizer state are updated in place; outputs are new
     tensors in the caller's current scope. A call to an op the graph cannot
     replay (indexing by a tensor, rand, an in-place write) makes that signature
@@ -90,6 +95,7 @@ class CompiledFunction:
         self._last = None        # the _Replay of the last call, when it takes only tensors
         self._fast = None        # its _lean_call
         self._warned_full = False
+        self._epoch = _EPOCH[0]  # the graphs fit the modules and optimizers as they were then
         self.example_inputs = example_inputs
         functools.update_wrapper(self, fn.forward if self._module is not None else fn)
 
@@ -112,6 +118,10 @@ class CompiledFunction:
                                 "function" % sorted(kwargs))
         if _trace.recording() is not None:   # inside another compiled function's recording
             return self._fn(*args)
+        if self._epoch != _EPOCH[0]:   # a parameter replaced, a state dict loaded: record again
+            self._graphs = {}
+            self._last = self._fast = None
+            self._epoch = _EPOCH[0]
         key, leaves = self._signature(args)
         replay = self._graphs.get(key)
         if replay is not None:
@@ -151,6 +161,7 @@ class CompiledFunction:
         return tuple(key), leaves
 
     def _record(self, key, args, leaves):
+        epoch = _EPOCH[0]   # a change while recording (a lazy module's parameter): record again
         positions = [i for i, a in enumerate(leaves) if isinstance(a, Tensor)]
         graph = lib.ac_graph_begin()
         if graph == ffi.NULL:
@@ -179,7 +190,7 @@ class CompiledFunction:
         if failure is None:
             training = self._module.training if self._module is not None else None
             replay = self._graphs[key] = _Replay(graph, positions, layout, len(flat), trace.scalars, training)
-            replay.call = _lean_call(replay, self._module)
+            replay.call = _lean_call(replay, self._module, epoch)
             if self.backend == "mlir":
                 from aicraft import _mlir
                 try:
@@ -241,22 +252,24 @@ class _Replay:
         self.call = None     # _lean_call's closure
 
 
-def _lean_call(replay, module):
+def _lean_call(replay, module, epoch):
     """replay's call, one closure with all it reads bound (a compiled step can
     take 1.3 us, and each attribute lookup costs it about 1%). call(args) sets
     the inputs from args, which must be tensors only, and runs ac_graph_call: it
     returns _UNFIT, having run nothing, when args or the grad mode or the
-    Module's mode are not the graph's. call(leaves, True) runs the inputs the
+    Module's mode are not the graph's, or a module or optimizer changed since it
+    was recorded (_trace.EPOCH). call(leaves, True) runs the inputs the
     caller set and checked (ac_graph_replay), where a misfit is an error. Either
     way the outputs as fn returns them."""
     graph, layout, training = replay.graph, replay.layout, replay.training
     inputs, n_inputs, outputs, n_outputs = replay.inputs, replay.n_inputs, replay.outputs, replay.n_outputs
     items, counters = replay.items, replay.counters
     replay_checked = lib.ac_graph_replay
+    current = _EPOCH
 
     def call(args, checked=False):
         if not checked:
-            if module is not None and module.training != training:
+            if module is not None and module.training != training or current[0] != epoch:
                 return _UNFIT
             try:   # one or two inputs unpacked (0.05 us less than the loop); not tensors: the slow path
                 if n_inputs == 2:

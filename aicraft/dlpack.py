@@ -89,9 +89,11 @@ def _capsule_of(ext: Any) -> Any:
 
 def from_dlpack(ext: Any) -> "Tensor":
     """A tensor sharing the memory of ext: an object with __dlpack__ (a NumPy array, a
-    PyTorch tensor, an aicraft tensor) or a DLPack capsule. float32, int64 and bool,
-    row-major contiguous and writable, on the CPU; anything else raises, saying what
-    to convert. ext's memory lives as long as the tensor."""
+    PyTorch tensor, an aicraft tensor) or a DLPack capsule. float32, int64, bool and
+    uint8, row-major contiguous and writable, on the CPU; anything else raises, saying
+    what to convert, and so does a bool tensor holding a byte other than 0 or 1
+    (ValueError, as the safetensors reader refuses it). ext's memory lives as long
+    as the tensor."""
     from aicraft._wrapping import _wrap
     capsule = _capsule_of(ext)
     for versioned in (1, 0):

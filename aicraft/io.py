@@ -36,6 +36,7 @@ STRUCTURE_KEY = "aicraft"
 _DTYPE_NAMES = {"float32": "F32", "int64": "I64", "bool": "BOOL", "uint8": "U8", "int8": "I8"}
 _serial = itertools.count()                  # temporary names of saves in flight
 _SAVABLE = "Tensors, NumPy arrays, numbers, strings, None, and dicts, lists and tuples of them"
+MAX_DEPTH = 100                              # nesting save writes and load reads: no RecursionError
 
 
 def _c_path(path, what):
@@ -81,8 +82,11 @@ def _refuse(obj, where):
     raise TypeError("save: cannot save a %s%s; ac.save takes %s" % (type(obj).__name__, where, _SAVABLE))
 
 
-def _describe(obj, tensors, where):
+def _describe(obj, tensors, where, depth=0):
     """obj as JSON-ready structure; its tensors appended to tensors, named by position."""
+    if depth > MAX_DEPTH:
+        raise ValueError("save: the structure nests deeper than %d levels (at %s); a cycle?"
+                         % (MAX_DEPTH, where[:200] + "..."))
     if isinstance(obj, Tensor) or _is_numpy(obj, "ndarray"):
         tensors.append((str(len(tensors)), _as_tensor(obj)))
         return {"tensor": tensors[-1][0]}
@@ -99,26 +103,28 @@ def _describe(obj, tensors, where):
                 raise TypeError("save: dict keys must be str or int, not %s (at %s)"
                                 % (type(key).__name__, where or "the top level"))
             key = key if isinstance(key, str) else int(key)
-            items.append([key, _describe(value, tensors, "%s[%r]" % (where, key))])
+            items.append([key, _describe(value, tensors, "%s[%r]" % (where, key), depth + 1)])
         return {"dict": items}
     if isinstance(obj, (list, tuple)):
         kind = "list" if isinstance(obj, list) else "tuple"
-        return {kind: [_describe(v, tensors, "%s[%d]" % (where, i)) for i, v in enumerate(obj)]}
+        return {kind: [_describe(v, tensors, "%s[%d]" % (where, i), depth + 1) for i, v in enumerate(obj)]}
     _refuse(obj, " (at %s)" % where if where else "")
 
 
-def _rebuild(desc, tensors):
+def _rebuild(desc, tensors, depth=0):
+    if depth > MAX_DEPTH:
+        raise FormatError("load: the saved structure nests deeper than %d levels" % MAX_DEPTH)
     if isinstance(desc, dict):
         if len(desc) != 1:
             raise FormatError("load: the saved structure holds an object with keys %s" % sorted(desc))
         (kind, body), = desc.items()
-        if kind == "tensor" and body in tensors:
+        if kind == "tensor" and isinstance(body, str) and body in tensors:
             return tensors[body]
         if kind == "dict" and isinstance(body, list) and all(
                 isinstance(p, list) and len(p) == 2 and isinstance(p[0], (str, int)) for p in body):
-            return {key: _rebuild(value, tensors) for key, value in body}
+            return {key: _rebuild(value, tensors, depth + 1) for key, value in body}
         if kind in ("list", "tuple") and isinstance(body, list):
-            items = [_rebuild(value, tensors) for value in body]
+            items = [_rebuild(value, tensors, depth + 1) for value in body]
             return items if kind == "list" else tuple(items)
         raise FormatError("load: the saved structure holds a bad %r entry" % kind)
     if isinstance(desc, list):
@@ -214,8 +220,13 @@ def load(f):
         tensors, metadata = _load_path(_c_path(f, "load"))
     if STRUCTURE_KEY not in metadata:
         return tensors
+    text = metadata[STRUCTURE_KEY]
+    if not isinstance(text, str):
+        raise FormatError("load: the saved structure is a %s, not JSON text" % type(text).__name__)
     try:
-        structure = json.loads(metadata[STRUCTURE_KEY])
+        structure = json.loads(text)
+    except RecursionError:
+        raise FormatError("load: the saved structure nests deeper than %d levels" % MAX_DEPTH) from None
     except ValueError as exc:
         raise FormatError("load: the saved structure is not valid JSON (%s)" % exc) from None
     return _rebuild(structure, tensors)

@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ScopeError, raise_error
-from aicraft._scope import Scope
+from aicraft._scope import Scope, stack as _stack
 
 _mem_checkpoint, _mem_restore = lib.ac_mem_checkpoint, lib.ac_mem_restore
 
@@ -18,15 +18,19 @@ _mem_checkpoint, _mem_restore = lib.ac_mem_checkpoint, lib.ac_mem_restore
 class checkpoint(Scope):
     """A memory scope: `with ac.checkpoint(): ...` frees the step's tensors at the end."""
 
-    __slots__ = ("_cp",)
+    __slots__ = ("_cp", "orphaned")
 
     def __init__(self) -> None:
         self._cp = None
         self.alive = False
+        self.orphaned = False
 
     def __enter__(self) -> "checkpoint":
         if self._cp is not None:
             raise ScopeError("checkpoint: this scope is already open; make a new ac.checkpoint()")
+        stack = _stack()
+        if stack and stack[-1].orphaned:
+            end_orphans(stack)
         cp = _mem_checkpoint()
         if cp.depth < 0:
             raise_error()
@@ -36,15 +40,34 @@ class checkpoint(Scope):
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> bool:
         if self.alive:        # else never opened, or already ended by an outer scope's restore
+            stack = _stack()
+            if self.stack is not stack:
+                # Exited on another thread (a generator suspended inside the block and
+                # collected there): a C scope ends on its own thread only, so its
+                # thread ends it, at its next checkpoint's entry or exit.
+                self.orphaned = True
+                return False
             self.close()
             if _mem_restore(self._cp) < 0:
                 raise_error()
+            if stack and stack[-1].orphaned:
+                end_orphans(stack)
         return False
 
     @property
     def depth(self) -> Optional[int]:
         """The nesting depth this scope opened at (1 for the outermost); None before enter."""
         return None if self._cp is None else self._cp.depth
+
+
+def end_orphans(stack):
+    """End the scopes on top of this thread's stack that were exited on another
+    thread, innermost first (an orphan under a scope still open waits for it)."""
+    while stack and stack[-1].orphaned:
+        scope = stack[-1]
+        scope.close()
+        if _mem_restore(scope._cp) < 0:
+            raise_error()
 
 
 def memory_stats() -> Dict[str, int]:
@@ -57,7 +80,11 @@ def memory_stats() -> Dict[str, int]:
     cuda_mallocs (flat across warm training steps too), device_bytes_in_use and
     device_peak_bytes (CUDA tensors' data, all devices) and device_reserved
     (device memory held, in use or cached)."""
+    stack = _stack()
+    if stack and stack[-1].orphaned:
+        end_orphans(stack)
     stats = ffi.new("AcMemStats *")
+
     if lib.ac_memory_stats(stats) < 0:
         raise_error()
     return {name: getattr(stats, name) for name in

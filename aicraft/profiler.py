@@ -12,9 +12,12 @@ libac times each op on the profiled thread, each node's backward
 runs it ("linear [task]"), and each record_function range, which is also the
 scope of the events inside it. Times are microseconds, as PyTorch's.
 """
+import atexit
 import enum
 import json
 import os
+import sys
+import threading
 from collections import namedtuple
 from contextlib import ContextDecorator
 from typing import Any, Dict, List, Optional, Tuple
@@ -24,6 +27,39 @@ from aicraft.errors import DeviceError, raise_error
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "FunctionEvent", "FunctionEventAvg",
            "EventList"]
+
+def _check_env_trace(path):
+    """At exit: say on stderr when libac cannot write AC_PROFILE's trace (libac
+    itself never prints; it writes the file after Python has finished)."""
+    try:
+        if len(os.fsencode(path)) >= 4096:
+            raise OSError("the path is longer than 4095 bytes, so no profile was taken")
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        sys.stderr.write("aicraft: warning: AC_PROFILE=%s: the trace cannot be written: %s\n" % (path, exc))
+
+
+if os.environ.get("AC_PROFILE"):
+    atexit.register(_check_env_trace, os.environ["AC_PROFILE"])
+
+_tls = threading.local()   # _tls.guard: the profiling thread's _StopAtThreadEnd
+
+
+class _StopAtThreadEnd:
+    """Held by the profiling thread's tls alone: a thread that ends without
+    stopping the profiler stops it as it ends (before join() returns), so the
+    next start, on any thread, works. libac does the same for C threads, later."""
+
+    __slots__ = ("armed",)
+
+    def __init__(self):
+        self.armed = True
+
+    def __del__(self):
+        if self.armed and lib.ac_profiler_stop() < 0:
+            lib.ac_clear_error()
+
 
 _KINDS = {lib.AC_EVENT_OP: "op", lib.AC_EVENT_BACKWARD: "backward", lib.AC_EVENT_TASK: "task",
           lib.AC_EVENT_RANGE: "range"}
@@ -152,10 +188,15 @@ class profile:
     def start(self) -> None:
         if lib.ac_profiler_start(int(self.record_shapes)) < 0:
             raise_error()
+        _tls.guard = _StopAtThreadEnd()
 
     def stop(self) -> None:
         if lib.ac_profiler_stop() < 0:
             raise_error()
+        guard = getattr(_tls, "guard", None)
+        if guard is not None:
+            guard.armed = False
+            _tls.guard = None
         n = lib.ac_profiler_num_events()
         if n < 0:
             raise_error()

@@ -11,7 +11,7 @@ model is built once and then trained with a scope around each step.
 from collections import OrderedDict, namedtuple
 from typing import Any, Dict, Iterator, Mapping, Tuple, TypeVar
 
-from aicraft import dtypes
+from aicraft import _trace, dtypes
 from aicraft._args import _is_numpy
 from aicraft._ffi import lib
 from aicraft._wrapping import _live, _shape_of
@@ -107,7 +107,10 @@ class Module:
 
     def _register(self, registry, name, value):
         """Put value under name in registry (and the instance dict), removing it elsewhere."""
-        for other in self._registries(name):
+        registries = self._registries(name)
+        if any(name in r and r[name] is not value for r in registries):
+            _trace.changed()   # compiled calls hold the one replaced: they record again
+        for other in registries:
             if other is not registry:
                 other.pop(name, None)
         if registry is not self._buffers:
@@ -139,6 +142,7 @@ class Module:
     def __delattr__(self, name):
         for registry in (self._parameters, self._buffers, self._modules):
             if name in registry:
+                _trace.changed()
                 del registry[name]
                 self._non_persistent_buffers.discard(name)
                 self.__dict__.pop(name, None)
@@ -279,6 +283,7 @@ class Module:
                     for t in registry.values():
                         if t is not None and t.device != device:
                             t._move_(device)
+                            _trace.changed()   # a new AcTensor under the same Tensor
         return self
 
     def cuda(self, device=None):

@@ -11,7 +11,7 @@ State tensors always live at root, never in a scope: a step may run inside
 """
 import warnings
 from collections import defaultdict
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from aicraft import _trace
@@ -64,6 +64,11 @@ class Optimizer:
         for group in param_groups:
             self.add_param_group(group)
 
+    def __setattr__(self, name, value):
+        if name in ("state", "param_groups") and name in self.__dict__:
+            _trace.changed()   # compiled steps hold the old ones: they record again
+        object.__setattr__(self, name, value)
+
     def add_param_group(self, param_group):
         """Add a group of parameters with options of its own; missing options take the defaults."""
         if not isinstance(param_group, dict):
@@ -93,7 +98,10 @@ class Optimizer:
         group["params"] = params
         for name, default in self.defaults.items():
             group.setdefault(name, default)
+        _check_numbers(group)
         self._check_group(group)
+        if self.param_groups:
+            _trace.changed()   # compiled steps step the groups they recorded: they record again
         self.param_groups.append(group)
 
     def _check_group(self, group):
@@ -163,7 +171,18 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Take options and state from a dict made by state_dict(); its tensors are copied.
         Nothing changes if the dict does not fit this optimizer."""
+        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), dict) \
+                or not isinstance(state_dict.get("param_groups"), (list, tuple)):
+            raise ValueError("load_state_dict: expected a dict with a 'state' dict and a 'param_groups' "
+                             "list, as state_dict() returns")
         saved_groups = state_dict["param_groups"]
+        for saved in saved_groups:
+            if not isinstance(saved, dict) or not isinstance(saved.get("params"), (list, tuple)):
+                raise ValueError("load_state_dict: each param group must be a dict with a 'params' list")
+        for entries in state_dict["state"].values():
+            if not isinstance(entries, dict):
+                raise ValueError("load_state_dict: each parameter's state must be a dict, not %s"
+                                 % type(entries).__name__)
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         for group, saved in zip(self.param_groups, saved_groups):
@@ -184,6 +203,10 @@ class Optimizer:
         for group, saved in zip(self.param_groups, saved_groups):
             new_group = _trace.ParamGroup(saved)
             new_group["params"] = group["params"]
+            for name, default in self.defaults.items():
+                if name not in new_group:
+                    raise ValueError("load_state_dict: a param group lacks the option %r" % name)
+            _check_numbers(new_group)
             self._check_group(new_group)
             groups.append(new_group)
         self.state = state
@@ -200,9 +223,25 @@ class Optimizer:
                                  "parameter has shape %s" % (name, index, t.shape, param.shape))
             return t.keep()
         if value is None or isinstance(value, Real):
-            return value
-        number = float(np.asarray(value, dtype=np.float64).reshape(()))
-        return int(number) if number.is_integer() else number
+            number = value
+        else:
+            try:
+                number = float(np.asarray(value, dtype=np.float64).reshape(()))
+            except (TypeError, ValueError):
+                raise ValueError("load_state_dict: state %r of parameter %s is %s, not a number"
+                                 % (name, index, type(value).__name__)) from None
+            number = int(number) if number.is_integer() else number
+        if name == "step" and number is not None:   # a step count C takes as an int64
+            if isinstance(number, Integral) and not isinstance(number, bool):
+                number = int(number)
+            elif isinstance(number, Real) and float(number).is_integer():
+                number = int(number)
+            if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < 2 ** 53:
+                raise ValueError("load_state_dict: state 'step' of parameter %s is %r, not a step count "
+                                 "(an int in [0, 2**53))" % (index, number))
+        elif isinstance(number, Real):
+            _check_number(name, number)
+        return number
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -213,3 +252,20 @@ class Optimizer:
                     lines.append("    %s: %s" % (key, group[key]))
         lines.append(")")
         return "\n".join(lines)
+
+
+def _check_number(name, value):
+    try:
+        float(value)
+    except OverflowError:
+        raise ValueError("Invalid %s value: %r is out of a double's range" % (name, value)) from None
+
+
+def _check_numbers(group):
+    """ValueError for an option C cannot take as a double (lr=10**400), before any step does."""
+    for name, value in group.items():
+        if name == "params":
+            continue
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, Real) and not isinstance(v, bool):
+                _check_number(name, v)

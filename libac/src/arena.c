@@ -108,6 +108,8 @@ typedef struct {
     int n_lent, lent_capacity;
     int64_t bytes, tensors, nodes;   /* scoped allocations made by this thread so far */
     int64_t allocated;               /* bytes ever allocated by this thread, root and scoped */
+    int64_t budget_end;              /* alloc_budget_begin's cap on allocated; 0: none */
+    int budget_spent;                /* an allocation was refused by it */
 } ThreadArena;
 
 static int64_t g_bytes_in_use, g_peak_bytes, g_live_tensors, g_live_nodes;
@@ -145,6 +147,15 @@ static int over_limit(const char *what, size_t bytes)
                          "(%lld in use, limit %lld)",
                          what, bytes, (long long)in_use, (long long)limit);
     return AC_OK;
+}
+
+/* Would taking bytes more pass this thread's allocation budget? Sets the error if so. */
+static int over_budget(ThreadArena *ta, size_t bytes)
+{
+    if (!ta || !ta->budget_end || ta->allocated + (int64_t)bytes <= ta->budget_end) return AC_OK;
+    ta->budget_spent = 1;
+    return error_set(AC_ERR_MEMORY, "alloc: allocating %zu bytes would pass this thread's allocation "
+                     "budget", bytes);
 }
 
 void count_heap_allocation(void) { __atomic_add_fetch(&g_heap_allocations, 1, __ATOMIC_RELAXED); }
@@ -242,7 +253,7 @@ void *root_alloc(size_t bytes)
 {
     ThreadArena *ta = tls_arena;
     char *raw, *aligned;
-    if (over_limit("alloc", bytes)) return NULL;
+    if (over_limit("alloc", bytes) || over_budget(ta, bytes)) return NULL;
     aligned = ta ? root_cache_take(ta, bytes) : NULL;
     if (!aligned) {
         raw = malloc(bytes + AC_ALIGN);
@@ -575,6 +586,23 @@ int arena_release(void *p, size_t bytes, uint32_t serial, int tensors, int nodes
     return 1;
 }
 
+int alloc_budget_begin(int64_t bytes)
+{
+    ThreadArena *ta = thread_arena();
+    if (!ta) return ac_last_error_code();
+    ta->budget_end = ta->allocated + (bytes > 0 ? bytes : 1);
+    ta->budget_spent = 0;
+    return AC_OK;
+}
+
+int alloc_budget_end(void)
+{
+    ThreadArena *ta = tls_arena;
+    int spent = ta ? ta->budget_spent : 0;
+    if (ta) ta->budget_end = ta->budget_spent = 0;
+    return spent;
+}
+
 /* arena_alloc on ta, the calling thread's arena. */
 static void *arena_alloc_in(ThreadArena *ta, size_t bytes)
 {
@@ -585,7 +613,7 @@ static void *arena_alloc_in(ThreadArena *ta, size_t bytes)
     if (bytes > SIZE_MAX - AC_ALIGN)
         return error_null(AC_ERR_MEMORY, "alloc: %zu bytes is more than can be allocated", bytes);
     bytes = (bytes + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1);
-    if (over_limit("alloc", bytes)) return NULL;
+    if (over_limit("alloc", bytes) || over_budget(ta, bytes)) return NULL;
     p = ta->scopes[ta->depth - 1].free ? free_take(&ta->scopes[ta->depth - 1], bytes) : NULL;
     if (p) {
         ta->bytes += (int64_t)bytes;

@@ -7,7 +7,8 @@
  * reference to the tensor until the consumer calls its deleter. Scoped tensors
  * are refused: their memory ends with their scope, whoever still points at it.
  * Import: a managed tensor becomes an external tensor whose release calls the
- * producer's deleter, so the producer's memory lives as long as the tensor.
+ * producer's deleter, so the producer's memory lives as long as the tensor. A
+ * bool tensor whose bytes are not all 0 or 1 is refused, as files are.
  *
  * Not here: Python's capsules and __dlpack__ protocol (aicraft/dlpack.py).
  */
@@ -52,7 +53,8 @@ static void describe(const AcTensor *t, Export *e, DLTensor *dl)
     dl->device.device_type = DL_CPU;
     dl->ndim = t->ndim;
     dl->dtype.code = t->dtype == AC_FLOAT32 ? DL_FLOAT
-                   : t->dtype == AC_INT64 || t->dtype == AC_INT8 ? DL_INT : DL_BOOL;
+                   : t->dtype == AC_INT64 || t->dtype == AC_INT8 ? DL_INT
+                   : t->dtype == AC_UINT8 ? DL_UINT : DL_BOOL;
     dl->dtype.bits = (uint8_t)(elem_size(t) * 8);
     dl->dtype.lanes = 1;
     dl->shape = e->shape;
@@ -93,7 +95,8 @@ static int dtype_from_dlpack(DLDataType d)
     if (d.lanes == 1 && d.code == DL_FLOAT && d.bits == 32) return AC_FLOAT32;
     if (d.lanes == 1 && d.code == DL_INT && d.bits == 64) return AC_INT64;
     if (d.lanes == 1 && d.code == DL_BOOL && d.bits == 8) return AC_BOOL;
-    error_set(AC_ERR_DTYPE, "from_dlpack: dtype %s%d (lanes %d) is not float32, int64 or bool; "
+    if (d.lanes == 1 && d.code == DL_UINT && d.bits == 8) return AC_UINT8;
+    error_set(AC_ERR_DTYPE, "from_dlpack: dtype %s%d (lanes %d) is not float32, int64, bool or uint8; "
               "convert it first", d.code < 7 ? kinds[d.code] : "code-", (int)d.bits, (int)d.lanes);
     return -1;
 }
@@ -143,6 +146,14 @@ AcTensor *ac_from_dlpack(void *managed, int versioned)
         expected *= dl->shape[i];
     }
     data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+    if (dtype == AC_BOOL && data) {   /* as the safetensors reader: a bool byte is 0 or 1 */
+        const unsigned char *bytes = (const unsigned char *)data;
+        int64_t e;
+        for (e = 0; e < size; e++)
+            if (bytes[e] > 1)
+                return error_null(AC_ERR_ARG, "from_dlpack: bool element %lld is %u, not 0 or 1; "
+                                  "convert it to bool first", (long long)e, bytes[e]);
+    }
     return ac_tensor_from_external(data, dl->shape, dl->ndim, dtype,
                                    versioned ? versioned_release : legacy_release, managed);
 }

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 enum { DL_CPU = 1 };
-enum { DL_INT = 0, DL_FLOAT = 2, DL_BOOL = 6 };   /* type codes; dlpack.c names all of them */
+enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BOOL = 6 };   /* type codes; dlpack.c names all of them */
 enum { DL_MAJOR_VERSION = 1, DL_MINOR_VERSION = 0 };
 #define DL_FLAG_READ_ONLY 1u
 

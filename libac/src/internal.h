@@ -53,6 +53,12 @@ void counter_add(int64_t *value, int64_t *peak, int64_t delta);
 /* Allocate bytes (64-byte aligned) in the current scope's arena; NULL and
    AC_ERR_MEMORY on failure. Only valid while a scope is open. */
 void *arena_alloc(size_t bytes);
+/* A cap on the bytes the calling thread allocates from now on (frees do not
+   give any back), scoped and root: allocations past it fail with AC_ERR_MEMORY.
+   The program reader's check run is bounded by it. alloc_budget_end lifts it and
+   returns 1 if an allocation was refused by it. */
+int alloc_budget_begin(int64_t bytes);
+int alloc_budget_end(void);
 /* Root allocations, counted against the memory limit. */
 void *root_alloc(size_t bytes);
 void root_free(void *p, size_t bytes);

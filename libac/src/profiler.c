@@ -43,6 +43,7 @@ typedef struct {
 
 typedef struct ThreadEvents {
     struct ThreadEvents *next;   /* the registry, under registry_lock */
+    int free;                    /* its thread has ended: a new thread may take it (registry_lock) */
     uint32_t session;            /* the session its events belong to */
     int32_t thread;              /* the session's number for this thread */
     Event *events;
@@ -65,6 +66,8 @@ AC_THREAD_LOCAL int profiler_active;
 static AC_THREAD_LOCAL ThreadEvents *mine;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t thread_key;  /* set to a thread's buffer: thread_ended runs at its exit */
 static ThreadEvents *registry;
 static int32_t session_threads;   /* threads with events this session, under registry_lock */
 static uint32_t session;          /* changed by start only */
@@ -96,20 +99,53 @@ static void *grow(void *a, int64_t *cap, int64_t n, int64_t more, size_t elem)
     return grown;
 }
 
+static void profiler_finish(void);
+
+/* At the exit of a thread that had a buffer: a profiler it started and never
+   stopped stops (its events stay readable), and the buffer, once its events are
+   of an older session, goes to the next thread that needs one. */
+static void thread_ended(void *buffer)
+{
+    ThreadEvents *te = buffer;
+    if (profiler_active) profiler_finish();
+    pthread_mutex_lock(&registry_lock);
+    te->free = 1;
+    pthread_mutex_unlock(&registry_lock);
+    mine = NULL;
+}
+
+static void thread_key_create(void) { pthread_key_create(&thread_key, thread_ended); }
+
+/* A buffer for this thread: an ended thread's whose events are not of the
+   current session, else a new one, registered. */
+static ThreadEvents *buffer_take(uint32_t current)
+{
+    ThreadEvents *te;
+    pthread_once(&thread_key_once, thread_key_create);
+    pthread_mutex_lock(&registry_lock);
+    for (te = registry; te && !(te->free && te->session != current); te = te->next) {
+    }
+    if (te) te->free = 0;
+    pthread_mutex_unlock(&registry_lock);
+    if (!te) {
+        te = calloc(1, sizeof *te);
+        if (!te) return NULL;
+        count_heap_allocation();
+        pthread_mutex_lock(&registry_lock);
+        te->next = registry;
+        registry = te;
+        pthread_mutex_unlock(&registry_lock);
+    }
+    pthread_setspecific(thread_key, te);
+    return te;
+}
+
 /* This thread's buffer, registered and emptied for the current session. */
 static ThreadEvents *thread_events(void)
 {
     uint32_t current = __atomic_load_n(&session, __ATOMIC_ACQUIRE);
     if (mine && mine->session == current) return mine;
-    if (!mine) {
-        mine = calloc(1, sizeof *mine);
-        if (!mine) return NULL;
-        count_heap_allocation();
-        pthread_mutex_lock(&registry_lock);
-        mine->next = registry;
-        registry = mine;
-        pthread_mutex_unlock(&registry_lock);
-    }
+    if (!mine && !(mine = buffer_take(current))) return NULL;
     pthread_mutex_lock(&registry_lock);
     mine->session = current;
     mine->thread = session_threads++;
@@ -424,14 +460,44 @@ int ac_profiler_event(int64_t i, AcProfileEvent *out)
     return AC_OK;
 }
 
-/* s as a JSON string's content */
+/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 for a byte that
+   starts none (a stray continuation, an overlong form, a surrogate, past U+10FFFF). */
+static int utf8_length(const unsigned char *s)
+{
+    int n, i;
+    uint32_t cp;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) n = 2, cp = s[0] & 0x1fu;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef) n = 3, cp = s[0] & 0x0fu;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4) n = 4, cp = s[0] & 0x07u;
+    else return 0;
+    for (i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;   /* the NUL at the end stops here too */
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
+/* s as a JSON string's content: valid UTF-8 whatever s holds (a C caller's range
+   name in another encoding), each byte that starts no character as U+FFFD. */
 static void json_text(FILE *out, const char *s)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        int n = utf8_length(u);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            u++;
+        } else if (*u == '"' || *u == '\\') {
+            fprintf(out, "\\%c", *u++);
+        } else if (*u < 0x20) {
+            fprintf(out, "\\u%04x", *u++);
+        } else {
+            fwrite(u, 1, (size_t)n, out);
+            u += n;
+        }
     }
 }
 

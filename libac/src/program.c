@@ -15,8 +15,10 @@
  * bytes left before anything is allocated for it; each op is looked up by name
  * in the table of recorded ops (op_table.h), which also gives its tensor counts
  * and the range of each scalar argument; a buffer is read only after an input,
- * the file's data or an earlier node gives it. Then the program runs once on
- * zeros, and each op must give the dtype and shape its output buffer records.
+ * the file's data or an earlier node gives it. What one run would cost, in bytes
+ * and element operations, must fit the file's size (check_run_cost). Then the
+ * program runs once on zeros, and each op must give the dtype and shape its
+ * output buffer records.
  * A loaded program is an AcGraph, run by the replay backend (replay.c).
  *
  * Not here: recording (graph.c); the program's Python face (aicraft/compile.py).
@@ -37,6 +39,17 @@
 
 #define MAGIC "ACPROG1\n"
 #define NAME_MAX_BYTES 32
+/* What one run may cost, by the file's own size: its tensors' bytes and a count
+   of element operations (multiply-adds for the ops that contract), each at most
+   the floor or so many times the file's bytes, whichever is larger. The check
+   run at load does that run: a flipped bit that makes a (20000, 1) input is
+   refused here rather than allocated (a 154-byte file asking for 1.6 GB), and
+   the check run allocates at most those bytes and RUN_SCRATCH_BYTES more. */
+#define RUN_BYTES_FLOOR ((double)(512u << 20))
+#define RUN_BYTES_PER_FILE_BYTE 256.0
+#define RUN_WORK_FLOOR 4294967296.0
+#define RUN_WORK_PER_FILE_BYTE 16384.0
+#define RUN_SCRATCH_BYTES ((double)(128u << 20))
 
 struct AcProgram {
     AcGraph *graph;
@@ -245,7 +258,8 @@ int ac_program_save(const AcGraph *g, const char *path)
 typedef struct {
     FILE *f;
     const char *path;
-    uint64_t left;
+    uint64_t left, size;
+    double run_bytes;   /* what the check run may allocate (check_run_cost) */
     int rc;
 } Reader;
 
@@ -497,6 +511,114 @@ static void read_data(Reader *r, AcGraph *g)
         read_error(r, AC_ERR_FORMAT, "%llu bytes follow the data", (unsigned long long)r->left);
 }
 
+static double buffer_elements(const AcGraph *g, int32_t id)
+{
+    double n = 1;
+    int d;
+    if (id < 0) return 0;
+    for (d = 0; d < g->bufs[id].ndim; d++) n *= (double)g->bufs[id].shape[d];
+    return n;
+}
+
+static double dim_of(const AcGraph *g, int32_t id, int from_end)
+{
+    const GraphBuffer *b = id >= 0 ? &g->bufs[id] : NULL;
+    return b && b->ndim >= from_end ? (double)b->shape[b->ndim - from_end] : 1;
+}
+
+/* The elements of a and b broadcast together (NumPy's rule; a dim of 1 gives way). */
+static double broadcast_elements(const AcGraph *g, int32_t a, int32_t b)
+{
+    double n = 1;
+    int d, nd = (int)fmax(a >= 0 ? g->bufs[a].ndim : 0, b >= 0 ? g->bufs[b].ndim : 0);
+    for (d = 1; d <= nd; d++) n *= fmax(dim_of(g, a, d), dim_of(g, b, d));
+    return n;
+}
+
+/* The output of a pooling window (kernel k, stride s, padding p) over n. */
+static double pooled(double n, double k, double s, double p)
+{
+    double out = s >= 1 ? floor((n + 2 * p - k) / s) + 1 : 0;
+    return out > 0 ? out : 0;
+}
+
+/* A node's element operations, from its inputs' recorded shapes (which the check
+   run gives it) and its arguments, whatever its output's recorded shape says:
+   what it reads and writes, and a multiply-add per output element and contracted
+   element for the ops that contract, as the op would do them. */
+static double node_work(const AcGraph *g, const GraphNode *node, double *out_elements)
+{
+    const char *op = node->op;
+    const double *at = node->attr;
+    int32_t i, a = node->buf[0], b = node->n_in > 1 ? node->buf[1] : -1, o = node->buf[node->n_in];
+    double in = 0, out = buffer_elements(g, o), per_out = 0, k;
+    for (i = 0; i < node->n_in; i++) in += buffer_elements(g, node->buf[i]);
+    if (strcmp(op, "matmul") == 0) {   /* (..., m, k) @ (..., k, n); a 1-D side has no m (n) */
+        double batch = 1;
+        int d, na = a >= 0 ? g->bufs[a].ndim : 0, nb = b >= 0 ? g->bufs[b].ndim : 0;
+        for (d = 3; d <= (int)fmax(na, nb); d++)
+            batch *= fmax(na >= d ? dim_of(g, a, d) : 1, nb >= d ? dim_of(g, b, d) : 1);
+        k = dim_of(g, a, 1);
+        out = fmax(out, batch * (na >= 2 ? dim_of(g, a, 2) : 1) * (nb >= 2 ? dim_of(g, b, 1) : 1));
+        per_out = k;
+    } else if (strcmp(op, "linear") == 0) {   /* x (..., k), weight (n, k) */
+        k = dim_of(g, a, 1);
+        out = fmax(out, (k > 0 ? buffer_elements(g, a) / k : 0) * dim_of(g, b, 2));
+        per_out = k;
+    } else if (strcmp(op, "conv2d") == 0) {   /* stride, padding, dilation (h, w), groups */
+        double kh = dim_of(g, b, 2), kw = dim_of(g, b, 1);
+        out = fmax(out, dim_of(g, a, 4) * dim_of(g, b, 4) *
+                        pooled(dim_of(g, a, 2), fabs(at[4]) * (kh - 1) + 1, at[0], at[2]) *
+                        pooled(dim_of(g, a, 1), fabs(at[5]) * (kw - 1) + 1, at[1], at[3]));
+        per_out = dim_of(g, b, 3) * kh * kw;
+    } else if (strcmp(op, "max_pool2d") == 0 || strcmp(op, "avg_pool2d") == 0) {   /* kernel, stride, pad */
+        out = fmax(out, dim_of(g, a, 4) * dim_of(g, a, 3) * pooled(dim_of(g, a, 2), at[0], at[2], at[4]) *
+                        pooled(dim_of(g, a, 1), at[1], at[3], at[5]));
+        per_out = fabs(at[0]) * fabs(at[1]);
+    } else if (strcmp(op, "adaptive_avg_pool2d") == 0) {   /* each output reads about (h/oh + 2)(w/ow + 2) */
+        double oh = fabs(at[0]), ow = fabs(at[1]);
+        out = fmax(out, dim_of(g, a, 4) * dim_of(g, a, 3) * oh * ow);
+        per_out = (oh > 0 ? dim_of(g, a, 2) / oh + 2 : 0) * (ow > 0 ? dim_of(g, a, 1) / ow + 2 : 0);
+    } else if (strcmp(op, "lstm") == 0) {   /* per row of x (a step of a sequence): the gate GEMMs, and the step */
+        double rows = dim_of(g, a, 1) > 0 ? buffer_elements(g, a) / dim_of(g, a, 1) : 0;
+        *out_elements = fmax(out, rows * dim_of(g, node->buf[4], 1) * 2);
+        return in + out + rows * (buffer_elements(g, node->buf[3]) + buffer_elements(g, node->buf[4]) + 1024);
+    } else if (node->n_in == 2) {   /* elementwise ops broadcast */
+        out = fmax(out, broadcast_elements(g, a, b));
+    }
+    *out_elements = out;
+    return in + out + out * per_out;
+}
+
+/* One run's bytes and work, as the recorded shapes say, within what a file of
+   this size may ask (RUN_BYTES_FLOOR above): refused before the check run. */
+static int check_run_cost(Reader *r, const AcGraph *g)
+{
+    const double file = (double)r->size;
+    const double max_bytes = fmax(RUN_BYTES_FLOOR, RUN_BYTES_PER_FILE_BYTE * file);
+    const double max_work = fmax(RUN_WORK_FLOOR, RUN_WORK_PER_FILE_BYTE * file);
+    double bytes = 0, work = 0;
+    int32_t i;
+    for (i = 0; i < g->n_bufs; i++)
+        if (!held_kind(g->bufs[i].kind)) bytes += buffer_elements(g, i) * (double)ac_dtype_size(g->bufs[i].dtype);
+    for (i = 0; i < g->n_nodes; i++) {   /* an output larger than its record: the difference too */
+        const GraphNode *node = &g->nodes[i];
+        double out;
+        work += node_work(g, node, &out);
+        bytes += fmax(0, out - buffer_elements(g, node->buf[node->n_in])) * 8;
+    }
+    r->run_bytes = max_bytes + RUN_SCRATCH_BYTES;   /* the run's tensors and the ops' scratch */
+    if (bytes > max_bytes)
+        return read_error(r, AC_ERR_FORMAT, "its recorded shapes need %.0f bytes of tensors a run, more than "
+                          "a program of %llu bytes may (%.0f; export it for smaller batches)", bytes,
+                          (unsigned long long)r->size, max_bytes);
+    if (work > max_work)
+        return read_error(r, AC_ERR_FORMAT, "its recorded shapes need %.3g element operations a run, more "
+                          "than a program of %llu bytes may (%.3g; export it for smaller batches)", work,
+                          (unsigned long long)r->size, max_work);
+    return AC_OK;
+}
+
 /* The bytes one run's inputs, temporaries and outputs take, as the file records
    them, are refused past the memory limit, or past the machine's memory when no
    limit is set, before the check run allocates them. */
@@ -532,6 +654,10 @@ static int check_run(Reader *r, AcGraph *g)
     int32_t i, k;
     int previous_grad;
     if (cp.depth < 0) return ac_last_error_code();
+    if (alloc_budget_begin((int64_t)r->run_bytes)) {
+        ac_mem_restore(cp);
+        return r->rc = ac_last_error_code();
+    }
     previous_grad = ac_set_grad_enabled(0);
     for (i = 0; i < g->n_bufs && !r->rc; i++) {
         const GraphBuffer *b = &g->bufs[i];
@@ -548,8 +674,12 @@ static int check_run(Reader *r, AcGraph *g)
         for (; i < node->n_in + node->n_out; i++) t[i] = NULL;
         if (node->replay(t, node->attr)) {
             int code = ac_last_error_code();
-            read_error(r, code == AC_ERR_MEMORY ? code : AC_ERR_FORMAT, "node %ld (%s) fails: %s", (long)k,
-                       node->op, ac_last_error());
+            if (code == AC_ERR_MEMORY && alloc_budget_end())   /* an output its recorded shapes do not say */
+                read_error(r, AC_ERR_FORMAT, "node %ld (%s) allocates more than the file's shapes allow: %s",
+                           (long)k, node->op, ac_last_error());
+            else
+                read_error(r, code == AC_ERR_MEMORY ? code : AC_ERR_FORMAT, "node %ld (%s) fails: %s", (long)k,
+                           node->op, ac_last_error());
         }
         for (i = node->n_in; i < node->n_in + node->n_out && !r->rc; i++) {
             const GraphBuffer *b = &g->bufs[node->buf[i]];
@@ -562,6 +692,7 @@ static int check_run(Reader *r, AcGraph *g)
             g->run[node->buf[i]] = t[i];
         }
     }
+    alloc_budget_end();
     ac_set_grad_enabled(previous_grad);
     ac_mem_restore(cp);
     return r->rc;
@@ -591,7 +722,7 @@ static int read_program(Reader *r, AcGraph *g)
     if (!r->rc) read_inputs_outputs(r, g, given);
     if (n_bufs) root_free(given, (size_t)n_bufs);
     read_data(r, g);
-    return r->rc || check_run_bytes(r, g) ? r->rc : check_run(r, g);
+    return r->rc || check_run_cost(r, g) || check_run_bytes(r, g) ? r->rc : check_run(r, g);
 }
 
 AcProgram *ac_program_load(const char *path)
@@ -613,7 +744,7 @@ AcProgram *ac_program_load(const char *path)
         fclose(r.f);
         return error_null(AC_ERR_IO, "program_load: '%s' is not a regular file", path);
     }
-    r.left = (uint64_t)st.st_size;
+    r.left = r.size = (uint64_t)st.st_size;
     p = root_alloc(sizeof *p);
     g = p ? zeroed(sizeof *g) : NULL;
     if (g) read_program(&r, g);

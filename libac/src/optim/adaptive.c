@@ -8,6 +8,7 @@
  * Nothing is allocated here.
  */
 #include "optim.h"
+#include "graph.h"
 #include "kernels/kernels.h"
 #include "kernels/vecmath.h"
 
@@ -67,6 +68,8 @@ int ac_adadelta_step(AcTensor *param, AcTensor *square_avg, AcTensor *acc_delta,
 {
     const char *op = "adadelta_step";
     AdadeltaJob job;
+    /* not recorded: a compiled step holding one runs eagerly instead of skipping it */
+    if (graph_recording) graph_unsupported(op);
     if (optim_check_param_lr(op, param, lr)) return ac_last_error_code();
     if (!(rho >= 0.0f && rho <= 1.0f))
         return error_set(AC_ERR_ARG, "%s: invalid rho value %g (not in [0, 1])", op, rho);
@@ -165,6 +168,8 @@ int ac_rmsprop_step(AcTensor *param, AcTensor *square_avg, AcTensor *momentum_bu
 {
     const char *op = "rmsprop_step";
     RmspropJob job;
+    /* not recorded: a compiled step holding one runs eagerly instead of skipping it */
+    if (graph_recording) graph_unsupported(op);
     if (optim_check_param_lr(op, param, lr)) return ac_last_error_code();
     if (check_at_least_zero(op, "epsilon", eps) || check_at_least_zero(op, "momentum", momentum) ||
         check_at_least_zero(op, "weight_decay", weight_decay) ||
@@ -235,6 +240,8 @@ int ac_adagrad_step(AcTensor *param, AcTensor *sum, int64_t step, float lr, floa
 {
     const char *op = "adagrad_step";
     AdagradJob job;
+    /* not recorded: a compiled step holding one runs eagerly instead of skipping it */
+    if (graph_recording) graph_unsupported(op);
     if (optim_check_param(op, param, step, lr)) return ac_last_error_code();
     if (check_at_least_zero(op, "lr_decay", lr_decay) ||
         check_at_least_zero(op, "weight_decay", weight_decay) ||

@@ -11,6 +11,7 @@
  * Nothing is allocated here; the caller owns every vector.
  */
 #include "optim.h"
+#include "graph.h"
 #include "kernels/kernels.h"
 
 #include <string.h>
@@ -22,6 +23,7 @@ static int check_flat(const char *op, AcTensor *const *params, int n_params, con
 {
     int64_t total = 0;
     int i;
+    if (graph_recording) graph_unsupported(op);   /* not recorded: the step runs eagerly */
     if (!params) return error_set(AC_ERR_ARG, "%s: params is NULL", op);
     if (n_params < 1) return error_set(AC_ERR_ARG, "%s: n_params %d is not >= 1", op, n_params);
     if (tensor_check(op, flat, "flat") || cpu_only(op, &flat, 1)) return ac_last_error_code();
@@ -212,6 +214,7 @@ int ac_lbfgs_direction(const AcTensor *grad, AcTensor *const *old_dirs, AcTensor
     float *q;
     int64_t n, j;
     int i;
+    if (graph_recording) graph_unsupported(op);
     if (tensor_check(op, grad, "grad") || tensor_check(op, direction, "direction") ||
         cpu_only(op, (const AcTensor *[]){grad, direction}, 2))
         return ac_last_error_code();
