@@ -58,3 +58,8 @@ def where(condition, input, other):
 
 
 __all__ = list(_METHODS) + ["where"]
+
+# ---- shape, layout and scatter functions (shapes.py) ----
+from aicraft.shapes import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
+globals().update(_SHAPE_FUNCTIONS)
+__all__ += [n for n in _SHAPE_FUNCTIONS if n not in __all__]

@@ -689,3 +689,7 @@ _wrapping.Tensor = Tensor
 # Indexing and ordering methods live in indexing.py (t[...], gather, sort, ...).
 from aicraft import indexing  # noqa: E402 - it needs Tensor defined
 indexing.bind(Tensor)
+
+# Shape, layout and scatter methods live in shapes.py (repeat, flip, scatter, ...).
+from aicraft import shapes  # noqa: E402 - it needs Tensor defined
+shapes.bind(Tensor)
