@@ -239,7 +239,8 @@ static int scatter_backward(AcGradNode *node, const AcTensor *gout, AcTensor **g
     if (ctx->reduce == AC_SCATTER_MEAN) {
         for (i = 0; i < a->size; i++) share[i] = g[i] / (float)(count[i] < 0 ? -count[i] : count[i] > 0 ? count[i] : 1);
     } else if (ctx->reduce == AC_SCATTER_AMAX || ctx->reduce == AC_SCATTER_AMIN) {
-        for (i = 0; i < a->size; i++) count[i] = self && x[i] == r[i];
+        /* as PyTorch, the input's tie counts even when it was left out (include_self 0) */
+        for (i = 0; i < a->size; i++) count[i] = x[i] == r[i];
         for (i = 0; i < p.n; i++) count[p.target[i]] += s[p.source[i]] == r[p.target[i]];
         for (i = 0; i < a->size; i++) share[i] = count[i] > 0 ? g[i] / (float)count[i] : 0.0f;
     } else if (ctx->reduce == AC_SCATTER_PROD) {
