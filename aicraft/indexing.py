@@ -186,6 +186,10 @@ def gather(self, dim, index):
 def index_select(self, dim, index):
     """The entries of self along dim at index (int64, 0-d or 1-d)."""
     index = _tensor_arg(index, "index", "index_select")
+    if _live(self).ndim == 0:   # as torch: a 0-d input takes one index, 0, and stays 0-d
+        if _live(index).size != 1:
+            raise IndexError("index_select: a 0-d input takes 1 index, got %d" % _live(index).size)
+        return index_select(self.reshape(1), dim, index.reshape(1)).reshape(())
     return _wrapped(lib.ac_index_select(self._ptr, _as_dim(dim), index._ptr), self, index)
 
 
@@ -263,6 +267,8 @@ def chunk(self, chunks, dim=0):
     if chunks <= 0:
         raise ValueError("chunk: chunks must be positive, got %d" % chunks)
     size = self.size(dim)
+    if size == 0:   # as torch: chunks empty pieces
+        return tuple(narrow(self, dim, 0, 0) for _ in range(chunks))
     return split(self, max(-(-size // chunks), 1), dim)
 
 

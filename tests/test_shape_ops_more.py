@@ -236,3 +236,23 @@ def test_grad_through_chain_of_layout_ops():
     x = torch.randn(3, 4)
     check(lambda m, a: (a.flip(0).tril().repeat(2, 1).roll(1, 1).diagonal() * 2).sum(), x)
     check(lambda m, a: m.stack(m.meshgrid(a[0], a[1], indexing="xy")).mT.unbind(0)[1], x)
+
+
+CORNERS = [
+    lambda m, x: m.chunk(x[:0], 3), lambda m, x: x[:0].chunk(2), lambda m, x: x.chunk(2),
+    lambda m, x: x[:1].chunk(3), lambda m, x: x.split(2), lambda m, x: x.split(5),
+    lambda m, x: x[0].gather(0, m.tensor(0)), lambda m, x: x[0].index_select(0, m.tensor(0)),
+    lambda m, x: x[0].index_select(-1, m.tensor([0])),
+    lambda m, x: x.reshape(3, 2).gather(-1, m.zeros(0, 2, dtype=m.int64)),
+    lambda m, x: x.reshape(3, 2).index_select(-1, m.tensor(1)),
+    lambda m, x: x.reshape(3, 2).index_select(0, m.zeros(0, dtype=m.int64)),
+    lambda m, x: x[0].unsqueeze(0), lambda m, x: x[0].flatten(0, -1),
+    lambda m, x: x.reshape(2, 3, 1).flatten(1), lambda m, x: x.reshape(1, 6, 1).squeeze(()),
+    lambda m, x: x.reshape(1, 6, 1).squeeze((0, -1)), lambda m, x: x.reshape(2, 3).expand(2, -1, -1),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("case", range(len(CORNERS)))
+def test_split_gather_squeeze_corners_match_torch(case, dtype):
+    check(CORNERS[case], sample((6,), dtype))
