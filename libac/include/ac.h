@@ -333,9 +333,9 @@ AcTensor *ac_scatter(const AcTensor *a, int dim, const AcTensor *index, const Ac
                      int reduce, int include_self);
 /* 0, 1, ... each repeated repeats[i] times (int64, 1-d, non-negative). */
 AcTensor *ac_repeat_index(const AcTensor *repeats);
-/* The row-major offsets, in a tensor of shape (shape, ndim), of the positions
-   that k int64 index tensors of one shape give for its first k dims (negative
-   from the end; out of range: AC_ERR_INDEX). */
+/* Where k int64 index tensors of one shape point among the first k dims of a
+   tensor of shape (shape, ndim), as row-major positions in those k dims flattened
+   (negative indices from the end; out of range: AC_ERR_INDEX). */
 AcTensor *ac_ravel_index(AcTensor *const *indices, int k, const int64_t *shape, int ndim);
 /* int64 index (any shape, values in [0, num_classes)) as int64 one-hot vectors
    along a new last dim; num_classes = -1 takes the largest value + 1. */
