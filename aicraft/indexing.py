@@ -180,6 +180,12 @@ def _tensor_arg(value, what, op):
 def gather(self, dim, index):
     """out[i][j] = self[index[i][j]][j] for dim 0, and so on; index int64 with self's ndim."""
     index = _tensor_arg(index, "index", "gather")
+    if _live(index).size == 0:   # as torch: an empty index of any dtype and dims picks nothing
+        return self.reshape(-1).narrow(0, 0, 0).reshape(index.shape)
+    if _live(self).ndim <= 1 and _live(index).ndim <= 1 and _live(self).ndim != _live(index).ndim:
+        # as torch: 0-d and 1-d tensors gather as 1-d ones
+        _as_dim(dim)
+        return gather(self.reshape(-1), dim, index.reshape(-1)).reshape(index.shape)
     return _wrapped(lib.ac_gather(self._ptr, _as_dim(dim), index._ptr), self, index)
 
 

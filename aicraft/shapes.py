@@ -138,7 +138,11 @@ def triu_(self, diagonal=0):
     return _in_place(self, triu(self, diagonal), "triu_")
 
 
-def flip(self, *dims):
+def flip(self, *dims, **kwargs):
+    if kwargs:
+        if dims or set(kwargs) != {"dims"}:
+            raise TypeError("flip(): takes dims, positionally or as dims=, got %s" % sorted(kwargs))
+        dims = (kwargs["dims"],)
     dims = _ints(dims, "dims")
     return _wrapped(lib.ac_flip(_live(self), ffi.new("int[]", dims) if dims else _NULL, len(dims)), self)
 
@@ -475,8 +479,10 @@ def take(self, index):
 def take_along_dim(self, indices, dim=None):
     indices = _tensor(indices, "take_along_dim", "indices")
     if dim is None:
-        return self.reshape(-1).gather(0, indices.reshape(-1))
+        return self.reshape(-1).gather(0, indices.reshape(-1))   # as torch: no wrapping here
     d = _dim(self, dim, "take_along_dim")
+    if self.dim():   # as torch, negative indices count from the end
+        indices = _wrap_negative(indices, self.shape[d], "take_along_dim")
     if self.dim() != indices.dim():
         raise ShapeError("take_along_dim: input %s and indices %s must have the same number of dims"
                          % (self.shape, indices.shape))
@@ -589,8 +595,11 @@ def _index_source(self, d, index, source, op):
 def _wrap_negative(index, n, op):
     """index (1-d int64) with negative entries counted from the end, each checked
     against a dim of size n (IndexError)."""
-    array = ffi.new("AcTensor *[1]", [index._ptr])
-    return _wrapped(lib.ac_ravel_index(array, 1, ffi.new("int64_t[1]", [n]), 1), index)
+    array = ffi.new("AcTensor *[1]", [_live(index)])
+    p = lib.ac_ravel_index(array, 1, ffi.new("int64_t[1]", [n]), 1)
+    if not p:
+        _raise_as(op, index)
+    return _wrap(p)
 
 
 def index_add(self, dim, index, source, *, alpha=1):
@@ -617,6 +626,11 @@ def index_fill(self, dim, index, value):
     index = _index(index, "index_fill")
     n = self.shape[_dim(self, dim, "index_fill")] if self.dim() else 1
     index = _wrap_negative(index.reshape(-1), n, "index_fill")
+    # each position once, so a tensor value's gradient counts each filled element once
+    if index.numel():
+        from aicraft.creation import zeros
+        marks = zeros(n, dtype=dtypes.bool).scatter(0, index, True)
+        index = nonzero(marks).reshape(-1)
     d, idx = _along(self, dim, index, None, "index_fill")
     x = self if self.dim() else self.reshape(1)
     out = _scatter(x, d, idx, _value_src(x, idx, value, "index_fill"), 0, True, "index_fill")

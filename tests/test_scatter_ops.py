@@ -223,3 +223,8 @@ def test_scatter_trains_inside_a_checkpoint():
         used.append(ac.memory_stats()["bytes_in_use"])
     assert used[1:] == used[:1] * 3   # after the first step made w.grad, nothing grows
     assert w.grad.tolist() == [16.0, 16.0, 0.0, 0.0]
+
+
+def test_index_fill_with_a_tensor_value_counts_each_position_once():
+    x, v = torch.randn(4, 3), torch.tensor(1.5)
+    check(lambda m, a, b: a.index_fill(0, idx(m, [1, 3, 1]), b), x, v)   # torch's backward refuses negatives

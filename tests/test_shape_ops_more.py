@@ -249,6 +249,11 @@ CORNERS = [
     lambda m, x: x[0].unsqueeze(0), lambda m, x: x[0].flatten(0, -1),
     lambda m, x: x.reshape(2, 3, 1).flatten(1), lambda m, x: x.reshape(1, 6, 1).squeeze(()),
     lambda m, x: x.reshape(1, 6, 1).squeeze((0, -1)), lambda m, x: x.reshape(2, 3).expand(2, -1, -1),
+    lambda m, x: x.gather(0, m.zeros(0, dtype=m.uint8)), lambda m, x: x.gather(0, m.zeros(2, 0, dtype=m.int64)),
+    lambda m, x: x[0].gather(0, m.tensor([0])), lambda m, x: x.gather(0, m.tensor(4)),
+    lambda m, x: m.flip(x.reshape(2, 3), dims=(0, 1)), lambda m, x: x.reshape(2, 3).flip(dims=[1]),
+    lambda m, x: m.take_along_dim(x.reshape(2, 3), m.tensor([[-1, 0], [-3, 2]]), 1),
+    lambda m, x: m.take_along_dim(x, m.tensor([0, 5])),
 ]
 
 
