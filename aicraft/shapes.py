@@ -819,6 +819,142 @@ def trace(self):
     return diagonal(self).sum()
 
 
+# ---- windows, *_scatter, put, index_reduce, indices ------------------------------------------
+
+def unfold(self, dimension, size, step):
+    """Windows of size elements, step apart, along dimension, as a new last dim."""
+    return _wrapped(lib.ac_unfold(_live(self), _as_dim(dimension, "dimension"), _as_int(size, "size"),
+                                  _as_int(step, "step")), self)
+
+
+def _positions(self):
+    """int64 positions 0 .. numel - 1 in self's shape: pick with any layout op to learn
+    where its elements come from."""
+    from aicraft.creation import arange
+    return arange(self.numel(), dtype=dtypes.int64).reshape(self.shape)
+
+
+def _region_scatter(self, src, where, op):
+    """A copy of self with src written at the flat positions where (of src's shape)."""
+    src = _tensor(src, op, "src")
+    if tuple(src.shape) != tuple(where.shape):
+        raise ShapeError("%s: src of shape %s does not fit the region of shape %s" % (op, src.shape, where.shape))
+    if src.dtype != self.dtype:
+        raise TypeError("%s(): src is %s and input is %s; they must have the same dtype" % (op, src.dtype, self.dtype))
+    out = _scatter(self.reshape(-1), 0, where.reshape(-1), src.reshape(-1), 0, True, op)
+    return out.reshape(self.shape)
+
+
+def select_scatter(self, src, dim, index):
+    return _region_scatter(self, src, select(_positions(self), dim, index), "select_scatter")
+
+
+def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    d = _dim(self, dim, "slice_scatter")
+    where = _positions(self)[(slice(None),) * d + (slice(start, end, step),)]
+    return _region_scatter(self, src, where, "slice_scatter")
+
+
+def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    return _region_scatter(self, src, diagonal(_positions(self), offset, dim1, dim2), "diagonal_scatter")
+
+
+def put(self, index, source, accumulate=False):
+    """A copy of self with source written (or added) at index into its flattened form."""
+    index = _index(index, "put")
+    source = _tensor(source, "put", "source")
+    if index.numel() != source.numel():
+        raise ShapeError("put: index has %d elements but source %d" % (index.numel(), source.numel()))
+    if source.dtype != self.dtype:
+        raise TypeError("put(): source is %s and input is %s" % (source.dtype, self.dtype))
+    if index.numel() == 0:
+        return self.clone()
+    where = _wrap_negative(index.reshape(-1), self.numel(), "put")
+    out = _scatter(self.reshape(-1), 0, where, source.reshape(-1), 1 if accumulate else 0, True, "put")
+    return out.reshape(self.shape)
+
+
+def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ValueError("index_reduce(): reduce must be prod, mean, amax or amin; got %r" % (reduce,))
+    d, idx = _along(self, dim, index, None, "index_reduce")
+    src = _index_source(self, d, _index(index, "index_reduce"), source, "index_reduce")
+    x = self if self.dim() else self.reshape(1)
+    out = _scatter(x, d, idx, src, _REDUCE[reduce], include_self, "index_reduce")
+    return out if self.dim() else out.reshape(())
+
+
+def nonzero_static(self, *, size, fill_value=-1):
+    """nonzero's rows, cut or padded with fill_value to exactly size rows."""
+    from aicraft.creation import full
+    size = _as_int(size, "size")
+    if size < 0:
+        raise ValueError("nonzero_static: size must be non-negative, got %d" % size)
+    out = nonzero(self)
+    if out.shape[0] >= size:
+        return out[:size]
+    pad = full((size - out.shape[0], self.dim()), fill_value, dtype=dtypes.int64)
+    return _join([out, pad], 0, "cat")
+
+
+def _tri_indices(row, col, offset, dtype, upper):
+    from aicraft.creation import ones
+    if dtype not in (None, dtypes.int64):
+        raise TypeError("%s_indices: dtype must be int64, not %s" % ("triu" if upper else "tril", dtype))
+    mask = ones(_as_int(row, "row"), _as_int(col, "col"), dtype=dtypes.bool)
+    mask = (triu if upper else tril)(mask, _as_int(offset, "offset"))
+    return nonzero(mask).T.clone()
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    return _tri_indices(row, col, offset, dtype, False)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    return _tri_indices(row, col, offset, dtype, True)
+
+
+def block_diag(*tensors):
+    """The tensors (0-d, 1-d or 2-d) on the diagonal of a matrix of zeros."""
+    from aicraft.creation import zeros
+    ts = []
+    for t in tensors:
+        t = _tensor(t, "block_diag", "tensors")
+        if t.dim() > 2:
+            raise ShapeError("block_diag: expects tensors of at most 2 dims, got shape %s" % (t.shape,))
+        ts.append(t.reshape(1, -1) if t.dim() < 2 else t)
+    if not ts:
+        return zeros(1, 0)
+    dtype = result_dtype(ts)
+    ts = [t if t.dtype == dtype else t.to(dtype) for t in ts]
+    cols = sum(t.shape[1] for t in ts)
+    rows, left = [], 0
+    for t in ts:
+        r, c = t.shape
+        parts = [zeros(r, left, dtype=dtype), t, zeros(r, cols - left - c, dtype=dtype)]
+        rows.append(_join(parts, 1, "cat"))
+        left += c
+    return _join(rows, 0, "cat")
+
+
+def cartesian_prod(*tensors):
+    grids = meshgrid(*tensors, indexing="ij")
+    if len(grids) == 1:
+        return grids[0].clone()
+    return stack([g.reshape(-1) for g in grids], 1)
+
+
+def _copy_of(fn, name):
+    def copy(self, *args, **kwargs):
+        out = fn(self, *args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(o.clone() for o in out)
+        return out.clone()
+    copy.__name__ = copy.__qualname__ = name
+    copy.__doc__ = "%s, as a new tensor that shares no memory." % name[:-5]
+    return copy
+
+
 # ---- factories and small methods -----------------------------------------------------------
 
 def new_empty(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
@@ -846,15 +982,30 @@ _METHODS = {
     "take": take, "take_along_dim": take_along_dim,
     "scatter": scatter, "scatter_add": scatter_add, "scatter_reduce": scatter_reduce,
     "index_add": index_add, "index_copy": index_copy, "index_fill": index_fill,
-    "index_put": index_put, "masked_scatter": masked_scatter,
+    "index_put": index_put, "masked_scatter": masked_scatter, "nonzero_static": nonzero_static,
     "nonzero": nonzero, "argwhere": argwhere, "masked_select": masked_select,
     "split_with_sizes": split_with_sizes, "tensor_split": tensor_split,
     "hsplit": hsplit, "vsplit": vsplit, "dsplit": dsplit,
     "diagonal": diagonal, "diag_embed": diag_embed, "diag": diag, "diagflat": diagflat, "trace": trace,
     "new_empty": new_empty, "clone": clone, "narrow_copy": narrow_copy,
+    "unfold": unfold, "select_scatter": select_scatter, "slice_scatter": slice_scatter,
+    "diagonal_scatter": diagonal_scatter, "put": put, "index_reduce": index_reduce,
+    "unsafe_chunk": lambda self, chunks, dim=0: self.chunk(chunks, dim),
+    "unsafe_split": lambda self, split_size, dim=0: self.split(split_size, dim),
 }
+for _name, _fn in (("expand_copy", lambda self, *size, **kw: self.expand(*size)),
+                   ("permute_copy", lambda self, *dims: self.permute(*dims)),
+                   ("squeeze_copy", lambda self, dim=None: self.squeeze(dim)),
+                   ("unsqueeze_copy", lambda self, dim: self.unsqueeze(dim)),
+                   ("t_copy", lambda self: self.t()),
+                   ("transpose_copy", lambda self, dim0, dim1: self.transpose(dim0, dim1)),
+                   ("view_copy", lambda self, *shape: self.reshape(*shape)),
+                   ("unbind_copy", unbind), ("split_with_sizes_copy", split_with_sizes),
+                   ("diagonal_copy", diagonal), ("unfold_copy", unfold),
+                   ("alias_copy", lambda self: self)):
+    _METHODS[_name] = _copy_of(_fn, _name)
 for _name in ("scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill",
-              "index_put", "masked_scatter"):
+              "index_put", "masked_scatter", "put", "index_reduce"):
     _METHODS[_name + "_"] = _in_place_form(_METHODS[_name], _name + "_")
 del _name
 
@@ -872,7 +1023,8 @@ def _function(name, method):
 # Module functions: aicraft.x(input, ...) for each method, plus those with no Tensor first.
 FUNCTIONS = {name: _function(name, fn) for name, fn in _METHODS.items()}
 for _name in ("tril_", "triu_", "new_empty", "scatter_", "scatter_add_", "scatter_reduce_",
-              "index_add_", "index_copy_", "index_fill_", "masked_scatter_"):
+              "index_add_", "index_copy_", "index_fill_", "masked_scatter_", "put_", "index_reduce_",
+              "unfold"):
     del FUNCTIONS[_name]
 del _name
 FUNCTIONS.update({
@@ -881,6 +1033,8 @@ FUNCTIONS.update({
     "hstack": hstack, "vstack": vstack, "dstack": dstack, "row_stack": vstack,
     "column_stack": column_stack, "broadcast_shapes": broadcast_shapes,
     "broadcast_tensors": broadcast_tensors, "meshgrid": meshgrid,
+    "nonzero_static": nonzero_static, "tril_indices": tril_indices, "triu_indices": triu_indices,
+    "block_diag": block_diag, "cartesian_prod": cartesian_prod,
 })
 
 

@@ -36,6 +36,12 @@ CASES = {
                        (3, 4), (2, 4)),
     "masked_scatter_bcast": (lambda m, x, s: x.masked_scatter(m.tensor([False, True, False, True]), s),
                              (3, 4), (7,)),
+    "select_scatter": (lambda m, x, s: m.select_scatter(x, s[0], 1, -1), (3, 4), (2, 3)),
+    "slice_scatter": (lambda m, x, s: m.slice_scatter(x, s, 0, 1, None, 1), (3, 4), (2, 4)),
+    "slice_scatter_step": (lambda m, x, s: x.slice_scatter(s, dim=1, start=0, end=4, step=2), (2, 4), (2, 2)),
+    "diagonal_scatter": (lambda m, x, s: m.diagonal_scatter(x, s[0], 1), (3, 4), (2, 3)),
+    "put": (lambda m, x, s: x.put(idx(m, [[0, -1], [5, 3]]), s), (3, 4), (2, 2)),
+    "put_accumulate": (lambda m, x, s: m.put(x, idx(m, [2, 2, 11]), s, accumulate=True), (3, 4), (3,)),
 }
 
 # torch has no gradient for these (src larger than index; scatter's reduce=): values only
@@ -228,3 +234,13 @@ def test_scatter_trains_inside_a_checkpoint():
 def test_index_fill_with_a_tensor_value_counts_each_position_once():
     x, v = torch.randn(4, 3), torch.tensor(1.5)
     check(lambda m, a, b: a.index_fill(0, idx(m, [1, 3, 1]), b), x, v)   # torch's backward refuses negatives
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce(reduce, include_self):
+    for dtype in ("float32", "int64", "uint8"):
+        x, s = sample((3, 4), dtype), sample((3, 2), dtype, seed=4)
+        if dtype == "int64" and reduce == "prod":
+            x, s = x - 2 ** 40, s - 2 ** 40
+        check(lambda m, a, b: a.index_reduce(1, idx(m, [3, 0]), b, reduce, include_self=include_self), x, s)

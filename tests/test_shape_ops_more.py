@@ -122,9 +122,24 @@ CASES = {
     "clone_memory_format": (lambda m, x: x.clone(memory_format=m.contiguous_format)
                             if hasattr(m, "contiguous_format") else x.clone(), (2, 3)),
     "contiguous": (lambda m, x: x.contiguous(), (2, 3)),
+    "unfold": (lambda m, x: x.unfold(1, 2, 1), (2, 5)),
+    "unfold_step": (lambda m, x: x.unfold(-1, 3, 2), (2, 3, 8)),
+    "unfold_dim0": (lambda m, x: x.unfold(0, 2, 3), (7, 2)),
+    "unfold_0d": (lambda m, x: x.unfold(0, 1, 1), ()),
+    "unfold_empty_window": (lambda m, x: x.unfold(1, 0, 2), (2, 3)),
+    "tril_indices": (lambda m, x: (x, m.tril_indices(3, 4, 1)), (2,)),
+    "triu_indices": (lambda m, x: (x, m.triu_indices(4, 3, -1)), (2,)),
+    "block_diag": (lambda m, x: m.block_diag(x, x[0], x[1, 1]), (2, 3)),
+    "cartesian_prod": (lambda m, x: m.cartesian_prod(x[0], x[1, :2]), (2, 3)),
+    "nonzero_static_pad": (lambda m, x: m.nonzero_static(x, size=20), (3, 4)),
+    "nonzero_static_cut": (lambda m, x: m.nonzero_static(x, size=1, fill_value=7), (3, 4)),
+    "permute_copy": (lambda m, x: m.permute_copy(x, (1, 0)), (2, 3)),
+    "squeeze_copy": (lambda m, x: m.squeeze_copy(x, 0), (1, 3)),
+    "unbind_copy": (lambda m, x: m.unbind_copy(x), (2, 3)),
+    "unsafe_chunk": (lambda m, x: m.unsafe_chunk(x, 2, 1), (2, 3)),
 }
 
-NO_GRAD = {"nonzero", "nonzero_tuple", "nonzero_0d", "argwhere"}
+NO_GRAD = {"nonzero", "nonzero_tuple", "nonzero_0d", "argwhere", "nonzero_static_pad", "nonzero_static_cut"}
 FLOAT_ONLY_TRACE = {"trace"}
 
 
@@ -213,6 +228,11 @@ BAD = [
     (lambda x: x.broadcast_to((4, 3)), ValueError),
     (lambda x: x.select(0, 2), IndexError),
     (lambda x: ac.flip(x.tolist(), 0), TypeError),
+    (lambda x: x.unfold(1, 4, 1), ValueError),
+    (lambda x: x.unfold(1, 2, 0), ValueError),
+    (lambda x: x.unfold(2, 1, 1), IndexError),
+    (lambda x: ac.block_diag(x.reshape(1, 2, 3)), ValueError),
+    (lambda x: ac.nonzero_static(x, size=-1), ValueError),
 ]
 
 

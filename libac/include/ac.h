@@ -315,6 +315,10 @@ AcTensor *ac_diagonal(const AcTensor *a, int64_t offset, int dim1, int dim2);
 /* a's last dim laid on the diagonal (offset, dim1, dim2 of the result) of zeros:
    the result has one more dim, of size a's last + |offset| at dim1 and dim2. */
 AcTensor *ac_diag_embed(const AcTensor *a, int64_t offset, int dim1, int dim2);
+/* The windows of size elements, step apart, along dim (PyTorch's Tensor.unfold): dim
+   becomes the window count (size - 1 elements may be left over) and a new last dim
+   of size holds each window; a copy. */
+AcTensor *ac_unfold(const AcTensor *a, int dim, int64_t size, int64_t step);
 /* The int64 coordinates (n, a's ndim) of a's non-zero elements, row-major; not
    differentiable. */
 AcTensor *ac_nonzero(const AcTensor *a);

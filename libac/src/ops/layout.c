@@ -1,6 +1,6 @@
 /*
  * layout.c - ops that move elements of any dtype to new places, byte for byte:
- * flip, tril/triu, diagonal and diag_embed (each the other's backward), and
+ * flip, tril/triu, diagonal and diag_embed (each the other's backward), unfold, and
  * nonzero (the int64 coordinates of the non-zero elements). Each forward has
  * its backward next to it.
  *
@@ -431,6 +431,91 @@ AcTensor *ac_ravel_index(AcTensor *const *indices, int k, const int64_t *shape, 
             at += (v < 0 ? v + n : v) * stride[j];
         }
         data_i64(out)[i] = at;
+    }
+    return out;
+}
+
+/* ---- unfold: sliding windows along one dim ------------------------------------------- */
+
+typedef struct {
+    int dim;
+    int64_t size, step;
+} UnfoldCtx;
+
+/* The windows of a (shape, ndim) along dim as a strided window: dim becomes the
+   window count (stepping step), and a new last dim walks one window. */
+static void unfold_window(const int64_t *shape, int ndim, int dim, int64_t size, int64_t step, Window *w)
+{
+    int64_t stride[AC_MAX_DIMS];
+    int d;
+    strides_of(shape, ndim, stride);
+    w->n = 0;
+    for (d = 0; d < ndim; d++) {
+        w->size[w->n] = d == dim ? (shape[d] - size) / step + 1 : shape[d];
+        w->stride[w->n++] = d == dim ? stride[d] * step : stride[d];
+    }
+    w->size[w->n] = size;
+    w->stride[w->n++] = ndim > 0 ? stride[dim] : 1;
+    w->base = 0;
+}
+
+/* Windows overlap when step < size: the gradient adds each window's share. */
+static int unfold_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const UnfoldCtx *ctx = node->context;
+    const AcTensor *a = node->inputs[0];
+    int64_t coord[AC_MAX_DIMS] = {0}, i, at = 0;
+    Window w;
+    int d;
+    gin[0] = tensor_alloc("unfold", a->shape, a->ndim);
+    if (!gin[0]) return ac_last_error_code();
+    memset(gin[0]->data, 0, (size_t)a->size * sizeof(float));
+    unfold_window(a->shape, a->ndim, ctx->dim, ctx->size, ctx->step, &w);
+    for (i = 0; i < gout->size; i++) {
+        gin[0]->data[at] += gout->data[i];
+        for (d = w.n - 1; d >= 0; d--) {
+            at += w.stride[d];
+            if (++coord[d] < w.size[d]) break;
+            at -= w.stride[d] * w.size[d];
+            coord[d] = 0;
+        }
+    }
+    return AC_OK;
+}
+
+AcTensor *ac_unfold(const AcTensor *a, int dim, int64_t size, int64_t step)
+{
+    const char *op = "unfold";
+    int64_t n;
+    UnfoldCtx *ctx;
+    AcTensor *out;
+    Window w;
+    if (tensor_check_any(op, a, "input") || cpu_only(op, &a, 1)) return NULL;
+    if (a->ndim >= AC_MAX_DIMS)
+        return error_null(AC_ERR_SHAPE, "%s: input %s already has the most dims (%d)", op, tensor_shape_str(a), AC_MAX_DIMS);
+    dim = dim_normalize(op, dim, a->ndim);
+    if (dim < 0) return NULL;
+    n = a->ndim > 0 ? a->shape[dim] : 1;
+    if (size < 0 || size > n)
+        return error_null(AC_ERR_SHAPE, "%s: size %lld is out of range for dim %d of size %lld (input %s)", op,
+                          (long long)size, dim, (long long)n, tensor_shape_str(a));
+    if (step <= 0) return error_null(AC_ERR_ARG, "%s: step must be positive, got %lld", op, (long long)step);
+    if (a->ndim == 0) {
+        /* as PyTorch: a 0-d tensor unfolds into one window of its one element */
+        int64_t one[1] = {size};
+        out = op_output_as(op, a->dtype, one, 1, &a, 1, unfold_backward, sizeof(UnfoldCtx));
+        if (out && size) memcpy(out->data, a->data, elem_size(a));
+    } else {
+        unfold_window(a->shape, a->ndim, dim, size, step, &w);
+        out = op_output_as(op, a->dtype, w.size, w.n, &a, 1, unfold_backward, sizeof(UnfoldCtx));
+        if (out) window_move((char *)a->data, &w, (char *)out->data, elem_size(a), 0);
+    }
+    if (!out) return NULL;
+    ctx = op_context(out);
+    if (ctx) {
+        ctx->dim = dim;
+        ctx->size = size;
+        ctx->step = step;
     }
     return out;
 }
