@@ -281,3 +281,39 @@ CORNERS = [
 @pytest.mark.parametrize("case", range(len(CORNERS)))
 def test_split_gather_squeeze_corners_match_torch(case, dtype):
     check(CORNERS[case], sample((6,), dtype))
+
+
+# ---- several advanced indices in one t[...] (indexing.py) ----------------------------------
+
+MULTI = [
+    lambda m, x: x.reshape(-1, 4)[:3][m.tensor([0, 2, 2]), m.tensor([1, 0, -1])],
+    lambda m, x: x.reshape(-1, 4)[[0, 1], [3, 2]],
+    lambda m, x: x.reshape(-1, 4)[:3][m.tensor([[0], [2]]), m.tensor([1, 3])],   # broadcast to (2, 2)
+    lambda m, x: x[:, m.tensor([0, 1]), m.tensor([2, 0])] if x.dim() == 3 else x[[1], [1]],
+    lambda m, x: x[m.tensor([1, 0]), :, m.tensor([0, 1])] if x.dim() == 3 else x[[0], [0]],
+    lambda m, x: x[..., m.tensor([1, 0]), m.tensor([0, 2])],
+    lambda m, x: x[m.tensor([True, False, True]), m.tensor([0, 3])] if x.dim() == 2 else x[[0], [0]],
+    lambda m, x: x[1:, m.tensor([0, 1]), m.tensor([1, 1])] if x.dim() == 3 else x[[0], [0]],
+]
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+@pytest.mark.parametrize("case", range(len(MULTI)))
+def test_several_advanced_indices_match_torch(case, dtype, shape):
+    check(MULTI[case], sample(shape, dtype))
+
+
+def test_setitem_with_several_advanced_indices_matches_torch():
+    for dtype in ("float32", "int64", "uint8"):
+        want = sample((3, 4), dtype)
+        got = to_ac(want)
+        v = sample((2,), dtype, seed=9)
+        want[torch.tensor([0, 2]), torch.tensor([1, -1])] = v
+        got[ac.tensor([0, 2]), ac.tensor([1, -1])] = to_ac(v)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        want[[1, 1], [0, 2]] = 5
+        got[[1, 1], [0, 2]] = 5
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(IndexError):
+        ac.zeros(3, 4)[[0, 1], [4, 0]] = 1.0
