@@ -1,10 +1,12 @@
 """indexing.py - Tensor's indexing and ordering methods, bound into Tensor by bind():
-t[...] and t[...] = v (basic indices plus one advanced index), gather, index_select,
+t[...] and t[...] = v (basic indices plus advanced ones), gather, index_select,
 expand, narrow, split, chunk, sort, topk, cumsum, norm, mm, bmm, t, the new_* factories.
 
-Indexing runs in two C calls at most: ac_slice (or its write ac_slice_put_) for the
-basic part, with the advanced index replaced by full slices, then ac_index (or
-ac_index_put_) for the advanced index at the dim it lands on.
+Indexing with one advanced index runs in two C calls at most: ac_slice (or its write
+ac_slice_put_) for the basic part, with the advanced index replaced by full slices,
+then ac_index (or ac_index_put_) for the advanced index at the dim it lands on. Several
+advanced indices ravel into one flat index (ac_ravel_index) over their dims moved to the
+front; a write with them goes through the flat positions the same index picks.
 """
 import math
 from collections import namedtuple
