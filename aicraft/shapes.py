@@ -944,6 +944,36 @@ def cartesian_prod(*tensors):
     return stack([g.reshape(-1) for g in grids], 1)
 
 
+def unravel_index(indices, shape):
+    """The coordinates in shape of each flat index, as a tuple of int64 tensors."""
+    indices = _tensor(indices, "unravel_index", "indices")
+    shape = _shape_args((shape,) if not isinstance(shape, int) else (shape,), "shape")
+    if indices.dtype not in (dtypes.int64,):
+        raise TypeError("unravel_index: indices must be int64, not %s" % indices.dtype)
+    out = _wrapped(lib.ac_unravel_index(indices._ptr, ffi.new("int64_t[]", shape or [0]), len(shape)), indices)
+    return tuple(out[..., d] for d in range(len(shape)))
+
+
+def combinations(self, r=2, with_replacement=False):
+    """The length-r combinations of a 1-d tensor's elements, one per row."""
+    import itertools
+    if self.dim() != 1:
+        raise ShapeError("combinations: expects a 1-d tensor, got shape %s" % (self.shape,))
+    r, n = _as_int(r, "r"), self.shape[0]
+    if r < 0:
+        raise ValueError("combinations: r must be non-negative, got %d" % r)
+    if r == 0:
+        return self.narrow(0, 0, 0)
+    if r == 2:
+        rows = triu_indices(n, n, 0 if with_replacement else 1)
+    else:
+        pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+        rows = _long(list(pick(range(n), r))).reshape(-1, r).T
+    if rows.numel() == 0:
+        return self.narrow(0, 0, 0).reshape(0, r)
+    return stack([self.index_select(0, rows[i]) for i in range(r)], 1)
+
+
 def _copy_of(fn, name):
     def copy(self, *args, **kwargs):
         out = fn(self, *args, **kwargs)
@@ -1034,7 +1064,8 @@ FUNCTIONS.update({
     "column_stack": column_stack, "broadcast_shapes": broadcast_shapes,
     "broadcast_tensors": broadcast_tensors, "meshgrid": meshgrid,
     "nonzero_static": nonzero_static, "tril_indices": tril_indices, "triu_indices": triu_indices,
-    "block_diag": block_diag, "cartesian_prod": cartesian_prod,
+    "block_diag": block_diag, "cartesian_prod": cartesian_prod, "unravel_index": unravel_index,
+    "combinations": _function("combinations", combinations),
 })
 
 

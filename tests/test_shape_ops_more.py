@@ -317,3 +317,15 @@ def test_setitem_with_several_advanced_indices_matches_torch():
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     with pytest.raises(IndexError):
         ac.zeros(3, 4)[[0, 1], [4, 0]] = 1.0
+
+
+def test_unravel_index_and_combinations_match_torch():
+    check(lambda m, x: m.unravel_index(x, (2, 3)), torch.tensor([5, -1, 0, 6, -7, 2 ** 40]))
+    check(lambda m, x: m.unravel_index(x, (4,)), torch.tensor(3))
+    for r, rep in ((2, False), (2, True), (3, False), (1, True), (4, False)):
+        for dtype in ALL:
+            check(lambda m, x: m.combinations(x, r, with_replacement=rep), sample((3,), dtype))
+    with pytest.raises(ValueError):
+        ac.unravel_index(ac.tensor([1]), (2, 0))
+    with pytest.raises(ValueError):
+        ac.combinations(ac.zeros(2, 2))

@@ -319,6 +319,9 @@ AcTensor *ac_diag_embed(const AcTensor *a, int64_t offset, int dim1, int dim2);
    becomes the window count (size - 1 elements may be left over) and a new last dim
    of size holds each window; a copy. */
 AcTensor *ac_unfold(const AcTensor *a, int dim, int64_t size, int64_t step);
+/* The coordinates in a tensor of shape (shape, ndim) of each flat int64 index, as a
+   last dim of ndim (PyTorch's unravel_index: indices past the ends wrap around). */
+AcTensor *ac_unravel_index(const AcTensor *indices, const int64_t *shape, int ndim);
 /* The int64 coordinates (n, a's ndim) of a's non-zero elements, row-major; not
    differentiable. */
 AcTensor *ac_nonzero(const AcTensor *a);

@@ -519,3 +519,37 @@ AcTensor *ac_unfold(const AcTensor *a, int dim, int64_t size, int64_t step)
     }
     return out;
 }
+
+AcTensor *ac_unravel_index(const AcTensor *indices, const int64_t *shape, int ndim)
+{
+    const char *op = "unravel_index";
+    int64_t out_shape[AC_MAX_DIMS], i;
+    AcTensor *out;
+    int d;
+    if (tensor_check_any(op, indices, "indices") || cpu_only(op, &indices, 1)) return NULL;
+    if (indices->dtype != AC_INT64)
+        return error_null(AC_ERR_DTYPE, "%s: indices are %s; they must be int64", op, ac_dtype_name(indices->dtype));
+    if (ndim < 0 || ndim > AC_MAX_DIMS || (ndim > 0 && !shape) || indices->ndim >= AC_MAX_DIMS)
+        return error_null(AC_ERR_ARG, "%s: a shape of %d dims for indices %s", op, ndim, tensor_shape_str(indices));
+    for (d = 0; d < ndim; d++)
+        if (shape[d] <= 0)
+            return error_null(AC_ERR_SHAPE, "%s: shape %s must have positive sizes", op, shape_str(shape, ndim));
+    memcpy(out_shape, indices->shape, (size_t)indices->ndim * sizeof(int64_t));
+    out_shape[indices->ndim] = ndim;
+    out = tensor_create(op, out_shape, indices->ndim + 1, AC_INT64, NULL, 0, 0);
+    if (!out) return NULL;
+    for (i = 0; i < indices->size; i++) {
+        int64_t v = data_i64(indices)[i];
+        for (d = ndim - 1; d >= 0; d--) {
+            /* floor division and modulo, as PyTorch's (values past the shape wrap) */
+            int64_t q = v / shape[d], r = v % shape[d];
+            if (r < 0) {
+                r += shape[d];
+                q--;
+            }
+            data_i64(out)[i * ndim + d] = r;
+            v = q;
+        }
+    }
+    return out;
+}
