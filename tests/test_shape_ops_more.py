@@ -329,3 +329,26 @@ def test_unravel_index_and_combinations_match_torch():
         ac.unravel_index(ac.tensor([1]), (2, 0))
     with pytest.raises(ValueError):
         ac.combinations(ac.zeros(2, 2))
+
+
+def test_layout_and_scatter_ops_record_into_compiled_graphs():
+    import warnings
+    w = ac.randn(3, 3, requires_grad=True)
+    index = ac.tensor([[0, 1], [2, 2], [1, 0]])
+
+    def step(x, src):
+        w.grad = None
+        y = (x @ w).tril(-1).flip(1).triu(-2).diagonal(0).unfold(0, 2, 1).sum()
+        loss = y + w.scatter_add(1, index, src).diag_embed().sum()
+        loss.backward()
+        return loss
+
+    compiled = ac.compile(step)
+    x, src = ac.randn(3, 3), ac.randn(3, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # a graph that cannot record warns and runs eagerly
+        for _ in range(3):
+            got = compiled(x, src).item()
+            got_grad = w.grad.tolist()
+    assert got == pytest.approx(step(x, src).item(), rel=1e-6)
+    assert np.allclose(got_grad, w.grad.tolist(), rtol=1e-6)

@@ -89,7 +89,15 @@
     X("bce_with_logits", bce_with_logits_replay, 2, 1, "i") \
     X("cross_entropy", cross_entropy_replay, 2, 1, "if") \
     X("lstm", lstm_replay, 7, 3, "ii") \
-    X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0")
+    X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0") \
+    /* ---- layout.c, scatter.c (shapes) ---- */ \
+    X("flip", flip_replay, 1, 1, "n") \
+    X("tril", tril_replay, 1, 1, "i") \
+    X("triu", triu_replay, 1, 1, "i") \
+    X("diagonal", diagonal_replay, 1, 1, "iii") \
+    X("diag_embed", diag_embed_replay, 1, 1, "iii") \
+    X("unfold", unfold_replay, 1, 1, "iii") \
+    X("scatter", scatter_replay, 3, 1, "iii")
 
 #define OP_TABLE_DECLARE(name, fn, n_in, n_out, attrs) int fn(AcTensor **t, const double *attr);
 RECORDED_OPS(OP_TABLE_DECLARE)

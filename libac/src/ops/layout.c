@@ -93,8 +93,23 @@ static AcTensor *flip_op(const AcTensor *a, unsigned flipped)
     return out;
 }
 
+/* attr: n_dims, then the dims */
+int flip_replay(AcTensor **t, const double *attr)
+{
+    int dims[AC_MAX_DIMS], i, n = (int)attr[0];
+    for (i = 0; i < n; i++) dims[i] = (int)attr[1 + i];
+    return graph_made(t[1] = ac_flip(t[0], dims, n));
+}
+
 AcTensor *ac_flip(const AcTensor *a, const int *dims, int n_dims)
 {
+    if (ops_observed && (dims || !n_dims) && n_dims >= 0 && n_dims <= AC_MAX_DIMS) {
+        double attr[1 + AC_MAX_DIMS];
+        int k;
+        attr[0] = n_dims;
+        for (k = 0; k < n_dims; k++) attr[1 + k] = dims[k];
+        return graph_op("flip", flip_replay, 1, &a, attr, 1 + n_dims);
+    }
     unsigned flipped = 0;
     int i, d;
     if (tensor_check_any("flip", a, "input") || cpu_only("flip", &a, 1)) return NULL;
@@ -173,8 +188,23 @@ static AcTensor *tri_op(const AcTensor *a, int64_t diagonal, int upper)
     return out;
 }
 
-AcTensor *ac_tril(const AcTensor *a, int64_t diagonal) { return tri_op(a, diagonal, 0); }
-AcTensor *ac_triu(const AcTensor *a, int64_t diagonal) { return tri_op(a, diagonal, 1); }
+int tril_replay(AcTensor **t, const double *attr) { return graph_made(t[1] = ac_tril(t[0], (int64_t)attr[0])); }
+int triu_replay(AcTensor **t, const double *attr) { return graph_made(t[1] = ac_triu(t[0], (int64_t)attr[0])); }
+
+/* Recorded only with a diagonal a program's int attribute holds. */
+AcTensor *ac_tril(const AcTensor *a, int64_t diagonal)
+{
+    if (ops_observed && diagonal >= INT32_MIN && diagonal <= INT32_MAX)
+        return graph_op("tril", tril_replay, 1, &a, (double[]){(double)diagonal}, 1);
+    return tri_op(a, diagonal, 0);
+}
+
+AcTensor *ac_triu(const AcTensor *a, int64_t diagonal)
+{
+    if (ops_observed && diagonal >= INT32_MIN && diagonal <= INT32_MAX)
+        return graph_op("triu", triu_replay, 1, &a, (double[]){(double)diagonal}, 1);
+    return tri_op(a, diagonal, 1);
+}
 
 /* ---- diagonal and diag_embed ------------------------------------------------------ */
 
@@ -304,8 +334,20 @@ static int diag_dims(const char *op, int *dim1, int *dim2, int ndim)
     return AC_OK;
 }
 
+int diagonal_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_diagonal(t[0], (int64_t)attr[0], (int)attr[1], (int)attr[2]));
+}
+
+int diag_embed_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_diag_embed(t[0], (int64_t)attr[0], (int)attr[1], (int)attr[2]));
+}
+
 AcTensor *ac_diagonal(const AcTensor *a, int64_t offset, int dim1, int dim2)
 {
+    if (ops_observed && offset >= INT32_MIN && offset <= INT32_MAX)
+        return graph_op("diagonal", diagonal_replay, 1, &a, (double[]){(double)offset, dim1, dim2}, 3);
     if (tensor_check_any("diagonal", a, "input") || cpu_only("diagonal", &a, 1)) return NULL;
     if (a->ndim < 2)
         return error_null(AC_ERR_SHAPE, "diagonal: input must have at least 2 dims, got shape %s",
@@ -316,6 +358,8 @@ AcTensor *ac_diagonal(const AcTensor *a, int64_t offset, int dim1, int dim2)
 
 AcTensor *ac_diag_embed(const AcTensor *a, int64_t offset, int dim1, int dim2)
 {
+    if (ops_observed && offset >= INT32_MIN && offset <= INT32_MAX)
+        return graph_op("diag_embed", diag_embed_replay, 1, &a, (double[]){(double)offset, dim1, dim2}, 3);
     if (tensor_check_any("diag_embed", a, "input") || cpu_only("diag_embed", &a, 1)) return NULL;
     if (a->ndim < 1 || a->ndim >= AC_MAX_DIMS)
         return error_null(AC_ERR_SHAPE, "diag_embed: input must have 1 to %d dims, got shape %s",
@@ -483,8 +527,15 @@ static int unfold_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gi
     return AC_OK;
 }
 
+int unfold_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[1] = ac_unfold(t[0], (int)attr[0], (int64_t)attr[1], (int64_t)attr[2]));
+}
+
 AcTensor *ac_unfold(const AcTensor *a, int dim, int64_t size, int64_t step)
 {
+    if (ops_observed && size >= 0 && size <= INT32_MAX && step > 0 && step <= INT32_MAX)
+        return graph_op("unfold", unfold_replay, 1, &a, (double[]){dim, (double)size, (double)step}, 3);
     const char *op = "unfold";
     int64_t n;
     UnfoldCtx *ctx;

@@ -292,9 +292,17 @@ done:
 
 /* ---- forward ---------------------------------------------------------------- */
 
+int scatter_replay(AcTensor **t, const double *attr)
+{
+    return graph_made(t[3] = ac_scatter(t[0], (int)attr[0], t[1], t[2], (int)attr[1], (int)attr[2]));
+}
+
 AcTensor *ac_scatter(const AcTensor *a, int dim, const AcTensor *index, const AcTensor *src,
                      int reduce, int include_self)
 {
+    if (ops_observed)
+        return graph_op("scatter", scatter_replay, 3, (const AcTensor *[]){a, index, src},
+                        (double[]){dim, reduce, include_self != 0}, 3);
     const char *op = reduce == AC_SCATTER_NONE ? "scatter" : reduce == AC_SCATTER_SUM ? "scatter_add"
                                                                                        : "scatter_reduce";
     const AcTensor *inputs[3];
