@@ -516,6 +516,9 @@ def _value_src(self, index, value, op):
     else:
         if _scalar(value) is None:
             raise TypeError("%s: value must be a number, not %s" % (op, type(value).__name__))
+        limits = {dtypes.uint8: (0, 255), dtypes.int64: (-2 ** 63, 2 ** 63 - 1)}.get(self.dtype)
+        if limits and not isinstance(value, bool) and not limits[0] <= int(value) <= limits[1]:
+            raise RuntimeError("%s: value %r cannot be converted to %s without overflow" % (op, value, self.dtype))
         if self.dtype == dtypes.int64 and isinstance(value, float) and value != int(value):
             v = tensor(int(value), dtype=dtypes.int64)
         else:
@@ -579,6 +582,7 @@ def _along(self, dim, index, n_like, op):
 
 
 def _index_source(self, d, index, source, op):
+    """source checked for index_add/copy/reduce: self's shape with dim d of len(index)."""
     source = _tensor(source, op, "source")
     want = list(self.shape)
     if want:
@@ -589,7 +593,7 @@ def _index_source(self, d, index, source, op):
     if source.dtype != self.dtype:
         raise TypeError("%s(): source is %s and input is %s; they must have the same dtype"
                         % (op, source.dtype, self.dtype))
-    return source.reshape([1] * 0 + (want or [1]))
+    return source.reshape(want or [1])   # a 0-d input works as a 1-element 1-d one
 
 
 def _wrap_negative(index, n, op):

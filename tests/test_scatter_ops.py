@@ -207,6 +207,8 @@ BAD = [
     (lambda x: F.one_hot(ac.tensor([-1])), IndexError, "non-negative"),
     (lambda x: F.one_hot(ac.tensor([0.0])), TypeError, "int64"),
     (lambda x: F.one_hot(ac.zeros(0, dtype=ac.int64)), ValueError, "empty"),
+    (lambda x: ac.zeros(2, dtype=ac.uint8).index_fill(0, ac.tensor([0]), 300), RuntimeError, "overflow"),
+    (lambda x: ac.zeros(2, dtype=ac.uint8).scatter(0, ac.tensor([0]), -1), RuntimeError, "overflow"),
 ]
 
 
