@@ -81,3 +81,8 @@ _POINTWISE = _pointwise.module_functions()
 globals().update(_POINTWISE)
 
 __all__ = list(_METHODS) + ["where"] + [n for n in _POINTWISE if n not in _METHODS]
+
+# ---- shape, layout and scatter functions (shapes.py) ----
+from aicraft.shapes import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
+globals().update(_SHAPE_FUNCTIONS)
+__all__ += [n for n in _SHAPE_FUNCTIONS if n not in __all__]

@@ -1,10 +1,12 @@
 """indexing.py - Tensor's indexing and ordering methods, bound into Tensor by bind():
-t[...] and t[...] = v (basic indices plus one advanced index), gather, index_select,
+t[...] and t[...] = v (basic indices plus advanced ones), gather, index_select,
 expand, narrow, split, chunk, sort, topk, cumsum, norm, mm, bmm, t, the new_* factories.
 
-Indexing runs in two C calls at most: ac_slice (or its write ac_slice_put_) for the
-basic part, with the advanced index replaced by full slices, then ac_index (or
-ac_index_put_) for the advanced index at the dim it lands on.
+Indexing with one advanced index runs in two C calls at most: ac_slice (or its write
+ac_slice_put_) for the basic part, with the advanced index replaced by full slices,
+then ac_index (or ac_index_put_) for the advanced index at the dim it lands on. Several
+advanced indices ravel into one flat index (ac_ravel_index) over their dims moved to the
+front; a write with them goes through the flat positions the same index picks.
 """
 import math
 from collections import namedtuple
@@ -58,9 +60,9 @@ class _Index:
             t = _index_tensor(item)
             parsed.append(item if t is None else t)
         advanced = [i for i, item in enumerate(parsed) if isinstance(item, Tensor)]
-        if len(advanced) > 1:
-            raise IndexError("only one advanced index (a tensor, list or mask) per indexing is "
-                             "supported, got %d; index one at a time" % len(advanced))
+        if len(advanced) > 1 and any(item is None for item in parsed):
+            raise IndexError("None together with several advanced indices is not supported; "
+                             "unsqueeze the result instead")
 
         def width(item):
             if item is None or item is Ellipsis:
@@ -75,6 +77,7 @@ class _Index:
         self.n = 0
         self.advanced = None
         self.dim = 0             # the advanced index's dim in the basic result
+        self.all_advanced = []   # (index, its dim in the basic result), in order
         self.new_axes = []
         kept, out_dim, ints = 0, 0, []
         for position, item in enumerate(parsed):
@@ -88,6 +91,7 @@ class _Index:
                 out_dim += ndim - used
             elif isinstance(item, Tensor):
                 self.advanced, self.dim = item, kept
+                self.all_advanced.append((item, kept))
                 for _ in range(width(item)):
                     self._full()
                 kept += width(item)
@@ -126,11 +130,48 @@ class _Index:
             for i in range(self.n))
 
 
+def _several_advanced(base, all_advanced):
+    """base indexed by several advanced indices at their dims, as NumPy and PyTorch: the
+    indices broadcast together; their result dims stand where the indices stood when
+    those are side by side, else first. One index_select over the indexed dims raveled."""
+    from aicraft import shapes
+    tensors, dims = [], []
+    for t, d in all_advanced:
+        if _live(t).dtype == 0:
+            raise IndexError("tensors used as indices must be int64 or bool, not float32")
+        if _live(t).dtype in (2, 3):   # a mask: one int64 index per dim it covers
+            if tuple(t.shape) != tuple(base.shape[d:d + t.dim()]):
+                raise IndexError("the mask's shape %s does not match the indexed tensor's shape %s at dim %d"
+                                 % (tuple(t.shape), tuple(base.shape), d))
+            tensors.extend(shapes.nonzero(t, as_tuple=True))
+            dims.extend(range(d, d + t.dim()))
+        else:
+            tensors.append(t)
+            dims.append(d)
+    tensors = shapes.broadcast_tensors(*tensors)
+    k, batch = len(dims), tuple(tensors[0].shape)
+    moved = shapes.movedim(base, dims, list(range(k))) if dims != list(range(k)) else base
+    shape = list(moved.shape)
+    array = ffi.new("AcTensor *[]", [t._ptr for t in tensors])
+    flat = _wrapped(lib.ac_ravel_index(array, k, ffi.new("int64_t[]", shape), len(shape)), *tensors)
+    rows = 1
+    for n in shape[:k]:
+        rows *= n
+    picked = index_select(moved.reshape([rows] + shape[k:]), 0, flat.reshape(-1))
+    out = picked.reshape(list(batch) + shape[k:])
+    if dims == list(range(dims[0], dims[0] + k)) and dims[0] > 0:
+        out = shapes.movedim(out, list(range(len(batch))), list(range(dims[0], dims[0] + len(batch))))
+    return out
+
+
 def getitem(self, index):
-    """Basic indexing (ints, slices, Ellipsis, None) and one advanced index: an int64
-    tensor or list of ints, or a bool mask, as PyTorch. Differentiable."""
+    """Basic indexing (ints, slices, Ellipsis, None) and advanced indices: int64 tensors
+    or lists of ints, or bool masks, as PyTorch. Differentiable."""
     p = _live(self)
     ix = _Index(p.ndim, index)
+    if len(ix.all_advanced) > 1:
+        base = _wrapped(lib.ac_slice(p, ix.slices, ix.n), self) if ix.n and not ix.basic_is_identity() else self
+        return _several_advanced(base, ix.all_advanced)
     out = self
     if ix.n and not (ix.advanced is not None and ix.basic_is_identity()):
         out = _wrapped(lib.ac_slice(p, ix.slices, ix.n), self)
@@ -156,7 +197,17 @@ def setitem(self, index, value):
         raise RuntimeError("__setitem__: in-place changes of tensors that require grad are not "
                            "recorded; do them under `with ac.no_grad():`")
     ix = _Index(p.ndim, index)
-    if ix.advanced is None:
+    if len(ix.all_advanced) > 1:
+        # the flat positions the index picks, written through a flat view of self
+        from aicraft.autograd import no_grad
+        from aicraft.shapes import _positions
+        with no_grad():
+            where = getitem(_positions(self), index)
+            values = value.expand(*where.shape).reshape(-1) if tuple(value.shape) != tuple(where.shape) \
+                else value.reshape(-1)
+            flat, where = self.reshape(-1), where.reshape(-1)
+        rc = lib.ac_index_put_(flat._ptr, 0, where._ptr, values._ptr)
+    elif ix.advanced is None:
         rc = lib.ac_slice_put_(p, ix.slices, ix.n, value._ptr)
     elif ix.basic_is_identity():
         rc = lib.ac_index_put_(p, ix.dim, ix.advanced._ptr, value._ptr)
@@ -180,12 +231,22 @@ def _tensor_arg(value, what, op):
 def gather(self, dim, index):
     """out[i][j] = self[index[i][j]][j] for dim 0, and so on; index int64 with self's ndim."""
     index = _tensor_arg(index, "index", "gather")
+    if _live(index).size == 0:   # as torch: an empty index of any dtype and dims picks nothing
+        return self.reshape(-1).narrow(0, 0, 0).reshape(index.shape)
+    if _live(self).ndim <= 1 and _live(index).ndim <= 1 and _live(self).ndim != _live(index).ndim:
+        # as torch: 0-d and 1-d tensors gather as 1-d ones
+        _as_dim(dim)
+        return gather(self.reshape(-1), dim, index.reshape(-1)).reshape(index.shape)
     return _wrapped(lib.ac_gather(self._ptr, _as_dim(dim), index._ptr), self, index)
 
 
 def index_select(self, dim, index):
     """The entries of self along dim at index (int64, 0-d or 1-d)."""
     index = _tensor_arg(index, "index", "index_select")
+    if _live(self).ndim == 0:   # as torch: a 0-d input takes one index, 0, and stays 0-d
+        if _live(index).size != 1:
+            raise IndexError("index_select: a 0-d input takes 1 index, got %d" % _live(index).size)
+        return index_select(self.reshape(1), dim, index.reshape(1)).reshape(())
     return _wrapped(lib.ac_index_select(self._ptr, _as_dim(dim), index._ptr), self, index)
 
 
@@ -263,6 +324,8 @@ def chunk(self, chunks, dim=0):
     if chunks <= 0:
         raise ValueError("chunk: chunks must be positive, got %d" % chunks)
     size = self.size(dim)
+    if size == 0:   # as torch: chunks empty pieces
+        return tuple(narrow(self, dim, 0, 0) for _ in range(chunks))
     return split(self, max(-(-size // chunks), 1), dim)
 
 

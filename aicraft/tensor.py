@@ -743,3 +743,7 @@ indexing.bind(Tensor)
 # Pointwise math and activations live in pointwise.py (erf, maximum, clamp with tensor bounds, ...).
 from aicraft import pointwise  # noqa: E402 - it needs Tensor defined
 pointwise.bind(Tensor)
+
+# Shape, layout and scatter methods live in shapes.py (repeat, flip, scatter, ...).
+from aicraft import shapes  # noqa: E402 - it needs Tensor defined
+shapes.bind(Tensor)

@@ -161,3 +161,6 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
 # softmax(dtype=), ... with torch.nn.functional's signatures ----
 from aicraft import pointwise as _pointwise  # noqa: E402
 globals().update(_pointwise.functional_functions())
+
+# ---- one_hot (aicraft/shapes.py) ----
+from aicraft.shapes import one_hot  # noqa: E402,F401

@@ -402,6 +402,54 @@ AcTensor *ac_topk(const AcTensor *a, int64_t k, int dim, int largest, AcTensor *
 AcTensor *ac_cumsum(const AcTensor *a, int dim);          /* cumulative sum along dim; int64 for
                                                              integer and bool a, exact */
 
+/* ---- Layout and scatter (layout.c, scatter.c) ------------------------------ */
+/* Byte-exact moves for every dtype; differentiable in their float32 inputs. */
+
+/* a reversed along each of dims (n_dims of them, each once; negative from the end). */
+AcTensor *ac_flip(const AcTensor *a, const int *dims, int n_dims);
+/* The lower (tril) or upper (triu) triangle of each matrix in a's last two dims,
+   from the diagonal offset `diagonal` (positive above the main one); the rest zero. */
+AcTensor *ac_tril(const AcTensor *a, int64_t diagonal);
+AcTensor *ac_triu(const AcTensor *a, int64_t diagonal);
+/* The diagonal of a between dim1 and dim2 (offset above the main one, below when
+   negative), as a last dim after the other dims; a copy. */
+AcTensor *ac_diagonal(const AcTensor *a, int64_t offset, int dim1, int dim2);
+/* a's last dim laid on the diagonal (offset, dim1, dim2 of the result) of zeros:
+   the result has one more dim, of size a's last + |offset| at dim1 and dim2. */
+AcTensor *ac_diag_embed(const AcTensor *a, int64_t offset, int dim1, int dim2);
+/* The windows of size elements, step apart, along dim (PyTorch's Tensor.unfold): dim
+   becomes the window count (size - 1 elements may be left over) and a new last dim
+   of size holds each window; a copy. */
+AcTensor *ac_unfold(const AcTensor *a, int dim, int64_t size, int64_t step);
+/* The coordinates in a tensor of shape (shape, ndim) of each flat int64 index, as a
+   last dim of ndim (PyTorch's unravel_index: indices past the ends wrap around). */
+AcTensor *ac_unravel_index(const AcTensor *indices, const int64_t *shape, int ndim);
+/* The int64 coordinates (n, a's ndim) of a's non-zero elements, row-major; not
+   differentiable. */
+AcTensor *ac_nonzero(const AcTensor *a);
+/* How ac_scatter combines src with the values already at a target. */
+typedef enum {
+    AC_SCATTER_NONE = 0,   /* write (the last write to a target wins) */
+    AC_SCATTER_SUM = 1, AC_SCATTER_PROD = 2, AC_SCATTER_MEAN = 3, AC_SCATTER_AMAX = 4,
+    AC_SCATTER_AMIN = 5
+} AcScatterReduce;
+/* A copy of a with out[..., index[i][j][k], ...] (index at dim) combined with
+   src[i][j][k] (PyTorch's scatter, scatter_add, scatter_reduce): index int64 in
+   [0, size of dim), a's ndim, no larger than src, nor than a outside dim; src of
+   a's dtype. include_self = 0: a target's old value is left out of the reduction.
+   Integer mean is floor division; int64 sums wrap; on bool, sum is or, prod and. */
+AcTensor *ac_scatter(const AcTensor *a, int dim, const AcTensor *index, const AcTensor *src,
+                     int reduce, int include_self);
+/* 0, 1, ... each repeated repeats[i] times (int64, 1-d, non-negative). */
+AcTensor *ac_repeat_index(const AcTensor *repeats);
+/* Where k int64 index tensors of one shape point among the first k dims of a
+   tensor of shape (shape, ndim), as row-major positions in those k dims flattened
+   (negative indices from the end; out of range: AC_ERR_INDEX). */
+AcTensor *ac_ravel_index(AcTensor *const *indices, int k, const int64_t *shape, int ndim);
+/* int64 index (any shape, values in [0, num_classes)) as int64 one-hot vectors
+   along a new last dim; num_classes = -1 takes the largest value + 1. */
+AcTensor *ac_one_hot(const AcTensor *index, int64_t num_classes);
+
 /* ---- Losses -------------------------------------------------------------- */
 
 typedef enum { AC_REDUCTION_NONE = 0, AC_REDUCTION_MEAN = 1, AC_REDUCTION_SUM = 2 } AcReduction;

@@ -91,7 +91,15 @@
     X("lstm", lstm_replay, 7, 3, "ii") \
     X("pointwise", pointwise_replay, 1, 1, "ifff") \
     X("pointwise2", pointwise2_replay, 2, 1, "i") \
-    X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0")
+    X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0") \
+    /* ---- layout.c, scatter.c (shapes) ---- */ \
+    X("flip", flip_replay, 1, 1, "n") \
+    X("tril", tril_replay, 1, 1, "i") \
+    X("triu", triu_replay, 1, 1, "i") \
+    X("diagonal", diagonal_replay, 1, 1, "iii") \
+    X("diag_embed", diag_embed_replay, 1, 1, "iii") \
+    X("unfold", unfold_replay, 1, 1, "iii") \
+    X("scatter", scatter_replay, 3, 1, "iii")
 
 #define OP_TABLE_DECLARE(name, fn, n_in, n_out, attrs) int fn(AcTensor **t, const double *attr);
 RECORDED_OPS(OP_TABLE_DECLARE)
