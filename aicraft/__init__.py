@@ -29,6 +29,13 @@ from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memor
                             set_num_threads)
 from aicraft.tensor import Tensor
 from aicraft import accelerator, backends, cuda, nn, optim, profiler, quantization
+# Reductions, order statistics, products and norms (reductions.py, products.py, linalg.py).
+from aicraft import linalg
+from aicraft.reductions import FUNCTIONS as _REDUCTIONS
+from aicraft.products import FUNCTIONS as _PRODUCTS
+globals().update(_REDUCTIONS)
+globals().update(_PRODUCTS)
+from aicraft.linalg import cdist, dist, torch_norm as norm  # noqa: E402
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -48,6 +55,7 @@ __all__ = [
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils",
 ]
+__all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm"]
 
 
 # Imported on first use: they need NumPy, and a service that only runs a model does not;

@@ -689,3 +689,9 @@ _wrapping.Tensor = Tensor
 # Indexing and ordering methods live in indexing.py (t[...], gather, sort, ...).
 from aicraft import indexing  # noqa: E402 - it needs Tensor defined
 indexing.bind(Tensor)
+
+# Reductions, order statistics, products and norms (reductions.py, products.py, linalg.py).
+from aicraft import linalg as _linalg, products as _products, reductions as _reductions  # noqa: E402
+_reductions.bind(Tensor)
+_products.bind(Tensor)
+Tensor.norm = _linalg.torch_norm

@@ -155,3 +155,6 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     from aicraft.creation import from_numpy
     terms = input * from_numpy(coef)
     return terms.sum(class_dim) if reduction == "none" else terms.sum()
+
+# Norms and distances (aicraft/linalg.py).
+from aicraft.linalg import cosine_similarity, normalize, pairwise_distance  # noqa: E402,F401

@@ -300,6 +300,36 @@ AcTensor *ac_sort(const AcTensor *a, int dim, int descending, AcTensor **indices
 AcTensor *ac_topk(const AcTensor *a, int64_t k, int dim, int largest, AcTensor **indices);
 AcTensor *ac_cumsum(const AcTensor *a, int dim);          /* cumulative sum along dim */
 
+/* ---- Order statistics, scans and products (ops/order.c, ops/scan.c) ---- */
+/* Any dtype is ordered exactly (int64 as int64; NaN above every number). The
+   picks along a dim give the values (ac_gather of the input: differentiable for
+   float32) and their int64 positions in *indices; dim's size must be > 0. */
+
+/* The k-th smallest (k from 1) along dim. */
+AcTensor *ac_kthvalue(const AcTensor *a, int64_t k, int dim, int keepdim, AcTensor **indices);
+/* The lower median along dim; NaN if the row has one, unless ignore_nan (nanmedian:
+   the median of the rest; NaN when all are). */
+AcTensor *ac_median_dim(const AcTensor *a, int dim, int keepdim, int ignore_nan, AcTensor **indices);
+/* The most frequent value along dim (the smallest of equally frequent ones), at its last position. */
+AcTensor *ac_mode(const AcTensor *a, int dim, int keepdim, AcTensor **indices);
+/* Running max (largest 1) or min along dim, a's shape; a later equal value or a NaN takes over. */
+AcTensor *ac_cummax(const AcTensor *a, int dim, int largest, AcTensor **indices);
+/* The distinct values of flattened a, sorted (consecutive 0) or runs of equal neighbours
+   (consecutive 1), a's dtype; *inverse (a's shape) and *counts when not NULL (int64). No graph. */
+AcTensor *ac_unique(const AcTensor *a, int consecutive, AcTensor **inverse, AcTensor **counts);
+/* Insertion positions of values in the rows of sorted (its last dim; same dtype as values;
+   1-d for all values, else leading dims as values'): first >= value, or > value if right. */
+AcTensor *ac_searchsorted(const AcTensor *sorted, const AcTensor *values, int right);
+/* Counts of each value of a (1-d, integer, >= 0) in max(minlength, max + 1) bins: int64,
+   or float32 sums of weights (float32, a's length) when weights is not NULL. */
+AcTensor *ac_bincount(const AcTensor *a, const AcTensor *weights, int64_t minlength);
+/* Histogram of float32 a in bins equal bins over [min, max] (min == max: the data's range). */
+AcTensor *ac_histc(const AcTensor *a, int64_t bins, double min, double max);
+/* Product along dim; float32 differentiable (exact with zeros), integers and bool give int64. */
+AcTensor *ac_prod(const AcTensor *a, int dim, int keepdim);
+AcTensor *ac_cumprod(const AcTensor *a, int dim);         /* running product, as ac_prod */
+AcTensor *ac_logcumsumexp(const AcTensor *a, int dim);    /* log(cumsum(exp(a))), float32, stable */
+
 /* ---- Losses -------------------------------------------------------------- */
 
 typedef enum { AC_REDUCTION_NONE = 0, AC_REDUCTION_MEAN = 1, AC_REDUCTION_SUM = 2 } AcReduction;
