@@ -6,6 +6,7 @@ between permuted and reshaped operands: einsum contracts its operands left to ri
 each pair as (batch..., M, K) @ (batch..., K, N). No Python loop runs over elements;
 gradients come from matmul, permute, reshape and sum.
 """
+from aicraft import dtypes
 from aicraft._args import _as_dim, _as_int, _scalar
 from aicraft._wrapping import _live
 from aicraft.errors import ShapeError
@@ -279,6 +280,10 @@ def _scaled_sum(op, input, product, beta, alpha):
     inp = _tensor(input, op)
     _broadcast_check(inp.shape, product.shape, op)
     if beta == 0:
+        if inp.requires_grad:     # a zero gradient for input, as PyTorch's, without its NaN
+            from aicraft.creation import ones
+            from aicraft.functions import where
+            return product + where(ones(inp.shape, dtype=dtypes.bool), 0.0, inp)
         return product
     return (inp if beta == 1 else inp * beta) + product
 
@@ -451,7 +456,9 @@ def cross(input, other, dim=None, *, out=None):
     torch.cross; linalg.cross uses -1), broadcasting the other dims."""
     from aicraft.creation import tensor
     a, b = _tensor(input, "cross"), _tensor(other, "cross", "other")
-    nd = max(a.ndim, b.ndim)
+    if a.ndim != b.ndim:
+        raise ShapeError("cross: inputs must have the same number of dims, got %s and %s" % (a.shape, b.shape))
+    nd = a.ndim
     shape = []
     for i in range(nd):
         sa = a.shape[i - (nd - a.ndim)] if i >= nd - a.ndim else 1

@@ -125,9 +125,9 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     gradient exact at zeros); integers and bool give int64."""
     x = _cast(_tensor(input, "prod"), dtype, "prod")
     if dim is None:
-        if keepdim:
-            return _wrapped(lib.ac_prod(x.reshape(-1)._ptr, 0, 1), x).reshape([1] * x.ndim)
-        return _wrapped(lib.ac_prod(x.reshape(-1)._ptr, 0, 0), x).reshape(())
+        flat = x.reshape(-1)      # held in a local: the C call must not outlive it
+        out = _wrapped(lib.ac_prod(flat._ptr, 0, 0), x)
+        return out.reshape([1] * x.ndim) if keepdim else out
     if isinstance(dim, (tuple, list)):
         raise TypeError("prod: dim must be an int, not %s" % type(dim).__name__)
     return _wrapped(lib.ac_prod(x._ptr, _as_dim(dim), 1 if keepdim else 0), x)
