@@ -87,9 +87,15 @@ def _vector_norm(x, ord, dims, keepdim):
         return total(x.abs(), "amin")
     if ord == 0:
         return total((x != 0).float() + x * 0.0, "sum")
+    ax = x.abs()
+    if ord < 1:     # |x| ** ord has an infinite slope at 0: the subgradient there is 0
+        zero = ax == 0
+        powered = (ax.masked_fill(zero, 1.0) ** ord).masked_fill(zero, 0.0 if ord > 0 else math.inf)
+    else:
+        powered = ax ** ord
     if ord > 0:
-        return _safe_root(total(x.abs() ** ord, "sum"), ord)
-    return total(x.abs() ** ord, "sum") ** (1.0 / ord)
+        return _safe_root(total(powered, "sum"), ord)
+    return total(powered, "sum") ** (1.0 / ord)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):

@@ -148,6 +148,8 @@ def einsum(*args):
     list of them, or the sublist form). Contracts left to right, each pair one matmul."""
     if not args:
         raise TypeError("einsum(): expected an equation and operands")
+    if isinstance(args[0], (list, tuple)) and len(args) == 2 and isinstance(args[1], str):
+        args = (args[1], args[0])        # (operands, equation)
     if isinstance(args[0], Tensor):
         equation, operands = _sublist_equation(args)
     else:
@@ -254,10 +256,17 @@ def outer(input, vec2, *, out=None):
     a, b = _tensor(input, "outer"), _tensor(vec2, "outer", "vec2")
     _need_ndim(a, (1,), "outer", "input")
     _need_ndim(b, (1,), "outer", "vec2")
-    return a.reshape(-1, 1) * b.reshape(1, -1)
+    return _times(a.reshape(-1, 1), b.reshape(1, -1))
 
 
 ger = outer
+
+
+def _times(a, b):
+    """a * b; for two bool tensors their logical and, as PyTorch's bool product."""
+    if _live(a).dtype == 2 and _live(b).dtype == 2:
+        return a.logical_and(b)
+    return a * b
 
 
 def mv(input, vec, *, out=None):
@@ -275,10 +284,13 @@ def _scaled_sum(op, input, product, beta, alpha):
             raise TypeError("%s: %s must be a number" % (op, name))
         if isinstance(value, float) and not _live(product).dtype == 0 and value != int(value):
             raise TypeError("%s: a fractional %s is not allowed for integer tensors" % (op, name))
-    if alpha != 1:
+    if alpha != 1 and _live(product).dtype != 2:
         product = product * alpha
     inp = _tensor(input, op)
     _broadcast_check(inp.shape, product.shape, op)
+    if _live(inp).dtype == 2 and _live(product).dtype == 2:     # bool: (beta and input) or product
+        out = product if alpha else product.logical_and(product.logical_not())
+        return out.logical_or(inp.expand(*product.shape)) if beta else out
     if beta == 0:
         if inp.requires_grad:     # a zero gradient for input, as PyTorch's, without its NaN
             from aicraft.creation import ones
@@ -340,7 +352,7 @@ def kron(input, other, *, out=None):
     sb = [1] * (nd - b.ndim) + list(b.shape)
     a2 = a.reshape([x for s in sa for x in (s, 1)])
     b2 = b.reshape([x for s in sb for x in (1, s)])
-    return (a2 * b2).reshape([x * y for x, y in zip(sa, sb)])
+    return _times(a2, b2).reshape([x * y for x, y in zip(sa, sb)])
 
 
 def tensordot(a, b, dims=2, out=None):
@@ -367,8 +379,13 @@ def tensordot(a, b, dims=2, out=None):
     db = [_norm_dim(d, b.ndim, "tensordot") for d in db]
     for x, y in zip(da, db):
         if a.shape[x] != b.shape[y]:
-            raise ShapeError("tensordot: contracted dims %d of %s and %d of %s differ"
-                             % (x, a.shape, y, b.shape))
+            if a.shape[x] == 1:          # a is constant along it: sum b first (as PyTorch)
+                b = b.sum(y, keepdim=True)
+            elif b.shape[y] == 1:
+                a = a.sum(x, keepdim=True)
+            else:
+                raise ShapeError("tensordot: contracted dims %d of %s and %d of %s differ"
+                                 % (x, a.shape, y, b.shape))
     fa = [d for d in range(a.ndim) if d not in da]
     fb = [d for d in range(b.ndim) if d not in db]
     k = _prod(a.shape[d] for d in da)

@@ -127,10 +127,13 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is None:
         flat = x.reshape(-1)      # held in a local: the C call must not outlive it
         out = _wrapped(lib.ac_prod(flat._ptr, 0, 0), x)
-        return out.reshape([1] * x.ndim) if keepdim else out
-    if isinstance(dim, (tuple, list)):
+        out = out.reshape([1] * x.ndim) if keepdim else out
+    elif isinstance(dim, (tuple, list)):
         raise TypeError("prod: dim must be an int, not %s" % type(dim).__name__)
-    return _wrapped(lib.ac_prod(x._ptr, _as_dim(dim), 1 if keepdim else 0), x)
+    else:
+        out = _wrapped(lib.ac_prod(x._ptr, _as_dim(dim), 1 if keepdim else 0), x)
+    # dtype= bool or uint8: the int64 product taken modulo that type (exact: wrapping commutes)
+    return out if dtype is None or _live(x).dtype in (0, 1) else out.to(x.dtype)
 
 
 def count_nonzero(input, dim=None):
@@ -197,9 +200,18 @@ def _spread_args(op, dim, unbiased, keepdim, correction):
     if correction is None:
         correction = 1
     c = _scalar(correction)
-    if c is None or c != int(c):
-        raise NotImplementedError("%s: a fractional correction is not supported" % op)
-    return dim, int(c), keepdim
+    if c is None:
+        raise TypeError("%s: correction must be a number, not %s" % (op, type(correction).__name__))
+    return dim, c, keepdim
+
+
+def _count(x, dim):
+    if dim is None:
+        return x.numel()
+    n = 1
+    for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+        n *= x.shape[_as_dim(d)] if x.ndim else 1
+    return n
 
 
 def _spread(name, method):
@@ -216,7 +228,14 @@ def _spread(name, method):
         if not _is_float(x):
             raise TypeError("%s: expected a floating point input, got %s (PyTorch refuses it too)"
                             % (name, x.dtype))
-        return method(x, dim, keepdim, correction=c)
+        if c == int(c) and c >= 0:
+            return method(x, dim, keepdim, correction=int(c))
+        # a fractional or negative correction: the biased variance rescaled to N - c
+        # (a divisor <= 0 gives inf, or NaN for a zero sum, as PyTorch's)
+        n = _count(x, dim)
+        v = _var_method(x, dim, keepdim, correction=0)
+        v = v * (n / (n - c)) if n - c > 0 else v * math.inf
+        return v.sqrt() if name == "std" else v
     spread.__name__ = name
     spread.__doc__ = ("%s over dim (int or tuple; None: all) with Bessel's correction (default 1); "
                       "PyTorch's overloads (dim, unbiased, keepdim) and (unbiased) too." % name)
@@ -584,6 +603,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if not -x.ndim <= d < x.ndim:
         raise IndexError("diff: dim %d is out of range for a %d-d tensor" % (d, x.ndim))
     d %= x.ndim
+    if n == 0:
+        return x
     parts = []
     for extra, what in ((prepend, "prepend"), (append, "append")):
         if extra is not None and not isinstance(extra, Tensor):

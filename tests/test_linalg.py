@@ -18,6 +18,10 @@ def floats(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
+def ints(*shape, lo=-4, hi=5):
+    return RNG.integers(lo, hi, shape).astype(np.int64)
+
+
 def to_ac(x, requires_grad=False):
     t = ac.tensor(np.asarray(x))
     return t.requires_grad_(True) if requires_grad else t
@@ -92,6 +96,11 @@ def test_einsum_matches_torch(equation, shapes):
           grad=all(a.size for a in arrays))
 
 
+def test_einsum_operands_then_equation():
+    a, b = floats(3, 4), floats(4, 5)
+    same(ac.einsum([to_ac(a), to_ac(b)], "ij,jk"), torch.einsum("ij,jk", to_torch(a), to_torch(b)))
+
+
 def test_einsum_list_and_sublist_forms():
     a, b = floats(3, 4), floats(4, 5)
     same(ac.einsum("ij,jk->ik", [to_ac(a), to_ac(b)]), torch.einsum("ij,jk->ik", [to_torch(a), to_torch(b)]))
@@ -136,7 +145,7 @@ def test_einsum_on_int64_does_not_go_through_float32():
     ("baddbmm", [(2, 3, 5), (2, 3, 4), (2, 4, 5)], {"beta": 0.5}), ("baddbmm", [(3, 5), (2, 3, 4), (2, 4, 5)], {}),
     ("addbmm", [(3, 5), (2, 3, 4), (2, 4, 5)], {"alpha": 0.5}),
     ("tensordot", [(2, 3, 4), (3, 4, 5)], {"dims": 2}), ("tensordot", [(2, 3, 4), (4, 3, 5)], {"dims": ([1, 2], [1, 0])}),
-    ("tensordot", [(2, 3), (4, 5)], {"dims": 0}), ("cross", [(4, 3), (4, 3)], {"dim": 1}),
+    ("tensordot", [(2, 3), (4, 5)], {"dims": 0}), ("tensordot", [(1, 1, 1), (2, 1, 2)], {"dims": ([0, 1], [2, 0])}), ("cross", [(4, 3), (4, 3)], {"dim": 1}),
     ("cross", [(1, 3, 2), (4, 3, 2)], {"dim": -2}), ("trace", [(3, 4)], {}), ("trace", [(4, 2)], {}),
 ])
 def test_products_match_torch(name, shapes, kwargs):
@@ -209,6 +218,21 @@ def test_vector_norm_matches_torch(ord, dim, keepdim):
     x = floats(3, 4, 2)
     check(lambda a: ac.linalg.vector_norm(a, ord, dim, keepdim),
           lambda t: torch.linalg.vector_norm(t, ord, dim, keepdim), x, grad=ord not in (0,))
+
+
+@pytest.mark.parametrize("ord", [0.5, -0.5, -1, 1, 2, 3, math.inf])
+def test_vector_norm_subgradient_at_zero(ord):
+    x = np.zeros((2, 4), np.float32)
+    x[1, :2] = floats(2)
+    check(lambda a: ac.linalg.vector_norm(a, ord, 1), lambda t: torch.linalg.vector_norm(t, ord, 1), x)
+
+
+def test_bool_products_are_logical():
+    a, b = ints(4) > 0, ints(3) > 0
+    same(ac.outer(to_ac(a), to_ac(b)), torch.outer(to_torch(a), to_torch(b)))
+    same(ac.kron(to_ac(a), to_ac(b)), torch.kron(to_torch(a), to_torch(b)))
+    m = ints(4, 3) > 0
+    same(ac.addr(to_ac(m), to_ac(a), to_ac(b)), torch.addr(to_torch(m), to_torch(a), to_torch(b)))
 
 
 def test_two_norm_gradient_at_zero_is_zero():

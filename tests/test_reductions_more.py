@@ -108,6 +108,13 @@ def test_prod_gradient_is_exact_with_zeros():
     grads_match(lambda a: a.prod(), lambda t: t.prod(), x)
 
 
+def test_prod_dtype_bool_and_uint8():
+    x = ints(3, 4, lo=0, hi=3)
+    for dt, tdt in ((ac.bool, torch.bool), (ac.uint8, torch.uint8), (ac.int64, torch.int64)):
+        same(ac.prod(to_ac(x), 1, dtype=dt), torch.prod(to_torch(x), 1, dtype=tdt))
+        same(ac.prod(to_ac(x) * 100, dtype=dt), torch.prod(to_torch(x) * 100, dtype=tdt))
+
+
 def test_prod_of_int64_is_exact_and_int64():
     x = np.array([2 ** 31 + 1, 3, 5], np.int64)
     same(ac.prod(to_ac(x)), torch.prod(to_torch(x)))
@@ -161,6 +168,17 @@ def test_var_std_overloads(name, args, kwargs):
     same(getattr(ac, name)(to_ac(x), *args, **kwargs), getattr(torch, name)(to_torch(x), *args, **kwargs))
     if name in ("var", "std"):
         same(getattr(to_ac(x), name)(*args, **kwargs), getattr(to_torch(x), name)(*args, **kwargs))
+
+
+@pytest.mark.parametrize("correction", [0.5, 1.3, -1, -5, 25, 100])
+@pytest.mark.parametrize("dim", [None, 1, (0, 1)])
+def test_var_std_fractional_and_negative_corrections(correction, dim):
+    x = floats(4, 5)
+    for name in ("var", "std"):
+        same(getattr(ac, name)(to_ac(x), dim, correction=correction),
+             getattr(torch, name)(to_torch(x), dim, correction=correction))
+    if correction < 4:      # past N, PyTorch's backward divides by the negative N - c, its forward by 0
+        grads_match(lambda a: a.var(dim, correction=correction), lambda t: t.var(dim, correction=correction), x)
 
 
 def test_var_of_int64_is_refused():
@@ -217,11 +235,19 @@ def test_kthvalue_without_ties(k, dim):
     grads_match(lambda a: a.kthvalue(k, dim).values, lambda t: t.kthvalue(k, dim).values, x)
 
 
+def test_kthvalue_indices_on_ties_are_torchs():
+    for n in (2, 3, 7, 16, 33):
+        x = ints(5, n, lo=0, hi=3)
+        xf = x.astype(np.float32)
+        xf[xf == 2] = np.nan
+        for k in sorted({1, (n + 1) // 2, n}):
+            same(ac.kthvalue(to_ac(x), k, 1), torch.kthvalue(to_torch(x), k, 1))
+            same(ac.kthvalue(to_ac(xf), k, 1), torch.kthvalue(to_torch(xf), k, 1))
+
+
 def test_order_statistics_values_with_ties():
-    # On ties PyTorch's index choice is its selection algorithm's; the values always agree.
+    # On ties median's index is that of PyTorch's std::nth_element; the values always agree.
     x = ints(4, 9, lo=0, hi=3)
-    for k in (1, 4, 9):
-        same(ac.kthvalue(to_ac(x), k, 1).values, torch.kthvalue(to_torch(x), k, 1).values)
     same(ac.median(to_ac(x), 1).values, torch.median(to_torch(x), 1).values)
     a, t = ac.median(to_ac(x), 1), torch.median(to_torch(x), 1)
     np.testing.assert_array_equal(np.take_along_axis(x, a.indices.numpy()[:, None], 1)[:, 0], t.values.numpy())
@@ -297,7 +323,7 @@ def test_msort():
     same(ac.msort(to_ac(x)), torch.msort(to_torch(x)))
 
 
-@pytest.mark.parametrize("n,dim", [(1, -1), (2, 0), (3, 1), (5, 1)])
+@pytest.mark.parametrize("n,dim", [(0, 0), (1, -1), (2, 0), (3, 1), (5, 1)])
 def test_diff(n, dim):
     x = floats(4, 5)
     same(ac.diff(to_ac(x), n, dim), torch.diff(to_torch(x), n, dim))

@@ -89,13 +89,48 @@ static int check_input(const char *op, const AcTensor *a, int *dim)
 
 enum { PICK_KTH, PICK_MEDIAN, PICK_NANMEDIAN, PICK_MODE };
 
+/* Hoare's selection with a median-of-three pivot (as in Numerical Recipes' select):
+   rearranges keys[0..n) and pos alongside so that keys[k] is the k-th smallest
+   (from 0). kthvalue picks with it, so that among tied values the position it
+   reports is the one PyTorch's CPU kthvalue reports. */
+static void select_kth(uint64_t *keys, int64_t *pos, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1, i, j, t;
+    uint64_t pivot, u;
+#define SWAP(a, b) (u = keys[a], keys[a] = keys[b], keys[b] = u, t = pos[a], pos[a] = pos[b], pos[b] = t)
+    for (;;) {
+        if (hi <= lo) return;
+        if (hi == lo + 1) {
+            if (keys[lo] > keys[hi]) SWAP(lo, hi);
+            return;
+        }
+        i = lo + (hi - lo) / 2;
+        SWAP(i, lo + 1);
+        if (keys[lo + 1] > keys[hi]) SWAP(lo + 1, hi);
+        if (keys[lo] > keys[hi]) SWAP(lo, hi);
+        if (keys[lo + 1] > keys[lo]) SWAP(lo + 1, lo);
+        i = lo + 1;
+        j = hi;
+        pivot = keys[lo];
+        for (;;) {
+            do i++; while (pivot > keys[i]);
+            do j--; while (keys[j] > pivot);
+            if (j < i) break;
+            SWAP(i, j);
+        }
+        SWAP(lo, j);
+        if (j <= k) lo = i;
+        if (j >= k) hi = j - 1;
+    }
+#undef SWAP
+}
+
 /* The position in [0, n) that `how` picks from a row whose keys are keys[0..n),
    sorted as pos[0..n). */
-static int64_t pick_in_row(int how, int64_t k, const AcTensor *a, const uint64_t *keys,
+static int64_t pick_in_row(int how, const AcTensor *a, const uint64_t *keys,
                            const int64_t *pos, int64_t n)
 {
     int64_t valid = n, j, best = 0, best_count = 0, run = 0;
-    if (how == PICK_KTH) return pos[k - 1];
     if (how == PICK_MODE) {
         /* the most frequent value, the smallest among equals, at its last position */
         for (j = 0; j < n; j++) {
@@ -146,8 +181,13 @@ static AcTensor *pick_along(const char *op, int how, const AcTensor *a, int64_t 
                 keys[j] = order_key(a, (o * n + j) * inner + r);
                 pos[j] = j;
             }
+            if (how == PICK_KTH) {
+                select_kth(keys, pos, n, k - 1);
+                data_i64(idx)[o * inner + r] = pos[k - 1];
+                continue;
+            }
             sort_positions(keys, pos, tmp, n);
-            data_i64(idx)[o * inner + r] = pick_in_row(how, k, a, keys, pos, n);
+            data_i64(idx)[o * inner + r] = pick_in_row(how, a, keys, pos, n);
         }
     scratch_free(pos, bytes);
     values = ac_gather(a, dim, idx);
