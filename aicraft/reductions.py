@@ -471,11 +471,12 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", ou
 # ---- unique, bincount, histc, searchsorted ---------------------------------------
 
 def _unique(op, x, consecutive, return_inverse, return_counts, dim):
-    if dim is not None:
-        raise NotImplementedError("%s: dim= is not supported (only dim=None, the flattened input)" % op)
     inverse = ffi.new("AcTensor **") if return_inverse else _NULL
     counts = ffi.new("AcTensor **") if return_counts else _NULL
-    values = lib.ac_unique(_live(x), consecutive, inverse, counts)
+    if dim is None:
+        values = lib.ac_unique(_live(x), consecutive, inverse, counts)
+    else:
+        values = lib.ac_unique_dim(_live(x), _as_dim(dim), consecutive, inverse, counts)
     if not values:
         raise_error(x)
     out = [_wrap(values)]

@@ -393,11 +393,21 @@ def test_unique_and_unique_consecutive(make, inverse, counts):
     same(to_ac(x).unique(), to_torch(x).unique())
 
 
-def test_unique_zero_signs_and_dim_refused():
+def test_unique_zero_signs():
     x = np.array([0.0, -0.0, 1.0, -1.0, 1.0], np.float32)
     same(ac.unique(to_ac(x), return_counts=True)[1], torch.unique(to_torch(x), return_counts=True)[1])
-    with pytest.raises(NotImplementedError):
-        ac.unique(to_ac(ints(3, 3)), dim=0)
+
+
+@pytest.mark.parametrize("make", [lambda: ints(6, 3, lo=0, hi=2), lambda: ints(2, 5, 2, lo=0, hi=2),
+                                  lambda: floats(4, 3).round(), lambda: ints(4, 2) > 0])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_unique_along_a_dim(make, dim):
+    x = make()
+    for fn in ("unique", "unique_consecutive"):
+        same(getattr(ac, fn)(to_ac(x), return_inverse=True, return_counts=True, dim=dim),
+             getattr(torch, fn)(to_torch(x), return_inverse=True, return_counts=True, dim=dim))
+    with pytest.raises(IndexError):
+        ac.unique(to_ac(x), dim=3)
 
 
 @pytest.mark.parametrize("minlength", [0, 3, 12])

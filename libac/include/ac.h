@@ -317,6 +317,9 @@ AcTensor *ac_cummax(const AcTensor *a, int dim, int largest, AcTensor **indices)
 /* The distinct values of flattened a, sorted (consecutive 0) or runs of equal neighbours
    (consecutive 1), a's dtype; *inverse (a's shape) and *counts when not NULL (int64). No graph. */
 AcTensor *ac_unique(const AcTensor *a, int consecutive, AcTensor **inverse, AcTensor **counts);
+/* The same for the slices of a along dim, compared as rows in lexicographic order: the
+   distinct slices stacked along dim; *inverse has dim's size. */
+AcTensor *ac_unique_dim(const AcTensor *a, int dim, int consecutive, AcTensor **inverse, AcTensor **counts);
 /* Insertion positions of values in the rows of sorted (its last dim; same dtype as values;
    1-d for all values, else leading dims as values'): first >= value, or > value if right. */
 AcTensor *ac_searchsorted(const AcTensor *sorted, const AcTensor *values, int right);

@@ -327,6 +327,97 @@ AcTensor *ac_unique(const AcTensor *a, int consecutive, AcTensor **inverse, AcTe
     return values;
 }
 
+/* ---- unique along a dim: distinct slices ------------------------------------------ */
+
+/* Lexicographic order of rows of m keys; ties keep their input order (stable). */
+static int row_before(const uint64_t *keys, int64_t m, int64_t u, int64_t v)
+{
+    int64_t j;
+    for (j = 0; j < m; j++) {
+        uint64_t x = keys[u * m + j], y = keys[v * m + j];
+        if (x != y) return x < y;
+    }
+    return 0;
+}
+
+static void sort_rows(const uint64_t *keys, int64_t m, int64_t *pos, int64_t *tmp, int64_t n)
+{
+    int64_t width, lo, *src = pos, *dst = tmp, *swap;
+    for (width = 1; width < n; width *= 2) {
+        for (lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = row_before(keys, m, src[j], src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != pos) memcpy(pos, src, (size_t)n * sizeof(int64_t));
+}
+
+AcTensor *ac_unique_dim(const AcTensor *a, int dim, int consecutive, AcTensor **inverse, AcTensor **counts)
+{
+    const char *op = consecutive ? "unique_consecutive" : "unique";
+    int64_t outer, n, inner, m, o, r, i, j, runs = 0, shape[AC_MAX_DIMS];
+    int64_t *pos, *tmp, *run_of, *run_count;
+    uint64_t *keys;
+    size_t bytes, esize;
+    AcTensor *values = NULL, *inv = NULL, *cnt = NULL;
+    if (check_input(op, a, &dim)) return NULL;
+    split_at(a, dim, &outer, &n, &inner);
+    m = outer * inner;
+    bytes = (size_t)(n + 1) * 4 * sizeof(int64_t) + (size_t)(n * m + 1) * sizeof(uint64_t);
+    pos = scratch_alloc(bytes);
+    if (!pos) return NULL;
+    tmp = pos + n + 1;
+    run_of = tmp + n + 1;
+    run_count = run_of + n + 1;
+    keys = (uint64_t *)(void *)(run_count + n + 1);
+    for (i = 0; i < n; i++) {          /* row i: the slice at i, row-major over the other dims */
+        pos[i] = i;
+        for (o = 0; o < outer; o++)
+            for (r = 0; r < inner; r++) keys[i * m + o * inner + r] = order_key(a, (o * n + i) * inner + r);
+    }
+    if (!consecutive) sort_rows(keys, m, pos, tmp, n);
+    for (j = 0; j < n; j++) {
+        if (j == 0 || row_before(keys, m, pos[j - 1], pos[j]) || row_before(keys, m, pos[j], pos[j - 1])) {
+            tmp[runs] = pos[j];
+            run_count[runs++] = 0;
+        }
+        run_count[runs - 1]++;
+        run_of[pos[j]] = runs - 1;
+    }
+    memcpy(shape, a->shape, sizeof shape);
+    shape[dim] = runs;
+    values = tensor_create(op, shape, a->ndim, a->dtype, NULL, 0, 0);
+    esize = elem_size(a);
+    if (values)
+        for (o = 0; o < outer; o++)
+            for (j = 0; j < runs; j++)
+                memcpy((char *)values->data + (size_t)((o * runs + j) * inner) * esize,
+                       (const char *)a->data + (size_t)((o * n + tmp[j]) * inner) * esize, (size_t)inner * esize);
+    if (values && inverse) {
+        inv = tensor_create(op, &n, 1, AC_INT64, NULL, 0, 0);
+        if (inv && n) memcpy(inv->data, run_of, (size_t)n * sizeof(int64_t));
+    }
+    if (values && (!inverse || inv) && counts) {
+        cnt = tensor_create(op, &runs, 1, AC_INT64, NULL, 0, 0);
+        if (cnt && runs) memcpy(cnt->data, run_count, (size_t)runs * sizeof(int64_t));
+    }
+    scratch_free(pos, bytes);
+    if (!values || (inverse && !inv) || (counts && !cnt)) {
+        if (values) ac_tensor_free(values);
+        if (inv) ac_tensor_free(inv);
+        return NULL;
+    }
+    if (inverse) *inverse = inv;
+    if (counts) *counts = cnt;
+    return values;
+}
+
 /* ---- searchsorted -------------------------------------------------------------- */
 
 /* For each of values, the position in its row of sorted (the last dim; sorted 1-D
