@@ -12,12 +12,15 @@ import math
 
 from aicraft import dtypes
 from aicraft._args import _as_dim, _scalar
+from aicraft._ffi import lib
+from aicraft.errors import raise_error
 from aicraft._wrapping import _live
 from aicraft.errors import ShapeError
 from aicraft.products import cross as _cross, multi_dot
 from aicraft.tensor import Tensor
 
-__all__ = ["vector_norm", "matrix_norm", "norm", "cross", "multi_dot", "matmul", "vecdot"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "cross", "multi_dot", "matmul", "vecdot", "det", "inv",
+           "solve", "slogdet"]
 
 
 def _tensor(x, op, what="input"):
@@ -166,6 +169,71 @@ def matmul(input, other, *, out=None):
 def vecdot(x, y, *, dim=-1, out=None):
     """sum(x * y) along dim, broadcasting."""
     return (_tensor(x, "linalg.vecdot") * _tensor(y, "linalg.vecdot", "y")).sum(dim)
+
+
+# ---- determinants, inverses, solves ------------------------------------------------
+
+def _square(A, op):
+    A = _tensor(A, op, "A")
+    if _live(A).dtype != 0:
+        raise TypeError("%s: expected a float32 input, got %s" % (op, A.dtype))
+    return A
+
+
+def det(A, *, out=None):
+    """The determinants of square matrices (..., n, n), differentiable (also where singular)."""
+    A = _square(A, "linalg.det")
+    p = lib.ac_det(_live(A))
+    if not p:
+        raise_error(A)
+    from aicraft._wrapping import _wrap
+    return _wrap(p)
+
+
+def inv(A, *, out=None):
+    """The inverses of square matrices (..., n, n); ValueError for a singular one."""
+    A = _square(A, "linalg.inv")
+    p = lib.ac_inv(_live(A))
+    if not p:
+        raise_error(A)
+    from aicraft._wrapping import _wrap
+    return _wrap(p)
+
+
+def slogdet(A, *, out=None):
+    """(sign, log|det|) of square matrices, as a namedtuple."""
+    from collections import namedtuple
+    d = det(A)
+    sign = (d > 0).float() - (d < 0).float()
+    return namedtuple("slogdet", ["sign", "logabsdet"])(sign, d.abs().log())
+
+
+def logdet(A):
+    """log(det(A)): NaN where det < 0, -inf where 0 (torch.logdet)."""
+    return det(A).log()
+
+
+def solve(A, B, *, left=True, out=None):
+    """X with A X = B (left) or X A = B, A (..., n, n), B (..., n, k) or a vector (..., n);
+    batch dims broadcast. Computed as inv(A) @ B."""
+    A = _square(A, "linalg.solve")
+    B = _tensor(B, "linalg.solve", "B")
+    if _live(B).dtype != 0:
+        raise TypeError("linalg.solve: expected a float32 B, got %s" % B.dtype)
+    n = A.shape[-1]
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if not left:
+        if vector:
+            raise ShapeError("linalg.solve: left=False needs B a matrix, got %s" % (B.shape,))
+        return solve(A.transpose(-2, -1), B.transpose(-2, -1)).transpose(-2, -1)
+    Ai = inv(A)
+    if vector:
+        if B.shape[-1] != n:
+            raise ShapeError("linalg.solve: A %s and B %s do not fit" % (A.shape, B.shape))
+        return Ai.matmul(B.unsqueeze(-1)).squeeze(-1)
+    if B.ndim < 2 or B.shape[-2] != n:
+        raise ShapeError("linalg.solve: A %s and B %s do not fit" % (A.shape, B.shape))
+    return Ai.matmul(B)
 
 
 # ---- the torch namespace's norms and distances ------------------------------------

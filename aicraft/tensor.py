@@ -695,3 +695,6 @@ from aicraft import linalg as _linalg, products as _products, reductions as _red
 _reductions.bind(Tensor)
 _products.bind(Tensor)
 Tensor.norm = _linalg.torch_norm
+Tensor.det, Tensor.inverse = _linalg.det, _linalg.inv
+Tensor.slogdet = _linalg.slogdet
+Tensor.logdet = lambda self: _linalg.logdet(self)

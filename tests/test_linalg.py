@@ -333,3 +333,48 @@ def test_pairwise_distance(p, keepdim):
           lambda x, y: TF.pairwise_distance(x, y, p, keepdim=keepdim), a, b)
     c = floats(5)
     check(lambda x, y: F.pairwise_distance(x, y, p), lambda x, y: TF.pairwise_distance(x, y, p), a, c)
+
+
+# ---- det, inv, solve ------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (2, 4, 4), (2, 1, 5, 5), (0, 3, 3), (2, 0, 0)])
+def test_det_inv_match_torch(shape):
+    x = floats(*shape) * 0.5 + 3 * np.eye(shape[-1], dtype=np.float32)   # well conditioned
+    grad = RNG.random() >= 0 and 0 not in shape
+    # aicraft factors in double, PyTorch in float32: agreement to PyTorch's rounding
+    check(ac.linalg.det, torch.linalg.det, x, grad=grad, rtol=1e-3)
+    check(ac.linalg.inv, torch.linalg.inv, x, grad=grad, rtol=1e-3)
+    check(lambda a: a.det(), lambda t: t.det(), x, grad=grad, rtol=1e-3)
+    check(ac.inverse, torch.inverse, x, grad=grad, rtol=1e-3)
+    if 0 not in shape:
+        check(lambda a: ac.linalg.slogdet(a).logabsdet, lambda t: torch.linalg.slogdet(t).logabsdet, x)
+        same(ac.linalg.slogdet(to_ac(x)).sign, torch.linalg.slogdet(to_torch(x)).sign)
+
+
+def test_det_gradient_of_exactly_singular_matrices_is_zero_as_torchs():
+    x = np.array([[[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 5.0]],
+                  [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]], np.float32)
+    check(ac.linalg.det, torch.linalg.det, x)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,left", [((3, 3), (3, 2), True), ((3, 3), (3,), True),
+                                                  ((2, 4, 4), (2, 4), True), ((2, 4, 4), (4, 3), True),
+                                                  ((1, 3, 3), (2, 3, 1), True), ((3, 3), (2, 3), False)])
+def test_solve_matches_torch(a_shape, b_shape, left):
+    a = floats(*a_shape) + 3 * np.eye(a_shape[-1], dtype=np.float32)
+    b = floats(*b_shape)
+    check(lambda x, y: ac.linalg.solve(x, y, left=left), lambda x, y: torch.linalg.solve(x, y, left=left), a, b)
+
+
+def test_linalg_bad_inputs():
+    with pytest.raises(ac.ShapeError):
+        ac.linalg.det(to_ac(floats(3, 4)))
+    with pytest.raises(ac.ShapeError):
+        ac.linalg.inv(to_ac(floats(3)))
+    with pytest.raises(ValueError):
+        ac.linalg.inv(ac.zeros(3, 3))
+    with pytest.raises(TypeError):
+        ac.linalg.det(ac.tensor([[1, 2], [3, 4]]))
+    with pytest.raises(ac.ShapeError):
+        ac.linalg.solve(to_ac(floats(3, 3)), to_ac(floats(4, 2)))
+    same(ac.linalg.det(to_ac(np.eye(2, dtype=np.float32))), torch.linalg.det(torch.eye(2)))

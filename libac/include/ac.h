@@ -332,6 +332,10 @@ AcTensor *ac_histc(const AcTensor *a, int64_t bins, double min, double max);
 AcTensor *ac_prod(const AcTensor *a, int dim, int keepdim);
 AcTensor *ac_cumprod(const AcTensor *a, int dim);         /* running product, as ac_prod */
 AcTensor *ac_logcumsumexp(const AcTensor *a, int dim);    /* log(cumsum(exp(a))), float32, stable */
+/* Square float32 matrices a (..., n, n), by LU with partial pivoting in double (ops/linalg.c),
+   differentiable: the determinants (...), and the inverses (AC_ERR_ARG for a singular one). */
+AcTensor *ac_det(const AcTensor *a);
+AcTensor *ac_inv(const AcTensor *a);
 
 /* ---- Losses -------------------------------------------------------------- */
 

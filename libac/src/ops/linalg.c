@@ -1,0 +1,215 @@
+/*
+ * linalg.c - determinants and inverses of square float32 matrices (batches
+ * (..., n, n)) by LU factorisation with partial pivoting, in double, and their
+ * backward.
+ *
+ * Meant for the small matrices models carry (a few dozen rows): one matrix at
+ * a time, O(n^3) plain loops, no blocking. det's gradient is det * A^-T, and 0
+ * where the LU finds A exactly singular, as PyTorch's is (the adjugate would be
+ * the derivative there); inv's is -A^-T G A^-T.
+ *
+ * Not here: products (matmul.c), norms (Python, aicraft/linalg.py).
+ */
+#include "internal.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* LU of the n x n row-major m in place (L unit lower, U upper), the row
+   permutation in perm; returns the determinant (0 for a singular m). */
+static double lu_factor(double *m, int64_t *perm, int64_t n)
+{
+    double det = 1.0;
+    int64_t i, j, k;
+    for (i = 0; i < n; i++) perm[i] = i;
+    for (k = 0; k < n; k++) {
+        int64_t p = k;
+        double best = fabs(m[k * n + k]);
+        for (i = k + 1; i < n; i++)
+            if (fabs(m[i * n + k]) > best) {
+                best = fabs(m[i * n + k]);
+                p = i;
+            }
+        if (best == 0.0) return 0.0;
+        if (p != k) {
+            int64_t t = perm[k];
+            perm[k] = perm[p];
+            perm[p] = t;
+            for (j = 0; j < n; j++) {
+                double u = m[k * n + j];
+                m[k * n + j] = m[p * n + j];
+                m[p * n + j] = u;
+            }
+            det = -det;
+        }
+        det *= m[k * n + k];
+        for (i = k + 1; i < n; i++) {
+            double f = m[i * n + k] /= m[k * n + k];
+            for (j = k + 1; j < n; j++) m[i * n + j] -= f * m[k * n + j];
+        }
+    }
+    return det;
+}
+
+/* inv := the inverse of the matrix lu_factor left in m and perm (nonsingular). */
+static void lu_inverse(const double *m, const int64_t *perm, int64_t n, double *inv)
+{
+    int64_t i, j, c;
+    for (c = 0; c < n; c++) {          /* column c: solve L U x = P e_c */
+        double *x = inv + c * n;       /* written as row c, transposed below */
+        for (i = 0; i < n; i++) {
+            double s = perm[i] == c ? 1.0 : 0.0;
+            for (j = 0; j < i; j++) s -= m[i * n + j] * x[j];
+            x[i] = s;
+        }
+        for (i = n - 1; i >= 0; i--) {
+            double s = x[i];
+            for (j = i + 1; j < n; j++) s -= m[i * n + j] * x[j];
+            x[i] = s / m[i * n + i];
+        }
+    }
+    for (i = 0; i < n; i++)            /* rows were columns */
+        for (j = i + 1; j < n; j++) {
+            double u = inv[i * n + j];
+            inv[i * n + j] = inv[j * n + i];
+            inv[j * n + i] = u;
+        }
+}
+
+static int square_check(const char *op, const AcTensor *a, int64_t *n, int64_t *batches)
+{
+    if (tensor_check(op, a, "input") || cpu_only(op, &a, 1)) return -1;
+    if (a->ndim < 2 || a->shape[a->ndim - 1] != a->shape[a->ndim - 2])
+        return error_set(AC_ERR_SHAPE, "%s: A must be a batch of square matrices (..., n, n), got %s", op,
+                         tensor_shape_str(a));
+    *n = a->shape[a->ndim - 1];
+    *batches = *n > 0 ? a->size / (*n * *n) : 1;
+    if (*n == 0) {
+        int d;
+        *batches = 1;
+        for (d = 0; d < a->ndim - 2; d++) *batches *= a->shape[d];
+    }
+    return 0;
+}
+
+/* ---- det ------------------------------------------------------------------------ */
+
+static int det_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *a = node->inputs[0];
+    int64_t n = a->shape[a->ndim - 1], b, batches = n > 0 ? a->size / (n * n) : 0, i;
+    size_t bytes = (size_t)(2 * n * n + 1) * sizeof(double) + (size_t)(n + 1) * sizeof(int64_t);
+    double *m, *inv;
+    int64_t *perm;
+    gin[0] = tensor_alloc_like("det", a);
+    if (!gin[0]) return ac_last_error_code();
+    m = scratch_alloc(bytes);
+    if (!m) return ac_last_error_code();
+    inv = m + n * n;
+    perm = (int64_t *)(void *)(inv + n * n + 1);
+    for (b = 0; b < batches; b++) {
+        const float *x = a->data + b * n * n;
+        float *g = gin[0]->data + b * n * n;
+        double det, go = gout->data[b];
+        for (i = 0; i < n * n; i++) m[i] = x[i];
+        det = lu_factor(m, perm, n);
+        if (det != 0.0 && isfinite(det)) {
+            int64_t r, c;
+            lu_inverse(m, perm, n, inv);
+            for (r = 0; r < n; r++)                 /* d det / dA = det * A^-T */
+                for (c = 0; c < n; c++) g[r * n + c] = (float)(go * det * inv[c * n + r]);
+        } else {      /* exactly singular: 0, as PyTorch gives (not the adjugate) */
+            for (i = 0; i < n * n; i++) g[i] = 0.0f;
+        }
+    }
+    scratch_free(m, bytes);
+    return AC_OK;
+}
+
+AcTensor *ac_det(const AcTensor *a)
+{
+    const char *op = "det";
+    int64_t n, batches, b, i, *perm;
+    size_t bytes;
+    double *m;
+    AcTensor *out;
+    if (square_check(op, a, &n, &batches)) return NULL;
+    out = op_output(op, a->shape, a->ndim - 2, &a, 1, det_backward, 0);
+    if (!out) return NULL;
+    bytes = (size_t)(n * n + 1) * sizeof(double) + (size_t)(n + 1) * sizeof(int64_t);
+    m = scratch_alloc(bytes);
+    if (!m) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    perm = (int64_t *)(void *)(m + n * n + 1);
+    for (b = 0; b < batches; b++) {
+        for (i = 0; i < n * n; i++) m[i] = a->data[b * n * n + i];
+        out->data[b] = (float)lu_factor(m, perm, n);
+    }
+    scratch_free(m, bytes);
+    return out;
+}
+
+/* ---- inv ------------------------------------------------------------------------ */
+
+/* gin = -Y^T G Y^T per matrix, Y = the output (A^-1). */
+static int inv_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *y = node->output;
+    int64_t n = y->shape[y->ndim - 1], b, batches = n > 0 ? y->size / (n * n) : 0, r, c, k;
+    double *t;
+    gin[0] = tensor_alloc_like("inv", y);
+    if (!gin[0]) return ac_last_error_code();
+    t = scratch_alloc((size_t)(n * n + 1) * sizeof(double));
+    if (!t) return ac_last_error_code();
+    for (b = 0; b < batches; b++) {
+        const float *yb = y->data + b * n * n, *g = gout->data + b * n * n;
+        float *out = gin[0]->data + b * n * n;
+        for (r = 0; r < n; r++)             /* t = Y^T G */
+            for (c = 0; c < n; c++) {
+                double s = 0.0;
+                for (k = 0; k < n; k++) s += (double)yb[k * n + r] * g[k * n + c];
+                t[r * n + c] = s;
+            }
+        for (r = 0; r < n; r++)             /* out = -t Y^T */
+            for (c = 0; c < n; c++) {
+                double s = 0.0;
+                for (k = 0; k < n; k++) s += t[r * n + k] * yb[c * n + k];
+                out[r * n + c] = (float)-s;
+            }
+    }
+    scratch_free(t, (size_t)(n * n + 1) * sizeof(double));
+    return AC_OK;
+}
+
+AcTensor *ac_inv(const AcTensor *a)
+{
+    const char *op = "inv";
+    int64_t n, batches, b, i, *perm;
+    size_t bytes;
+    double *m, *inv;
+    AcTensor *out;
+    if (square_check(op, a, &n, &batches)) return NULL;
+    bytes = (size_t)(2 * n * n + 1) * sizeof(double) + (size_t)(n + 1) * sizeof(int64_t);
+    m = scratch_alloc(bytes);
+    if (!m) return NULL;
+    inv = m + n * n;
+    perm = (int64_t *)(void *)(inv + n * n + 1);
+    out = op_output(op, a->shape, a->ndim, &a, 1, inv_backward, 0);
+    for (b = 0; out && b < batches; b++) {
+        for (i = 0; i < n * n; i++) m[i] = a->data[b * n * n + i];
+        if (lu_factor(m, perm, n) == 0.0) {
+            ac_tensor_free(out);
+            out = NULL;
+            error_set(AC_ERR_ARG, "%s: the matrix %lld of %s is singular (it has no inverse)", op,
+                      (long long)b, tensor_shape_str(a));
+            break;
+        }
+        lu_inverse(m, perm, n, inv);
+        for (i = 0; i < n * n; i++) out->data[b * n * n + i] = (float)inv[i];
+    }
+    scratch_free(m, bytes);
+    return out;
+}
