@@ -5,8 +5,8 @@ pairwise_distance).
 
 Norms compose libac's ops (abs, pow, sum, amax, sqrt), so gradients come with them; the
 2-norm's gradient at a zero vector is 0, as PyTorch's (the square root is taken only
-where the sum of squares is positive). Norms that need a singular value decomposition
-(matrix ord 2, -2, 'nuc') are refused with NotImplementedError.
+where the sum of squares is positive). The matrix norms 2, -2 and 'nuc' come from singular
+values computed in C (ops/linalg.c, one-sided Jacobi).
 """
 import math
 
@@ -112,7 +112,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
     """The matrix norm over the two dims in dim: 'fro', 1, -1 (max / min column sum of
-    |A|), inf, -inf (row sums). 'nuc', 2 and -2 need an SVD: NotImplementedError."""
+    |A|), inf, -inf (row sums), 'nuc', 2, -2 (sum, largest, smallest singular value)."""
     A = _float_input(_tensor(A, "linalg.matrix_norm"), "linalg.matrix_norm", dtype)
     if A.ndim < 2:
         raise ShapeError("linalg.matrix_norm: the input must have at least 2 dims, got %s" % (A.shape,))
@@ -122,8 +122,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     if ord == "fro":
         return _vector_norm(A, 2, dims, keepdim)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError("linalg.matrix_norm: ord=%r needs singular values, which aicraft "
-                                  "does not compute" % (ord,))
+        return _svd_norm(A, {"nuc": 0, 2: 1, -2: 2}[ord], dims, keepdim)
     if isinstance(ord, str) or _scalar(ord) is None or float(ord) not in (1.0, -1.0, math.inf, -math.inf):
         raise ValueError("linalg.matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, "
                          "not %r" % (ord,))
@@ -133,6 +132,22 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     sums = A.abs().sum(summed, keepdim=True)
     out = sums.amax(other, keepdim=True) if ord > 0 else sums.amin(other, keepdim=True)
     return out if keepdim else out.squeeze(tuple(sorted(dims)))
+
+
+def _svd_norm(A, kind, dims, keepdim):
+    """The nuclear (kind 0), 2 (1) or -2 (2) norm over dims, from the singular values (C)."""
+    from aicraft._wrapping import _wrap
+    row, col = dims
+    rest = [d for d in range(A.ndim) if d not in (row, col)]
+    moved = A.permute(*(rest + [row, col])) if rest + [row, col] != list(range(A.ndim)) else A
+    p = lib.ac_svd_norm(_live(moved), kind)
+    if not p:
+        raise_error(moved)
+    out = _wrap(p)
+    if keepdim:
+        for d in sorted(dims):
+            out = out.unsqueeze(d)
+    return out
 
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -247,7 +262,10 @@ def torch_norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     if p is None:
         p = "fro"
     if p == "nuc":
-        raise NotImplementedError("norm: p='nuc' needs singular values, which aicraft does not compute")
+        dims = _dims(dim, x.ndim, "norm") if dim is not None else [x.ndim - 2, x.ndim - 1]
+        if x.ndim < 2 or len(dims) != 2:
+            raise RuntimeError("norm: p='nuc' needs a matrix (2 dims), got %s and dim %r" % (x.shape, dim))
+        return _svd_norm(x, 0, dims, keepdim)
     if isinstance(p, str):
         if p != "fro":
             raise ValueError("norm: p must be a number, 'fro' or 'nuc', not %r" % (p,))

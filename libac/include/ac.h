@@ -336,6 +336,9 @@ AcTensor *ac_logcumsumexp(const AcTensor *a, int dim);    /* log(cumsum(exp(a)))
    differentiable: the determinants (...), and the inverses (AC_ERR_ARG for a singular one). */
 AcTensor *ac_det(const AcTensor *a);
 AcTensor *ac_inv(const AcTensor *a);
+/* Matrix norms of a (..., m, n) from its singular values (one-sided Jacobi, in double):
+   kind 0 their sum (nuclear), 1 the largest (ord 2), 2 the smallest (ord -2); differentiable. */
+AcTensor *ac_svd_norm(const AcTensor *a, int kind);
 
 /* ---- Losses -------------------------------------------------------------- */
 

@@ -213,3 +213,142 @@ AcTensor *ac_inv(const AcTensor *a)
     scratch_free(m, bytes);
     return out;
 }
+
+/* ---- singular values: matrix norms 2, -2 and nuclear ------------------------------- */
+
+/* One-sided Jacobi SVD of the rows x cols row-major a (rows >= cols), in double: on
+   return w's columns are U scaled by the singular values s (cols of them, unsorted)
+   and v (cols x cols) holds V. */
+static void jacobi_svd(const float *a, int64_t rows, int64_t cols, int transposed, double *w, double *v,
+                       double *s)
+{
+    int64_t i, j, k, sweep;
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < cols; j++) w[i * cols + j] = transposed ? a[j * rows + i] : a[i * cols + j];
+    for (i = 0; i < cols * cols; i++) v[i] = 0.0;
+    for (i = 0; i < cols; i++) v[i * cols + i] = 1.0;
+    for (sweep = 0; sweep < 60; sweep++) {
+        double off = 0.0;
+        for (j = 0; j < cols; j++)
+            for (k = j + 1; k < cols; k++) {
+                double alpha = 0.0, beta = 0.0, gamma = 0.0, zeta, t, c, sn;
+                for (i = 0; i < rows; i++) {
+                    double x = w[i * cols + j], y = w[i * cols + k];
+                    alpha += x * x;
+                    beta += y * y;
+                    gamma += x * y;
+                }
+                if (gamma == 0.0 || fabs(gamma) <= 1e-15 * sqrt(alpha * beta)) continue;
+                off = fmax(off, fabs(gamma) / sqrt(alpha * beta));
+                zeta = (beta - alpha) / (2.0 * gamma);
+                t = (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + sqrt(1.0 + zeta * zeta));
+                c = 1.0 / sqrt(1.0 + t * t);
+                sn = c * t;
+                for (i = 0; i < rows; i++) {
+                    double x = w[i * cols + j], y = w[i * cols + k];
+                    w[i * cols + j] = c * x - sn * y;
+                    w[i * cols + k] = sn * x + c * y;
+                }
+                for (i = 0; i < cols; i++) {
+                    double x = v[i * cols + j], y = v[i * cols + k];
+                    v[i * cols + j] = c * x - sn * y;
+                    v[i * cols + k] = sn * x + c * y;
+                }
+            }
+        if (off <= 1e-15) break;
+    }
+    for (j = 0; j < cols; j++) {
+        double norm = 0.0;
+        for (i = 0; i < rows; i++) norm += w[i * cols + j] * w[i * cols + j];
+        s[j] = sqrt(norm);
+    }
+}
+
+typedef struct {
+    int kind;     /* 0: nuclear, 1: largest (ord 2), 2: smallest (ord -2) */
+} SvdNormCtx;
+
+/* The norm of one matrix, and when g is not NULL its gradient times go into g
+   (rows x cols of the input's layout): U_r V_r^T for the nuclear norm (over the
+   nonzero singular values), u v^T of the singular value picked for 2 and -2. */
+static double svd_norm(const float *a, int64_t m, int64_t n, int kind, double *scratch, float *g, double go)
+{
+    int transposed = m < n;
+    int64_t rows = transposed ? n : m, cols = transposed ? m : n, i, j, k, pick = 0;
+    double *w = scratch, *v = w + rows * cols, *s = v + cols * cols, value = 0.0;
+    jacobi_svd(a, rows, cols, transposed, w, v, s);
+    for (j = 0; j < cols; j++) {
+        if (kind == 0) value += s[j];
+        else if ((kind == 1 && s[j] > s[pick]) || (kind == 2 && s[j] < s[pick])) pick = j;
+    }
+    if (kind != 0) value = cols > 0 ? s[pick] : 0.0;
+    if (!g) return value;
+    for (i = 0; i < rows; i++)
+        for (k = 0; k < cols; k++) {
+            double sum = 0.0;    /* sum over the chosen j of u[i][j] v[k][j] */
+            for (j = 0; j < cols; j++) {
+                if (s[j] == 0.0 || (kind != 0 && j != pick)) continue;
+                sum += w[i * cols + j] / s[j] * v[k * cols + j];
+            }
+            if (transposed) g[k * rows + i] = (float)(go * sum);
+            else g[i * cols + k] = (float)(go * sum);
+        }
+    return value;
+}
+
+static int svd_norm_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const SvdNormCtx *ctx = node->context;
+    const AcTensor *a = node->inputs[0];
+    int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], b, batches = m * n > 0 ? a->size / (m * n) : 0;
+    int64_t big = m > n ? m : n, small = m > n ? n : m;
+    size_t bytes = (size_t)(big * small + small * small + small + 1) * sizeof(double);
+    double *scratch;
+    gin[0] = tensor_alloc_like("matrix_norm", a);
+    if (!gin[0]) return ac_last_error_code();
+    if (a->size == 0) return AC_OK;
+    scratch = scratch_alloc(bytes);
+    if (!scratch) return ac_last_error_code();
+    for (b = 0; b < batches; b++)
+        svd_norm(a->data + b * m * n, m, n, ctx->kind, scratch, gin[0]->data + b * m * n, gout->data[b]);
+    scratch_free(scratch, bytes);
+    return AC_OK;
+}
+
+AcTensor *ac_svd_norm(const AcTensor *a, int kind)
+{
+    const char *op = "matrix_norm";
+    int64_t m, n, b, batches, big, small;
+    size_t bytes;
+    double *scratch;
+    SvdNormCtx *ctx;
+    AcTensor *out;
+    if (tensor_check(op, a, "input") || cpu_only(op, &a, 1)) return NULL;
+    if (kind < 0 || kind > 2) return error_null(AC_ERR_ARG, "%s: kind %d is not 0, 1 or 2", op, kind);
+    if (a->ndim < 2) return error_null(AC_ERR_SHAPE, "%s: input %s must have 2 dims or more", op, tensor_shape_str(a));
+    m = a->shape[a->ndim - 2];
+    n = a->shape[a->ndim - 1];
+    if (kind != 0 && m * n == 0)
+        return error_null(AC_ERR_SHAPE, "%s: the 2-norms of empty matrices %s are not defined", op,
+                          tensor_shape_str(a));
+    out = op_output(op, a->shape, a->ndim - 2, &a, 1, svd_norm_backward, sizeof(SvdNormCtx));
+    if (!out) return NULL;
+    ctx = op_context(out);
+    if (ctx) ctx->kind = kind;
+    if (m * n == 0) {
+        for (b = 0; b < out->size; b++) out->data[b] = 0.0f;
+        return out;
+    }
+    batches = a->size / (m * n);
+    big = m > n ? m : n;
+    small = m > n ? n : m;
+    bytes = (size_t)(big * small + small * small + small + 1) * sizeof(double);
+    scratch = scratch_alloc(bytes);
+    if (!scratch) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    for (b = 0; b < batches; b++) out->data[b] = (float)svd_norm(a->data + b * m * n, m, n, kind, scratch, NULL, 0.0);
+    scratch_free(scratch, bytes);
+    return out;
+}
