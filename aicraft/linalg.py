@@ -20,7 +20,8 @@ from aicraft.products import cross as _cross, multi_dot
 from aicraft.tensor import Tensor
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "multi_dot", "matmul", "vecdot", "det", "inv",
-           "solve", "slogdet"]
+           "solve", "slogdet", "svdvals", "matrix_rank", "cond", "matrix_power", "vander", "tensorinv",
+           "tensorsolve"]
 
 
 def _tensor(x, op, what="input"):
@@ -251,6 +252,140 @@ def solve(A, B, *, left=True, out=None):
     return Ai.matmul(B)
 
 
+def svdvals(A, *, driver=None, out=None):
+    """The singular values of A (..., m, n), largest first, differentiable (C, one-sided Jacobi)."""
+    from aicraft._wrapping import _wrap
+    A = _square_free(A, "linalg.svdvals")
+    p = lib.ac_svdvals(_live(A))
+    if not p:
+        raise_error(A)
+    return _wrap(p)
+
+
+def _square_free(A, op):
+    A = _tensor(A, op, "A")
+    if _live(A).dtype != 0:
+        raise TypeError("%s: expected a float32 input, got %s" % (op, A.dtype))
+    if A.ndim < 2:
+        raise ShapeError("%s: A must have at least 2 dims, got %s" % (op, A.shape))
+    return A
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """The number of singular values above max(atol, rtol * the largest) (int64); rtol
+    defaults to float32's eps times max(m, n) when neither is given."""
+    A = _square_free(A, "linalg.matrix_rank")
+    from aicraft.autograd import no_grad
+    with no_grad():
+        s = svdvals(A)
+    if tol is not None:
+        atol, rtol = tol, None
+    if s.shape[-1] == 0:
+        from aicraft.creation import zeros
+        return zeros(list(s.shape[:-1]), dtype=dtypes.int64)
+    from aicraft.creation import tensor
+    from aicraft.functions import where
+
+    def batched(v):           # a number, or a tensor per matrix of the batch
+        return v.float().unsqueeze(-1) if isinstance(v, Tensor) else tensor(float(v))
+    default = 1.1920928955078125e-07 * max(A.shape[-2], A.shape[-1])
+    if rtol is None:
+        rtol = tensor(default) if atol is None else where(batched(atol) > 0, 0.0, default)
+    else:
+        rtol = batched(rtol)
+    bound = s.amax(-1, keepdim=True) * rtol
+    if atol is not None:
+        bound = _maximum(bound, batched(atol) + bound * 0.0)
+    return (s > bound).sum(-1)
+
+
+def _maximum(a, b):
+    from aicraft.functions import where
+    return where(a >= b, a, b)
+
+
+def cond(A, p=None, *, out=None):
+    """The condition number: largest / smallest singular value for p None or 2 (-2: the
+    inverse), else matrix_norm(A, p) * matrix_norm(inv(A), p)."""
+    A = _square_free(A, "linalg.cond")
+    if p is None or p == 2 or p == -2:
+        s = svdvals(A)
+        big, small = s.amax(-1), s.amin(-1)
+        return big / small if p != -2 else small / big
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def matrix_power(A, n, *, out=None):
+    """A multiplied by itself n times (n < 0: inv(A)'s power; 0: the identity), batched."""
+    from aicraft._args import _as_int
+    A = _tensor(A, "linalg.matrix_power", "A")
+    n = _as_int(n, "n")
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ShapeError("linalg.matrix_power: A must be square matrices (..., n, n), got %s" % (A.shape,))
+    if n == 0:      # the identity; A gets a zero gradient, as in PyTorch
+        from aicraft.creation import eye, ones
+        from aicraft.functions import where
+        identity = eye(A.shape[-1], dtype=A.dtype).expand(*A.shape)
+        if not A.requires_grad or _live(A).dtype != 0:
+            return identity
+        return where(ones(A.shape, dtype=dtypes.bool), identity, A)
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:                      # binary powering: log2(n) products
+        if n & 1:
+            result = base if result is None else result.matmul(base)
+        n >>= 1
+        if n:
+            base = base.matmul(base)
+    return result
+
+
+def vander(x, N=None):
+    """The Vandermonde matrix (..., n, N) of x (..., n): columns x^0, x^1, ..., x^(N-1)
+    (running products: exact for int64)."""
+    from aicraft._args import _as_int
+    from aicraft.creation import cat, ones
+    x = _tensor(x, "linalg.vander", "x")
+    if x.ndim < 1:
+        x = x.reshape(1)
+    N = x.shape[-1] if N is None else _as_int(N, "N")
+    if N < 0:
+        raise ValueError("linalg.vander: N must be non-negative, got %d" % N)
+    if _live(x).dtype in (2, 3):
+        x = x.long()
+    first = ones(list(x.shape) + [1], dtype=x.dtype)
+    if N <= 1:
+        return first[..., :N]
+    powers = cat([first, x.unsqueeze(-1).expand(*x.shape, N - 1)], -1)
+    return powers.cumprod(-1)
+
+
+def tensorinv(A, ind=2, *, out=None):
+    """The inverse of A seen as a matrix of its first ind dims by the rest."""
+    A = _tensor(A, "linalg.tensorinv", "A")
+    rows, cols = list(A.shape[:ind]), list(A.shape[ind:])
+    r = c = 1
+    for d in rows:
+        r *= d
+    for d in cols:
+        c *= d
+    if ind <= 0 or r != c:
+        raise ShapeError("linalg.tensorinv: A %s with ind=%d is not square (%d x %d)" % (A.shape, ind, r, c))
+    return inv(A.reshape(r, c)).reshape(cols + rows)
+
+
+def tensorsolve(A, B, dims=None, *, out=None):
+    """X with tensordot(A, X, X.ndim) = B."""
+    A, B = _tensor(A, "linalg.tensorsolve", "A"), _tensor(B, "linalg.tensorsolve", "B")
+    if dims is not None:
+        dims = [d % A.ndim for d in dims]
+        A = A.permute(*([d for d in range(A.ndim) if d not in dims] + dims))
+    rest = list(A.shape[B.ndim:])
+    n = B.numel()
+    return solve(A.reshape(n, -1), B.reshape(n)).reshape(rest)
+
+
 # ---- the torch namespace's norms and distances ------------------------------------
 
 def torch_norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -356,6 +491,21 @@ def _broadcast_shape(sa, sb, op):
             raise ShapeError("%s: shapes %s and %s do not broadcast" % (op, tuple(sa), tuple(sb)))
         out.append(max(x, y))
     return out
+
+
+def pdist(input, p=2):
+    """The p-norm distances between the rows of input (N, M), for each pair i < j in
+    row-major order: N (N - 1) / 2 of them."""
+    import numpy as np
+    from aicraft.creation import tensor
+    x = _float_input(_tensor(input, "pdist"), "pdist", None)
+    if x.ndim != 2:
+        raise ShapeError("pdist: input must be 2-d, got %s" % (x.shape,))
+    if _scalar(p) is None or p < 0:
+        raise ValueError("pdist: p must be a non-negative number, got %r" % (p,))
+    i, j = np.triu_indices(x.shape[0], 1)
+    diff = x.index_select(0, tensor(i.astype(np.int64))) - x.index_select(0, tensor(j.astype(np.int64)))
+    return _vector_norm(diff, p, [1], False)
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):

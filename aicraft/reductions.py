@@ -8,6 +8,7 @@ multiplied as int64, never through float32. The rest composes existing ops, so
 gradients come with them. Each is a module function (ac.median(x)) and, where PyTorch
 has one, a Tensor method bound by bind(). Products and norms: products.py and linalg.py.
 """
+import builtins
 import math
 from collections import namedtuple
 
@@ -626,6 +627,152 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+# ---- statistics of samples, integrals, membership -----------------------------------
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in input's rows (observations in columns; a
+    1-d input is one variable), with frequency and analytic weights as NumPy's."""
+    x = _as_float(_tensor(input, "cov"))
+    if x.ndim > 2:
+        raise ShapeError("cov: expected a 1-d or 2-d input, got %s" % (x.shape,))
+    m = x.reshape(1, -1) if x.ndim < 2 else x
+    n = m.shape[1]
+    w = None
+    for weights, name in ((fweights, "fweights"), (aweights, "aweights")):
+        if weights is None:
+            continue
+        weights = _tensor(weights, "cov", name)
+        if weights.ndim > 1 or weights.numel() != n:
+            raise ShapeError("cov: %s must be 1-d with %d entries, got %s" % (name, n, weights.shape))
+        if name == "fweights" and _is_float(weights):
+            raise TypeError("cov: fweights must be integers")
+        weights = _as_float(weights)
+        w = weights if w is None else w * weights
+    if w is None:
+        avg = m.mean(1, keepdim=True)
+        fact = float(n - correction)
+        xm = m - avg
+        c = xm.matmul(xm.t())
+    else:
+        w_sum = w.sum()
+        avg = (m * w).sum(1, keepdim=True) / w_sum
+        if aweights is None or correction == 0:
+            fact = w_sum - float(correction)
+        else:
+            fact = w_sum - float(correction) * (w * _as_float(aweights)).sum() / w_sum
+        xm = m - avg
+        c = xm.matmul((xm * w).t())
+    if isinstance(fact, float):
+        c = c / fact if fact > 0 else c * math.inf
+    else:
+        c = c / fact.clamp(min=0.0)
+    return c.squeeze()
+
+
+def corrcoef(input):
+    """Pearson's correlation coefficients of the rows of input, clipped to [-1, 1]."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    n = c.shape[0]
+    d = c.reshape(-1)[0:n * n:n + 1].sqrt()
+    return (c / d.reshape(-1, 1) / d.reshape(1, -1)).clamp(-1.0, 1.0)
+
+
+def _along(t, d, piece):
+    return t[(slice(None),) * d + (piece,)]
+
+
+def _spacing(y, x, dx, d, op):
+    """The spacing along dim d: dx (a number) or the differences of x, shaped to broadcast."""
+    if x is None:
+        return 1.0 if dx is None else dx
+    if dx is not None:
+        raise TypeError("%s: pass x or dx, not both" % op)
+    x = _tensor(x, op, "x")
+    if x.ndim == 1:
+        if x.shape[0] != y.shape[d]:
+            raise ShapeError("%s: x %s must have y's size %d along dim" % (op, x.shape, y.shape[d]))
+        step = x[1:] - x[:-1]
+        return step.reshape([-1] + [1] * (y.ndim - 1 - d))
+    return diff(x, dim=d - y.ndim if x.ndim < y.ndim else d)
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoidal rule's integral of y along dim, with sample points x or spacing dx."""
+    y = _tensor(y, "trapezoid", "y")
+    d = _as_dim(dim) % max(y.ndim, 1)
+    if y.shape[d] == 0:
+        return _as_float(y).sum(d) if x is not None or isinstance(dx, float) or not dx else y.sum(d)
+    step = _spacing(y, x, dx, d, "trapezoid")
+    if isinstance(step, Tensor):
+        return ((_along(y, d, slice(1, None)) + _along(y, d, slice(0, -1))) * step).sum(d) / 2.0
+    y = _as_float(y) if isinstance(step, float) or not _is_float(y) and step != int(step) else y
+    ends = _along(y, d, 0) + _along(y, d, -1)
+    total = y.sum(d) - ends * 0.5 if _is_float(y) else _as_float(y).sum(d) - _as_float(ends) * 0.5
+    return total * step
+
+
+trapz = trapezoid
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running trapezoidal integral of y along dim (one element fewer)."""
+    y = _tensor(y, "cumulative_trapezoid", "y")
+    d = _as_dim(dim) % max(y.ndim, 1)
+    step = _spacing(y, x, dx, d, "cumulative_trapezoid")
+    pieces = (_along(y, d, slice(1, None)) + _along(y, d, slice(0, -1)))
+    pieces = _as_float(pieces) * step / 2.0 if isinstance(step, Tensor) else _as_float(pieces) * (step / 2.0)
+    return pieces.cumsum(d)
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each of elements is among test_elements (either may be a number); bool, exact
+    for int64 (sorted search in C)."""
+    from aicraft.creation import tensor
+    scalar = not isinstance(elements, Tensor)
+    e = tensor(elements) if scalar else elements
+    t = test_elements if isinstance(test_elements, Tensor) else tensor(test_elements)
+    e, t = _common(e, t)
+    if t.numel() == 0:
+        from aicraft.creation import zeros
+        found = zeros(e.shape, dtype=dtypes.bool)
+    else:
+        table = unique(t)
+        pos = searchsorted(table, e)
+        n = table.shape[0]
+        clamped = pos - (pos >= n).long()          # a position past the end looks at the last
+        found = table.reshape(-1).index_select(0, clamped.reshape(-1)).reshape(e.shape) == e
+    return found.logical_not() if invert else found
+
+
+def renorm(input, p, dim, maxnorm):
+    """input with each slice along dim whose p-norm exceeds maxnorm scaled down to it."""
+    from aicraft.functions import where
+    from aicraft.linalg import _vector_norm
+    x = _need_float(_tensor(input, "renorm"), "renorm")
+    d = _as_dim(dim) % max(x.ndim, 1)
+    others = [i for i in range(x.ndim) if i != d]
+    norms = _vector_norm(x, p, others, True) if others else x.abs()
+    factor = where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+    return x * factor
+
+
+def sum_to_size(self, *size):
+    """self summed over the dims where size is 1 (and the leading dims size does not have)."""
+    from aicraft._args import _shape_args
+    shape = _shape_args(size, "size")
+    x = _tensor(self, "sum_to_size")
+    lead = x.ndim - len(shape)
+    if lead < 0 or builtins.any(s != 1 and s != x.shape[lead + i] for i, s in enumerate(shape)):
+        raise ShapeError("sum_to_size: %s cannot be summed to size %s" % (x.shape, tuple(shape)))
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1]
+    if not dims:
+        return x
+    out = x.sum(dims, keepdim=True)
+    return out.reshape(shape)
+
+
 # ---- binding -----------------------------------------------------------------------
 
 def _method(fn):
@@ -644,10 +791,12 @@ FUNCTIONS = {
     "quantile": quantile, "nanquantile": nanquantile, "unique": unique,
     "unique_consecutive": unique_consecutive, "bincount": bincount, "histc": histc,
     "searchsorted": searchsorted, "bucketize": bucketize, "cumprod": cumprod,
-    "logcumsumexp": logcumsumexp, "diff": diff,
+    "logcumsumexp": logcumsumexp, "diff": diff, "cov": cov, "corrcoef": corrcoef, "trapezoid": trapezoid,
+    "trapz": trapz, "cumulative_trapezoid": cumulative_trapezoid, "isin": isin, "renorm": renorm,
 }
 # Module functions only (no Tensor method in PyTorch).
-_NOT_METHODS = ("var_mean", "std_mean", "searchsorted", "bucketize")
+_NOT_METHODS = ("var_mean", "std_mean", "searchsorted", "bucketize", "trapezoid", "trapz",
+                "cumulative_trapezoid", "isin")
 
 
 def bind(cls):
@@ -655,3 +804,4 @@ def bind(cls):
         if name not in _NOT_METHODS:
             setattr(cls, name, _method(fn))
     cls.var, cls.std = var, std
+    cls.sum_to_size = sum_to_size

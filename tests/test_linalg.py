@@ -382,3 +382,44 @@ def test_linalg_bad_inputs():
     with pytest.raises(ac.ShapeError):
         ac.linalg.solve(to_ac(floats(3, 3)), to_ac(floats(4, 2)))
     same(ac.linalg.det(to_ac(np.eye(2, dtype=np.float32))), torch.linalg.det(torch.eye(2)))
+
+
+# ---- svdvals, matrix_rank, cond, matrix_power, vander, tensorinv, tensorsolve, pdist ----
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 2), (2, 5), (2, 3, 4)])
+def test_svdvals_values_and_gradient(shape):
+    x = floats(*shape)
+    check(ac.linalg.svdvals, torch.linalg.svdvals, x, rtol=1e-3, atol=1e-4)
+
+
+def test_matrix_rank_and_cond():
+    a = floats(4, 2) @ floats(2, 5)            # rank 2
+    same(ac.linalg.matrix_rank(to_ac(a)), torch.linalg.matrix_rank(to_torch(a)))
+    same(ac.linalg.matrix_rank(to_ac(a), atol=1.0, rtol=0.0), torch.linalg.matrix_rank(to_torch(a), atol=1.0, rtol=0.0))
+    b = floats(3, 3) + 2 * np.eye(3, dtype=np.float32)
+    for p in (None, 2, -2, 1, "fro", math.inf):     # torch's own backward fails for the others
+        check(lambda t: ac.linalg.cond(t, p), lambda t: torch.linalg.cond(t, p), b, rtol=1e-3, atol=1e-4,
+              grad=p in (None, 2, -2))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, -1, -3])
+def test_matrix_power(n):
+    a = floats(2, 3, 3) * 0.5 + np.eye(3, dtype=np.float32)
+    check(lambda t: ac.linalg.matrix_power(t, n), lambda t: torch.linalg.matrix_power(t, n), a, rtol=1e-3, atol=1e-4)
+
+
+def test_vander_exact_for_int64_and_differentiable():
+    x = np.array([2, 3, -5], np.int64)
+    same(ac.linalg.vander(to_ac(x)), torch.linalg.vander(to_torch(x)))
+    same(ac.linalg.vander(to_ac(x), N=20), torch.linalg.vander(to_torch(x), N=20))
+    check(lambda t: ac.linalg.vander(t, N=4), lambda t: torch.linalg.vander(t, N=4), floats(2, 3))
+
+
+def test_tensorinv_tensorsolve_pdist():
+    a = floats(4, 6, 8, 3) * 0.1 + np.eye(24, dtype=np.float32).reshape(4, 6, 8, 3)
+    check(lambda t: ac.linalg.tensorinv(t, 2), lambda t: torch.linalg.tensorinv(t, 2), a, rtol=1e-3, atol=1e-4)
+    b = floats(4, 6)
+    check(ac.linalg.tensorsolve, torch.linalg.tensorsolve, a, b, rtol=1e-3, atol=1e-4)
+    x = floats(5, 3)
+    for p in (2, 1, 0.5, math.inf):
+        check(lambda t: F.pdist(t, p), lambda t: TF.pdist(t, p), x)

@@ -493,3 +493,52 @@ def test_bad_inputs_raise_and_library_stays_usable():
     with pytest.raises(TypeError):
         ac.logcumsumexp(3.0, 0)
     same(ac.median(x, 1), torch.median(torch.from_numpy(x.numpy()), 1))
+
+
+# ---- cov, corrcoef, trapezoid, isin, renorm, sum_to_size ----------------------------
+
+@pytest.mark.parametrize("shape", [(3, 6), (6,), (1, 4)])
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_cov_and_corrcoef(shape, correction):
+    x = floats(*shape)
+    same(ac.cov(to_ac(x), correction=correction), torch.cov(to_torch(x), correction=correction))
+    grads_match(lambda a: ac.cov(a, correction=correction), lambda t: torch.cov(t, correction=correction), x)
+    same(ac.corrcoef(to_ac(x)), torch.corrcoef(to_torch(x)))
+    fw, aw = ints(shape[-1], lo=1, hi=4), np.abs(floats(shape[-1])) + 0.1
+    same(ac.cov(to_ac(x), correction=correction, fweights=to_ac(fw), aweights=to_ac(aw)),
+         torch.cov(to_torch(x), correction=correction, fweights=to_torch(fw), aweights=to_torch(aw)))
+    i = ints(*shape)
+    same(ac.cov(to_ac(i)), torch.cov(to_torch(i).float()))
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_trapezoid_and_cumulative(dim):
+    y, x = floats(4, 5), np.sort(floats(4 if dim == 0 else 5))
+    for fn in ("trapezoid", "trapz", "cumulative_trapezoid"):
+        same(getattr(ac, fn)(to_ac(y), dim=dim), getattr(torch, fn)(to_torch(y), dim=dim))
+        same(getattr(ac, fn)(to_ac(y), to_ac(x), dim=dim), getattr(torch, fn)(to_torch(y), to_torch(x), dim=dim))
+    same(ac.trapezoid(to_ac(y), dx=0.5, dim=dim), torch.trapezoid(to_torch(y), dx=0.5, dim=dim))
+    grads_match(lambda a: ac.trapezoid(a, dim=dim), lambda t: torch.trapezoid(t, dim=dim), y)
+
+
+def test_isin_exact_for_int64():
+    big = 2 ** 50
+    e = np.array([[big, big + 1], [3, -big]], np.int64)
+    t = np.array([big + 1, 3, 7], np.int64)
+    same(ac.isin(to_ac(e), to_ac(t)), torch.isin(to_torch(e), to_torch(t)))
+    same(ac.isin(to_ac(e), to_ac(t), invert=True), torch.isin(to_torch(e), to_torch(t), invert=True))
+    same(ac.isin(to_ac(floats(5)), 0.5), torch.isin(to_torch(floats(5)), 0.5))
+    f = floats(6)
+    same(ac.isin(to_ac(f), to_ac(f[:3])), torch.isin(to_torch(f), to_torch(f[:3])))
+
+
+def test_renorm_and_sum_to_size():
+    x = floats(4, 3) * 3
+    for p, dim, maxnorm in ((2, 0, 1.0), (1, 1, 2.0), (math.inf, 0, 0.5)):
+        same(ac.renorm(to_ac(x), p, dim, maxnorm), torch.renorm(to_torch(x), p, dim, maxnorm))
+        grads_match(lambda a: a.renorm(p, dim, maxnorm), lambda t: t.renorm(p, dim, maxnorm), x)
+    y = floats(2, 3, 4)
+    for size in ((3, 1), (1, 4), (2, 1, 1), (4,)):
+        same(to_ac(y).sum_to_size(*size), to_torch(y).sum_to_size(*size))
+    with pytest.raises(ValueError):
+        to_ac(y).sum_to_size(5)

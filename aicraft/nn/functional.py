@@ -157,4 +157,4 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     return terms.sum(class_dim) if reduction == "none" else terms.sum()
 
 # Norms and distances (aicraft/linalg.py).
-from aicraft.linalg import cosine_similarity, normalize, pairwise_distance  # noqa: E402,F401
+from aicraft.linalg import cosine_similarity, normalize, pairwise_distance, pdist  # noqa: E402,F401

@@ -339,6 +339,8 @@ AcTensor *ac_inv(const AcTensor *a);
 /* Matrix norms of a (..., m, n) from its singular values (one-sided Jacobi, in double):
    kind 0 their sum (nuclear), 1 the largest (ord 2), 2 the smallest (ord -2); differentiable. */
 AcTensor *ac_svd_norm(const AcTensor *a, int kind);
+/* The singular values of a (..., m, n), largest first: (..., min(m, n)); differentiable. */
+AcTensor *ac_svdvals(const AcTensor *a);
 
 /* ---- Losses -------------------------------------------------------------- */
 

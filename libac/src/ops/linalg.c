@@ -352,3 +352,90 @@ AcTensor *ac_svd_norm(const AcTensor *a, int kind)
     scratch_free(scratch, bytes);
     return out;
 }
+
+/* ---- singular values ---------------------------------------------------------------- */
+
+/* The k = min(m, n) singular values of one matrix, largest first, into s_out; with
+   g != NULL, U diag(gs) V^T into g (the gradient for the gradient gs of the values). */
+static void singular_values(const float *a, int64_t m, int64_t n, double *scratch, float *s_out,
+                            const float *gs, float *g)
+{
+    int transposed = m < n;
+    int64_t rows = transposed ? n : m, cols = transposed ? m : n, i, j, k;
+    double *w = scratch, *v = w + rows * cols, *s = v + cols * cols;
+    int64_t *order = (int64_t *)(void *)(s + cols + 1);
+    jacobi_svd(a, rows, cols, transposed, w, v, s);
+    for (j = 0; j < cols; j++) {           /* order: positions by value, largest first */
+        int64_t at = j;
+        while (at > 0 && s[order[at - 1]] < s[j]) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = j;
+    }
+    if (s_out)
+        for (j = 0; j < cols; j++) s_out[j] = (float)s[order[j]];
+    if (!g) return;
+    for (i = 0; i < rows; i++)
+        for (k = 0; k < cols; k++) {
+            double sum = 0.0;
+            for (j = 0; j < cols; j++) {
+                int64_t c = order[j];
+                if (s[c] > 0.0) sum += gs[j] * (w[i * cols + c] / s[c]) * v[k * cols + c];
+            }
+            if (transposed) g[k * rows + i] = (float)sum;
+            else g[i * cols + k] = (float)sum;
+        }
+}
+
+static size_t svdvals_scratch(int64_t m, int64_t n)
+{
+    int64_t big = m > n ? m : n, small = m > n ? n : m;
+    return (size_t)(big * small + small * small + small + 1) * sizeof(double) + (size_t)(small + 1) * sizeof(int64_t);
+}
+
+static int svdvals_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *a = node->inputs[0];
+    int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = m < n ? m : n, b;
+    int64_t batches = m * n > 0 ? a->size / (m * n) : 0;
+    size_t bytes = svdvals_scratch(m, n);
+    double *scratch;
+    gin[0] = tensor_alloc_like("svdvals", a);
+    if (!gin[0]) return ac_last_error_code();
+    if (a->size == 0) return AC_OK;
+    scratch = scratch_alloc(bytes);
+    if (!scratch) return ac_last_error_code();
+    for (b = 0; b < batches; b++)
+        singular_values(a->data + b * m * n, m, n, scratch, NULL, gout->data + b * k, gin[0]->data + b * m * n);
+    scratch_free(scratch, bytes);
+    return AC_OK;
+}
+
+AcTensor *ac_svdvals(const AcTensor *a)
+{
+    const char *op = "svdvals";
+    int64_t shape[AC_MAX_DIMS], m, n, k, b, batches;
+    size_t bytes;
+    double *scratch;
+    AcTensor *out;
+    if (tensor_check(op, a, "input") || cpu_only(op, &a, 1)) return NULL;
+    if (a->ndim < 2) return error_null(AC_ERR_SHAPE, "%s: input %s must have 2 dims or more", op, tensor_shape_str(a));
+    m = a->shape[a->ndim - 2];
+    n = a->shape[a->ndim - 1];
+    k = m < n ? m : n;
+    memcpy(shape, a->shape, sizeof shape);
+    shape[a->ndim - 2] = k;
+    out = op_output(op, shape, a->ndim - 1, &a, 1, svdvals_backward, 0);
+    if (!out || k == 0) return out;
+    batches = a->size / (m * n);
+    bytes = svdvals_scratch(m, n);
+    scratch = scratch_alloc(bytes);
+    if (!scratch) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    for (b = 0; b < batches; b++) singular_values(a->data + b * m * n, m, n, scratch, out->data + b * k, NULL, NULL);
+    scratch_free(scratch, bytes);
+    return out;
+}
