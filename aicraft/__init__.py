@@ -31,6 +31,15 @@ from aicraft.tensor import Tensor
 from aicraft import accelerator, backends, cuda, nn, optim, profiler, quantization
 from aicraft import special  # torch.special's names (pointwise.py, special.py)
 
+# Reductions, order statistics, products and norms (reductions.py, products.py, linalg.py).
+from aicraft import linalg
+from aicraft.reductions import FUNCTIONS as _REDUCTIONS
+from aicraft.products import FUNCTIONS as _PRODUCTS
+globals().update(_REDUCTIONS)
+globals().update(_PRODUCTS)
+from aicraft.linalg import cdist, dist, torch_norm as norm  # noqa: E402
+from aicraft.linalg import det, inv as inverse, logdet, slogdet  # noqa: E402
+
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
 # The public names, for `from aicraft import *` and for type checkers (which do not
@@ -49,6 +58,8 @@ __all__ = [
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils", "special",
 ]
+__all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm", "det", "inverse",
+                                                            "logdet", "slogdet"]
 
 
 # Imported on first use: they need NumPy, and a service that only runs a model does not;

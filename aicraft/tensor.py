@@ -747,3 +747,12 @@ pointwise.bind(Tensor)
 # Shape, layout and scatter methods live in shapes.py (repeat, flip, scatter, ...).
 from aicraft import shapes  # noqa: E402 - it needs Tensor defined
 shapes.bind(Tensor)
+
+# Reductions, order statistics, products and norms (reductions.py, products.py, linalg.py).
+from aicraft import linalg as _linalg, products as _products, reductions as _reductions  # noqa: E402
+_reductions.bind(Tensor)
+_products.bind(Tensor)
+Tensor.norm = _linalg.torch_norm
+Tensor.det, Tensor.inverse = _linalg.det, _linalg.inv
+Tensor.slogdet = _linalg.slogdet
+Tensor.logdet = lambda self: _linalg.logdet(self)

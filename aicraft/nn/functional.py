@@ -164,3 +164,6 @@ globals().update(_pointwise.functional_functions())
 
 # ---- one_hot (aicraft/shapes.py) ----
 from aicraft.shapes import one_hot  # noqa: E402,F401
+
+# Norms and distances (aicraft/linalg.py).
+from aicraft.linalg import cosine_similarity, normalize, pairwise_distance, pdist  # noqa: E402,F401

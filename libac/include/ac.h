@@ -450,6 +450,48 @@ AcTensor *ac_ravel_index(AcTensor *const *indices, int k, const int64_t *shape, 
    along a new last dim; num_classes = -1 takes the largest value + 1. */
 AcTensor *ac_one_hot(const AcTensor *index, int64_t num_classes);
 
+/* ---- Order statistics, scans and products (ops/order.c, ops/scan.c) ---- */
+/* Any dtype is ordered exactly (int64 as int64; NaN above every number). The
+   picks along a dim give the values (ac_gather of the input: differentiable for
+   float32) and their int64 positions in *indices; dim's size must be > 0. */
+
+/* The k-th smallest (k from 1) along dim. */
+AcTensor *ac_kthvalue(const AcTensor *a, int64_t k, int dim, int keepdim, AcTensor **indices);
+/* The lower median along dim; NaN if the row has one, unless ignore_nan (nanmedian:
+   the median of the rest; NaN when all are). */
+AcTensor *ac_median_dim(const AcTensor *a, int dim, int keepdim, int ignore_nan, AcTensor **indices);
+/* The most frequent value along dim (the smallest of equally frequent ones), at its last position. */
+AcTensor *ac_mode(const AcTensor *a, int dim, int keepdim, AcTensor **indices);
+/* Running max (largest 1) or min along dim, a's shape; a later equal value or a NaN takes over. */
+AcTensor *ac_cummax(const AcTensor *a, int dim, int largest, AcTensor **indices);
+/* The distinct values of flattened a, sorted (consecutive 0) or runs of equal neighbours
+   (consecutive 1), a's dtype; *inverse (a's shape) and *counts when not NULL (int64). No graph. */
+AcTensor *ac_unique(const AcTensor *a, int consecutive, AcTensor **inverse, AcTensor **counts);
+/* The same for the slices of a along dim, compared as rows in lexicographic order: the
+   distinct slices stacked along dim; *inverse has dim's size. */
+AcTensor *ac_unique_dim(const AcTensor *a, int dim, int consecutive, AcTensor **inverse, AcTensor **counts);
+/* Insertion positions of values in the rows of sorted (its last dim; same dtype as values;
+   1-d for all values, else leading dims as values'): first >= value, or > value if right. */
+AcTensor *ac_searchsorted(const AcTensor *sorted, const AcTensor *values, int right);
+/* Counts of each value of a (1-d, integer, >= 0) in max(minlength, max + 1) bins: int64,
+   or float32 sums of weights (float32, a's length) when weights is not NULL. */
+AcTensor *ac_bincount(const AcTensor *a, const AcTensor *weights, int64_t minlength);
+/* Histogram of float32 a in bins equal bins over [min, max] (min == max: the data's range). */
+AcTensor *ac_histc(const AcTensor *a, int64_t bins, double min, double max);
+/* Product along dim; float32 differentiable (exact with zeros), integers and bool give int64. */
+AcTensor *ac_prod(const AcTensor *a, int dim, int keepdim);
+AcTensor *ac_cumprod(const AcTensor *a, int dim);         /* running product, as ac_prod */
+AcTensor *ac_logcumsumexp(const AcTensor *a, int dim);    /* log(cumsum(exp(a))), float32, stable */
+/* Square float32 matrices a (..., n, n), by LU with partial pivoting in double (ops/linalg.c),
+   differentiable: the determinants (...), and the inverses (AC_ERR_ARG for a singular one). */
+AcTensor *ac_det(const AcTensor *a);
+AcTensor *ac_inv(const AcTensor *a);
+/* Matrix norms of a (..., m, n) from its singular values (one-sided Jacobi, in double):
+   kind 0 their sum (nuclear), 1 the largest (ord 2), 2 the smallest (ord -2); differentiable. */
+AcTensor *ac_svd_norm(const AcTensor *a, int kind);
+/* The singular values of a (..., m, n), largest first: (..., min(m, n)); differentiable. */
+AcTensor *ac_svdvals(const AcTensor *a);
+
 /* ---- Losses -------------------------------------------------------------- */
 
 typedef enum { AC_REDUCTION_NONE = 0, AC_REDUCTION_MEAN = 1, AC_REDUCTION_SUM = 2 } AcReduction;
