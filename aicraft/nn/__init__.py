@@ -32,6 +32,27 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "functional",
            "init", "parallel", "utils"]
 
+# ---- nnops: convolutions, pads, pools, resizing, norms, losses (one block) ----
+from aicraft.nn.convnd import Conv1d, ConvTranspose1d, ConvTranspose2d  # noqa: E402
+from aicraft.nn.padding import (CircularPad1d, CircularPad2d, CircularPad3d,  # noqa: E402
+                                ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+                                ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                                ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+                                ZeroPad3d)
+from aicraft.nn.pooling import (AdaptiveAvgPool1d, AdaptiveMaxPool1d,  # noqa: E402
+                                AdaptiveMaxPool2d, AvgPool1d, LPPool1d, LPPool2d, MaxPool1d,
+                                MaxUnpool1d, MaxUnpool2d)
+from aicraft.nn.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,  # noqa: E402
+                                   UpsamplingBilinear2d, UpsamplingNearest2d)
+__all__ += ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "CircularPad1d", "CircularPad2d",
+            "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
+            "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
+            "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "AdaptiveAvgPool1d",
+            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "LPPool1d", "LPPool2d",
+            "MaxPool1d", "MaxUnpool1d", "MaxUnpool2d", "PixelShuffle", "PixelUnshuffle",
+            "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
+# ---- end nnops ----
+
 
 def __getattr__(name: str) -> object:
     if name == "parallel":   # on first use: DistributedDataParallel is for training on several ranks

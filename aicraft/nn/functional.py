@@ -155,3 +155,16 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
     from aicraft.creation import from_numpy
     terms = input * from_numpy(coef)
     return terms.sum(class_dim) if reduction == "none" else terms.sum()
+
+
+# ---- nnops: convolutions, pads, pools, resizing (one block) ----
+from aicraft.nn.convnd import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402,F401
+from aicraft.nn.padding import pad  # noqa: E402,F401
+from aicraft.nn.pooling import (adaptive_avg_pool1d, adaptive_max_pool1d,  # noqa: E402,F401
+                                adaptive_max_pool1d_with_indices, adaptive_max_pool2d,
+                                adaptive_max_pool2d_with_indices, avg_pool1d, lp_pool1d,
+                                lp_pool2d, max_pool1d, max_pool1d_with_indices,
+                                max_pool2d_with_indices, max_unpool1d, max_unpool2d)
+from aicraft.nn.upsampling import (interpolate, pixel_shuffle, pixel_unshuffle,  # noqa: E402,F401
+                                   upsample, upsample_bilinear, upsample_nearest)
+# ---- end nnops ----
