@@ -51,6 +51,20 @@ __all__ += ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "CircularPad1d", "Ci
             "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "LPPool1d", "LPPool2d",
             "MaxPool1d", "MaxUnpool1d", "MaxUnpool2d", "PixelShuffle", "PixelUnshuffle",
             "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
+from aicraft.nn.dropouts import (AlphaDropout, Bilinear, Dropout1d, Dropout2d,  # noqa: E402,F811
+                                 Dropout3d, FeatureAlphaDropout, Unflatten)
+from aicraft.nn.norm import (GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: E402
+                             LocalResponseNorm, RMSNorm)
+from aicraft.nn.loss import (CosineEmbeddingLoss, GaussianNLLLoss,  # noqa: E402
+                             HingeEmbeddingLoss, HuberLoss, KLDivLoss, MarginRankingLoss,
+                             MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss,
+                             SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
+__all__ += ["AlphaDropout", "Bilinear", "Dropout1d", "Dropout3d", "FeatureAlphaDropout",
+            "Unflatten", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LocalResponseNorm",
+            "RMSNorm", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "HuberLoss",
+            "KLDivLoss", "MarginRankingLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",
+            "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
+            "TripletMarginWithDistanceLoss"]
 # ---- end nnops ----
 
 
