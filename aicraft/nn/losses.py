@@ -243,8 +243,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         loss = t.exp() * (t - x)
     else:
         from aicraft.functions import where
-        safe = where(t == 0.0, 1.0, t)       # x log x is 0 at 0, with a zero gradient there
-        loss = t * safe.log() - t * x
+        # x log x is 0 at 0 (its gradient there NaN, as torch's xlogy gives)
+        loss = where(t == 0.0, 0.0, t * t.log()) - t * x
     if reduction == "batchmean":
         batch = x.shape[0] if x.ndim else 1
         return loss.sum() / float(batch)
