@@ -39,7 +39,7 @@ from aicraft.nn.padding import (CircularPad1d, CircularPad2d, CircularPad3d,  # 
                                 ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
                                 ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
                                 ZeroPad3d)
-from aicraft.nn.pooling import (AdaptiveAvgPool1d, AdaptiveMaxPool1d,  # noqa: E402
+from aicraft.nn.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,  # noqa: E402
                                 AdaptiveMaxPool2d, AvgPool1d, LPPool1d, LPPool2d, MaxPool1d,
                                 MaxUnpool1d, MaxUnpool2d)
 from aicraft.nn.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,  # noqa: E402
@@ -48,6 +48,7 @@ __all__ += ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "CircularPad1d", "Ci
             "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
             "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
             "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "AdaptiveAvgPool1d",
+            "AdaptiveAvgPool3d",
             "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "LPPool1d", "LPPool2d",
             "MaxPool1d", "MaxUnpool1d", "MaxUnpool2d", "PixelShuffle", "PixelUnshuffle",
             "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]

@@ -41,6 +41,8 @@ def _c_int(value, what):
 def _pair(value, what):
     """(h, w) from an int or a pair of ints, each fitting a C int."""
     if isinstance(value, (tuple, list)):
+        if len(value) == 1:          # torch's _pair repeats a 1-sequence too
+            value = (value[0], value[0])
         if len(value) != 2:
             raise ValueError("%s must be an int or a pair of ints, got %r" % (what, value))
         return _c_int(value[0], what), _c_int(value[1], what)

@@ -160,7 +160,8 @@ def nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean")
 # ---- nnops: convolutions, pads, pools, resizing (one block) ----
 from aicraft.nn.convnd import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402,F401
 from aicraft.nn.padding import pad  # noqa: E402,F401
-from aicraft.nn.pooling import (adaptive_avg_pool1d, adaptive_max_pool1d,  # noqa: E402,F401
+from aicraft.nn.pooling import (adaptive_avg_pool1d, adaptive_avg_pool3d,  # noqa: E402,F401
+                                adaptive_max_pool1d,
                                 adaptive_max_pool1d_with_indices, adaptive_max_pool2d,
                                 adaptive_max_pool2d_with_indices, avg_pool1d, lp_pool1d,
                                 lp_pool2d, max_pool1d, max_pool1d_with_indices,

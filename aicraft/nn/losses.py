@@ -426,9 +426,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     p = int(p)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
-    if x.ndim not in (1, 2):
-        raise ValueError("%s: input %s must be (N, C) or (C,)" % (fn, tuple(x.shape)))
-    rows = x.reshape(1, -1) if x.ndim == 1 else x
+    if x.ndim > 2:
+        raise ValueError("%s: input %s must be (N, C), (C,) or ()" % (fn, tuple(x.shape)))
+    rows = x.reshape(1, -1) if x.ndim < 2 else x
     classes = rows.shape[1]
     flat = np.asarray(target.numpy() if isinstance(target, Tensor) else target).reshape(-1)
     indices = _class_targets(flat, tuple(rows.shape), classes, 1, -(2 ** 62), fn)
@@ -444,6 +444,6 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         terms = terms * w.reshape(-1, 1)
     terms = terms * from_numpy(1.0 - onehot)
     loss = terms.sum(1) / float(classes)
-    if x.ndim == 1:
+    if x.ndim < 2:
         loss = loss.reshape(())
     return _reduce(loss, _legacy(size_average, reduce, reduction), fn)

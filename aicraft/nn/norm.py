@@ -34,6 +34,13 @@ def _layer_norm(input, shape, weight, bias, eps, fn):
     for value, what in ((weight, "weight"), (bias, "bias")):
         if value is not None and not isinstance(value, Tensor):
             raise TypeError("%s: %s must be a Tensor or None, not %s" % (fn, what, type(value).__name__))
+    if float(eps) < 0 and shape and tuple(input.shape[input.ndim - len(shape):]) == tuple(shape):
+        # torch takes a negative eps (NaN where var + eps < 0); the C op refuses it
+        dims = tuple(range(input.ndim - len(shape), input.ndim))
+        centred = input - input.mean(dims, keepdim=True)
+        y = centred / ((centred * centred).mean(dims, keepdim=True) + float(eps)).sqrt()
+        y = y if weight is None else y * weight
+        return y if bias is None else y + bias
     p = lib.ac_layer_norm(input._ptr, ffi.new("int64_t[]", shape) if shape else _NULL, len(shape),
                           _NULL if weight is None else weight._ptr,
                           _NULL if bias is None else bias._ptr, float(eps))
@@ -122,7 +129,10 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if g <= 0 or c % g:
         raise ValueError("Expected number of channels in input to be divisible by num_groups, but "
                          "got input of shape %s and num_groups=%d" % (tuple(input.shape), g))
-    rows = input.reshape(n, g, -1)
+    rest = c // g
+    for d in input.shape[2:]:
+        rest *= d
+    rows = input.reshape(n, g, rest)
     y = _layer_norm(rows, (rows.shape[-1],), None, None, eps, fn).reshape(*input.shape)
     return _affine(y, weight, bias, fn)
 

@@ -52,7 +52,10 @@ def _source_index(n, before, after, mode):
         return np.where(j >= n, 2 * (n - 1) - j, j)
     if mode == "replicate":
         return np.clip(j, 0, n - 1)
-    return np.mod(j, n)   # circular
+    # circular: torch crops by the negative pads first, then wraps the rest around
+    lo, hi = max(-before, 0), n - max(-after, 0)
+    j = np.arange(n + before + after, dtype=np.int64) - max(before, 0)
+    return lo + np.mod(j, hi - lo)
 
 
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -94,19 +97,17 @@ def pad(input, pad, mode="constant", value=None):
         if n + before + after < 0 or (mode != "constant" and n + before + after < 1):
             raise ValueError("pad(): padding (%d, %d) of dim %d of size %d gives a negative or "
                              "empty size" % (before, after, dim, n))
-        if mode == "reflect" and (before >= n or after >= n):
+        if mode == "reflect" and (before >= n or after >= n):   # negative pads crop
             raise ValueError("Argument #4: Padding size should be less than the corresponding "
                              "input dimension, but got: padding (%d, %d) at dimension %d of input %s"
                              % (before, after, dim, tuple(shape)))
         if mode == "replicate" and n == 0:
             raise ValueError("pad(): replicate padding of an empty dim %d of input %s"
                              % (dim, tuple(shape)))
-        if mode == "circular" and (before > n or after > n):
+        kept = n - max(-before, 0) - max(-after, 0)
+        if mode == "circular" and (kept < 1 or before > kept or after > kept):
             raise ValueError("Padding value causes wrapping around more than once: padding "
                              "(%d, %d) at dimension %d of size %d" % (before, after, dim, n))
-        if mode != "constant" and (before < 0 or after < 0):
-            raise NotImplementedError("pad(): negative padding in mode %r is not supported by "
-                                      "aicraft" % mode)
         out = _resample(out, dim, _source_index(n, before, after, mode), None, fill)
     if out is input:
         out = input.clone()

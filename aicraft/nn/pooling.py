@@ -19,7 +19,7 @@ from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
 
 __all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
-           "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "lp_pool1d",
+           "adaptive_avg_pool2d", "adaptive_avg_pool3d", "AdaptiveAvgPool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "lp_pool1d",
            "lp_pool2d", "max_unpool1d", "max_unpool2d", "max_pool1d_with_indices",
            "max_pool2d_with_indices", "adaptive_max_pool1d_with_indices",
            "adaptive_max_pool2d_with_indices", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
@@ -204,13 +204,50 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 def _adaptive_avg(input, sizes, fn):
-    """adaptive average pooling of input (N, C, *spatial) to sizes (1 or 2 dims)."""
+    """adaptive average pooling of input (N, C, *spatial) to sizes (1, 2 or 3 dims)."""
     if input.ndim == 3 and len(sizes) == 1:
         return adaptive_avg_pool1d(input, sizes[0])
     if input.ndim == 4 and len(sizes) == 2:
         return adaptive_avg_pool2d(input, tuple(sizes))
-    raise NotImplementedError("%s: adaptive average pooling of %dD input is not supported by "
-                              "aicraft" % (fn, input.ndim))
+    return _adaptive_avg_separable(input, sizes, fn)
+
+
+def _adaptive_avg_separable(input, sizes, fn):
+    """Adaptive averages one trailing dim at a time (they are separable): a resample whose
+    taps are each window's elements, weighted 1/len, the shorter windows' spare taps reading
+    a zero fill."""
+    from aicraft.nn.padding import _resample
+    _tensor_arg(input, fn, "input")
+    k = len(sizes)
+    if input.ndim < k + 1:
+        raise ShapeError("%s: input %s has fewer than %d spatial dims" % (fn, tuple(input.shape), k))
+    out = input
+    for d, o in enumerate(sizes):
+        dim = input.ndim - k + d
+        n = input.shape[dim]
+        o = _c_int(n if o is None else o, fn + ": output_size")
+        if o < 1 or n < 1:
+            raise ValueError("%s: output size %d and input size %d must be >= 1" % (fn, o, n))
+        lo = np.arange(o) * n // o
+        hi = -((-(np.arange(o) + 1) * n) // o)
+        taps = int((hi - lo).max())
+        index = lo[:, None] + np.arange(taps)[None, :]
+        inside = index < hi[:, None]
+        weight = np.where(inside, 1.0 / (hi - lo)[:, None], 0.0)
+        out = _resample(out, dim, np.where(inside, index, -1), weight)
+    return out
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Mean over the windows that split D x H x W into output_size cells."""
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size] * 3
+    if len(sizes) != 3:
+        raise ValueError("adaptive_avg_pool3d: output_size must be an int or 3 ints, got %r"
+                         % (output_size,))
+    if input.ndim not in (4, 5):
+        raise ShapeError("adaptive_avg_pool3d: input %s must be (N, C, D, H, W) or (C, D, H, W)"
+                         % (tuple(input.shape),))
+    return _adaptive_avg_separable(input, sizes, "adaptive_avg_pool3d")
 
 
 def adaptive_avg_pool2d(input, output_size):
@@ -406,6 +443,11 @@ class AdaptiveAvgPool2d(_AdaptiveNd):
 class AdaptiveAvgPool1d(_AdaptiveNd):
     """Mean over the windows that split L into output_size cells."""
     _fn = adaptive_avg_pool1d
+
+
+class AdaptiveAvgPool3d(_AdaptiveNd):
+    """Mean over the windows that split D x H x W into output_size cells."""
+    _fn = adaptive_avg_pool3d
 
 
 class _AdaptiveMaxNd(_AdaptiveNd):
