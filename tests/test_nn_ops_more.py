@@ -353,3 +353,36 @@ def test_bilinear_matches_torch():
 def test_unflatten():
     assert nn.Unflatten(1, (2, 3))(ac.zeros(4, 6)).shape == (4, 2, 3)
     assert nn.Unflatten(-1, (3, 2))(ac.zeros(4, 6)).shape == (4, 3, 2)
+
+
+# ---- unfold, fold, channel_shuffle ------------------------------------------------------
+
+@pytest.mark.parametrize("shape, k, d, p, s", [((2, 3, 7, 8), (2, 3), 1, 1, 1),
+                                               ((2, 3, 7, 8), 3, (2, 1), (0, 2), (2, 3)),
+                                               ((3, 5, 6), 2, 1, 0, 2)])
+def test_unfold_and_fold_match_torch(shape, k, d, p, s):
+    run_both(F.unfold, TF.unfold, [arr(*shape)], k, d, p, s)
+    columns = TF.unfold(torch.tensor(arr(*shape)), k, d, p, s).numpy()
+    run_both(F.fold, TF.fold, [columns], shape[-2:], k, d, p, s)
+
+
+def test_fold_modules_and_bad_inputs():
+    x = ac.tensor(arr(2, 3, 6, 6))
+    cols = nn.Unfold(3, padding=1)(x)
+    assert cols.shape == (2, 27, 36)
+    assert nn.Fold((6, 6), 3, padding=1)(cols).shape == (2, 3, 6, 6)
+    with pytest.raises(ac.ShapeError, match="sliding blocks"):
+        F.fold(cols, (5, 5), 3, padding=1)
+    with pytest.raises(ac.ShapeError, match="divisible by the product"):
+        F.fold(ac.zeros(2, 10, 36), (6, 6), 3, padding=1)
+    with pytest.raises(ac.ShapeError, match="3D or 4D"):
+        F.unfold(ac.zeros(6, 6), 3)
+
+
+def test_channel_shuffle_matches_torch():
+    x = arr(2, 6, 3, 2)
+    np.testing.assert_array_equal(F.channel_shuffle(ac.tensor(x), 3).numpy(),
+                                  TF.channel_shuffle(torch.tensor(x), 3).numpy())
+    assert nn.ChannelShuffle(2)(ac.tensor(x)).shape == (2, 6, 3, 2)
+    with pytest.raises(ValueError, match="divisible by groups"):
+        F.channel_shuffle(ac.tensor(x), 4)
