@@ -22,7 +22,7 @@ typedef struct {
     float *dx;
 } ResampleJob;
 
-static int64_t resample_grain(const ResampleArgs *a, int64_t work_per_row)
+static int64_t resample_grain(int64_t work_per_row)
 {
     return RESAMPLE_GRAIN / (work_per_row > 0 ? work_per_row : 1) + 1;
 }
@@ -80,7 +80,7 @@ int cpu_resample(const ResampleArgs *a, const void *x, void *y)
     job.a = a;
     job.x = x;
     job.y = y;
-    parallel_for(a->outer * a->out, resample_grain(a, a->inner * a->taps), copy ? copy_rows : weighted_rows,
+    parallel_for(a->outer * a->out, resample_grain(a->inner * a->taps), copy ? copy_rows : weighted_rows,
                  &job);
     return AC_OK;
 }
@@ -116,7 +116,7 @@ int cpu_resample_backward(const ResampleArgs *a, const float *gy, float *dx)
     job.a = a;
     job.gy = gy;
     job.dx = dx;
-    parallel_for(a->outer, resample_grain(a, (a->in + a->out * a->taps) * a->inner), backward_slices,
+    parallel_for(a->outer, resample_grain((a->in + a->out * a->taps) * a->inner), backward_slices,
                  &job);
     return AC_OK;
 }
