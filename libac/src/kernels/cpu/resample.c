@@ -46,6 +46,22 @@ static void copy_rows(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+/* The last dim (inner 1) of 4-byte elements, slices [begin, end) of outer: a gather. */
+static void gather_slices(void *ctx, int64_t begin, int64_t end)
+{
+    const ResampleJob *job = ctx;
+    const ResampleArgs *a = job->a;
+    const int64_t *restrict index = a->index;
+    uint32_t fill;
+    int64_t o, j;
+    memcpy(&fill, a->fill_bytes, sizeof fill);
+    for (o = begin; o < end; o++) {
+        const uint32_t *restrict src = (const uint32_t *)job->x + o * a->in;
+        uint32_t *restrict dst = (uint32_t *)job->y + o * a->out;
+        for (j = 0; j < a->out; j++) dst[j] = index[j] >= 0 ? src[index[j]] : fill;
+    }
+}
+
 /* Output rows [begin, end) as weighted sums of float32 rows. */
 static void weighted_rows(void *ctx, int64_t begin, int64_t end)
 {
@@ -72,6 +88,29 @@ static void weighted_rows(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+/* The last dim (inner 1) as weighted sums, slices [begin, end) of outer. */
+static void weighted_slices(void *ctx, int64_t begin, int64_t end)
+{
+    const ResampleJob *job = ctx;
+    const ResampleArgs *a = job->a;
+    int64_t o, j;
+    int t;
+    for (o = begin; o < end; o++) {
+        const float *restrict src = (const float *)job->x + o * a->in;
+        float *restrict dst = (float *)job->y + o * a->out;
+        for (j = 0; j < a->out; j++) {
+            float sum = 0.0f;
+            for (t = 0; t < a->taps; t++) {
+                const int64_t i = a->index[j * a->taps + t];
+                const float w = a->weight ? a->weight[j * a->taps + t] : 1.0f;
+                const float v = w * (i >= 0 ? src[i] : a->fill);
+                sum = t ? sum + v : v;
+            }
+            dst[j] = sum;
+        }
+    }
+}
+
 int cpu_resample(const ResampleArgs *a, const void *x, void *y)
 {
     ResampleJob job;
@@ -80,8 +119,12 @@ int cpu_resample(const ResampleArgs *a, const void *x, void *y)
     job.a = a;
     job.x = x;
     job.y = y;
-    parallel_for(a->outer * a->out, resample_grain(a->inner * a->taps), copy ? copy_rows : weighted_rows,
-                 &job);
+    if (a->inner == 1 && (!copy || a->elem_size == 4))
+        parallel_for(a->outer, resample_grain(a->out * a->taps), copy ? gather_slices
+                                                                       : weighted_slices, &job);
+    else
+        parallel_for(a->outer * a->out, resample_grain(a->inner * a->taps),
+                     copy ? copy_rows : weighted_rows, &job);
     return AC_OK;
 }
 
