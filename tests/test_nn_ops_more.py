@@ -386,3 +386,42 @@ def test_channel_shuffle_matches_torch():
     assert nn.ChannelShuffle(2)(ac.tensor(x)).shape == (2, 6, 3, 2)
     with pytest.raises(ValueError, match="divisible by groups"):
         F.channel_shuffle(ac.tensor(x), 4)
+
+
+# ---- embedding_bag -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("ids, offsets, extra", [
+    ([1, 2, 4, 5, 4, 3, 2, 9], [0, 4, 4], {}),                       # an empty bag
+    ([1, 2, 4, 5, 4, 3, 2, 9], [0, 3, 8], {"include_last_offset": True}),
+    ([[1, 2, 3, 4], [4, 3, 2, 9], [0, 0, 5, 5]], None, {}),
+    ([1, 2, 4, 5, 4, 3, 2, 9], [0, 2, 5], {"padding_idx": 4})])
+def test_embedding_bag_matches_torch(mode, ids, offsets, extra):
+    ids = np.array(ids)
+    off = None if offsets is None else np.array(offsets)
+    extra_t = dict(extra)
+    extra_a = dict(extra)
+    if mode == "sum":
+        weights = arr(*ids.shape)
+        extra_a["per_sample_weights"] = ac.tensor(weights)
+        extra_t["per_sample_weights"] = torch.tensor(weights)
+    run_both(lambda w: F.embedding_bag(ac.tensor(ids), w, None if off is None else ac.tensor(off),
+                                       mode=mode, **extra_a),
+             lambda w: TF.embedding_bag(torch.tensor(ids), w,
+                                        None if off is None else torch.tensor(off), mode=mode,
+                                        **extra_t), [arr(10, 3)])
+
+
+def test_embedding_bag_module_and_bad_inputs():
+    bag = nn.EmbeddingBag(10, 3, mode="sum", padding_idx=0)
+    assert bag.weight.numpy()[0].tolist() == [0.0, 0.0, 0.0]
+    assert bag(ac.tensor([1, 2, 3, 4]), ac.tensor([0, 2])).shape == (2, 3)
+    with pytest.raises(IndexError, match="out of range"):
+        bag(ac.tensor([1, 12]), ac.tensor([0]))
+    with pytest.raises(ValueError, match="offsets has to be None"):
+        bag(ac.tensor([[1, 2]]), ac.tensor([0]))
+    with pytest.raises(NotImplementedError, match="per_sample_weights"):
+        F.embedding_bag(ac.tensor([1, 2]), bag.weight, ac.tensor([0]), mode="max",
+                        per_sample_weights=ac.ones(2))
+    with pytest.raises(ValueError, match="mode"):
+        nn.EmbeddingBag(10, 3, mode="median")

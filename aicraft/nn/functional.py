@@ -172,6 +172,7 @@ from aicraft.nn.norm import (group_norm, instance_norm, local_response_norm,  # 
                              rms_norm)
 from aicraft.nn.attention import scaled_dot_product_attention  # noqa: E402,F401
 from aicraft.nn.fold import channel_shuffle, fold, unfold  # noqa: E402,F401
+from aicraft.nn.sparse import embedding_bag  # noqa: E402,F401
 from aicraft.nn.dropouts import (alpha_dropout, bilinear, dropout1d, dropout2d,  # noqa: E402,F401
                                  dropout3d, feature_alpha_dropout)
 _nll_loss, _smooth_l1_loss = nll_loss, smooth_l1_loss   # the forms losses.py builds on
