@@ -425,3 +425,57 @@ def test_embedding_bag_module_and_bad_inputs():
                         per_sample_weights=ac.ones(2))
     with pytest.raises(ValueError, match="mode"):
         nn.EmbeddingBag(10, 3, mode="median")
+
+
+# ---- 3-d convolution and pools ------------------------------------------------------------
+
+@pytest.mark.parametrize("stride, padding, dilation, groups", [(1, 0, 1, 1), (2, 1, 1, 2),
+                                                              ((1, 2, 1), (2, 0, 1), (2, 1, 1), 1),
+                                                              (1, "same", 1, 1)])
+def test_conv3d_matches_torch(stride, padding, dilation, groups):
+    x, w, b = arr(2, 4, 5, 6, 4), arr(6, 4 // groups, 3, 2, 3), arr(6)
+    run_both(F.conv3d, TF.conv3d, [x, w, b], stride, padding, dilation, groups)
+
+
+@pytest.mark.parametrize("k, s, p, d, ceil", [(3, 2, 1, 1, True), (2, 1, 0, (1, 2, 1), False),
+                                              ((2, 3, 2), (1, 2, 2), (1, 1, 0), 1, True)])
+@pytest.mark.parametrize("indices", [False, True])
+def test_max_pool3d_matches_torch(k, s, p, d, ceil, indices):
+    run_both(F.max_pool3d, TF.max_pool3d, [arr(2, 3, 5, 6, 7)], k, s, p, d, ceil, indices)
+
+
+@pytest.mark.parametrize("k, s, p, ceil, include, divisor", [(3, 2, 1, True, True, None),
+                                                             (3, 2, 1, True, False, None),
+                                                             (2, 1, 1, False, True, 5)])
+def test_avg_pool3d_matches_torch(k, s, p, ceil, include, divisor):
+    run_both(F.avg_pool3d, TF.avg_pool3d, [arr(2, 3, 5, 6, 7)], k, s, p, ceil, include, divisor)
+
+
+@pytest.mark.parametrize("size", [1, (2, 3, 4), (None, 2, 5)])
+@pytest.mark.parametrize("indices", [False, True])
+def test_adaptive_3d_pools_match_torch(size, indices):
+    run_both(F.adaptive_max_pool3d, TF.adaptive_max_pool3d, [arr(2, 3, 5, 6, 7)], size, indices)
+    run_both(F.adaptive_avg_pool3d, TF.adaptive_avg_pool3d, [arr(3, 5, 6, 7)], size)
+
+
+def test_3d_modules():
+    x = ac.tensor(arr(1, 2, 4, 4, 4))
+    assert nn.Conv3d(2, 3, 3, padding=1)(x).shape == (1, 3, 4, 4, 4)
+    assert nn.MaxPool3d(2)(x).shape == (1, 2, 2, 2, 2)
+    assert nn.AvgPool3d(2, ceil_mode=True)(ac.tensor(arr(1, 2, 5, 5, 5))).shape == (1, 2, 3, 3, 3)
+    assert nn.AdaptiveMaxPool3d(1)(x).shape == (1, 2, 1, 1, 1)
+    assert nn.AdaptiveAvgPool3d((1, 2, 2))(x).shape == (1, 2, 1, 2, 2)
+    with pytest.raises(ac.ShapeError, match="conv3d"):
+        F.conv3d(ac.zeros(2, 4, 4), ac.zeros(1, 2, 1, 1, 1))
+    with pytest.raises(ac.ShapeError, match="channels"):
+        F.conv3d(x, ac.zeros(1, 3, 1, 1, 1))
+
+
+def test_multilabel_margin_loss_matches_torch():
+    target = np.array([[3, 0, -1, 1], [0, 1, 2, 3], [2, -1, 0, 0]])
+    for reduction in ("mean", "sum", "none"):
+        run_both(lambda v: F.multilabel_margin_loss(v, ac.tensor(target), reduction=reduction),
+                 lambda v: TF.multilabel_margin_loss(v, torch.tensor(target), reduction=reduction),
+                 [arr(3, 4)])
+    with pytest.raises(IndexError, match="outside"):
+        F.multilabel_margin_loss(ac.zeros(1, 4), ac.tensor([[5, -1, 0, 0]]))

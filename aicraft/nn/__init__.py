@@ -56,13 +56,16 @@ from aicraft.nn.dropouts import (AlphaDropout, Bilinear, Dropout1d, Dropout2d,  
                                  Dropout3d, FeatureAlphaDropout, Unflatten)
 from aicraft.nn.fold import ChannelShuffle, Fold, Unfold  # noqa: E402
 from aicraft.nn.sparse import EmbeddingBag  # noqa: E402
+from aicraft.nn.volumetric import AdaptiveMaxPool3d, AvgPool3d, Conv3d, MaxPool3d  # noqa: E402
 from aicraft.nn.norm import (GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: E402
                              LocalResponseNorm, RMSNorm)
 from aicraft.nn.loss import (CosineEmbeddingLoss, GaussianNLLLoss,  # noqa: E402
                              HingeEmbeddingLoss, HuberLoss, KLDivLoss, MarginRankingLoss,
-                             MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss,
+                             MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
+                             PoissonNLLLoss,
                              SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
-__all__ += ["ChannelShuffle", "EmbeddingBag", "Fold", "Unfold", "AlphaDropout", "Bilinear", "Dropout1d", "Dropout3d", "FeatureAlphaDropout",
+__all__ += ["AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "MaxPool3d", "MultiLabelMarginLoss",
+            "ChannelShuffle", "EmbeddingBag", "Fold", "Unfold", "AlphaDropout", "Bilinear", "Dropout1d", "Dropout3d", "FeatureAlphaDropout",
             "Unflatten", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LocalResponseNorm",
             "RMSNorm", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "HuberLoss",
             "KLDivLoss", "MarginRankingLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",

@@ -25,7 +25,7 @@ __all__ = ["cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_en
            "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
            "gaussian_nll_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
-           "pairwise_distance"]
+           "multilabel_margin_loss", "pairwise_distance"]
 
 
 def _legacy(size_average, reduce, reduction):
@@ -444,6 +444,37 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         terms = terms * w.reshape(-1, 1)
     terms = terms * from_numpy(1.0 - onehot)
     loss = terms.sum(1) / float(classes)
+    if x.ndim < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, _legacy(size_average, reduce, reduction), fn)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """sum over target classes j and non-target classes i of max(0, 1 - (x[j] - x[i])) / C,
+    the targets each row's class indices up to its first -1, as torch's
+    F.multilabel_margin_loss."""
+    fn = "multilabel_margin_loss"
+    x = _float(input, fn, "input")
+    if x.ndim > 2:
+        raise ValueError("%s: input %s must be (N, C), (C,) or ()" % (fn, tuple(x.shape)))
+    rows = x.reshape(1, -1) if x.ndim < 2 else x
+    n, classes = rows.shape
+    t = np.asarray(target.numpy() if isinstance(target, Tensor) else target)
+    if t.dtype.kind not in "iu" or t.reshape(-1).size != n * classes:
+        raise ShapeError("%s: target %s must be int64 of input's shape %s"
+                         % (fn, t.shape, tuple(x.shape)))
+    t = t.reshape(n, classes).astype(np.int64)
+    listed = np.cumprod(t != -1, axis=1).astype(bool)       # entries before the first -1
+    if np.any(listed & ((t < 0) | (t >= classes))):
+        raise IndexError("%s: target holds a class outside [0, %d)" % (fn, classes))
+    count = np.zeros((n, classes), dtype=np.float32)
+    rows_at = np.repeat(np.arange(n), classes).reshape(n, classes)
+    np.add.at(count, (rows_at[listed], t[listed]), 1.0)
+    is_target = count > 0
+    pair = count[:, :, None] * (~is_target)[:, None, :].astype(np.float32)   # (N, j, i)
+    from aicraft.creation import from_numpy
+    hinge = (1.0 - rows.unsqueeze(2) + rows.unsqueeze(1)).relu()
+    loss = (hinge * from_numpy(pair)).sum((1, 2)) / float(classes)
     if x.ndim < 2:
         loss = loss.reshape(())
     return _reduce(loss, _legacy(size_average, reduce, reduction), fn)
