@@ -57,6 +57,8 @@ from aicraft.nn.dropouts import (AlphaDropout, Bilinear, Dropout1d, Dropout2d,  
 from aicraft.nn.fold import ChannelShuffle, Fold, Unfold  # noqa: E402
 from aicraft.nn.sparse import EmbeddingBag  # noqa: E402
 from aicraft.nn.volumetric import AdaptiveMaxPool3d, AvgPool3d, Conv3d, MaxPool3d  # noqa: E402
+from aicraft.nn.conv import BatchNorm3d  # noqa: E402
+from aicraft.nn.pooling import MaxUnpool3d  # noqa: E402
 from aicraft.nn.norm import (GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: E402
                              LocalResponseNorm, RMSNorm)
 from aicraft.nn.loss import (CosineEmbeddingLoss, GaussianNLLLoss,  # noqa: E402
@@ -64,7 +66,8 @@ from aicraft.nn.loss import (CosineEmbeddingLoss, GaussianNLLLoss,  # noqa: E402
                              MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
                              PoissonNLLLoss,
                              SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
-__all__ += ["AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "MaxPool3d", "MultiLabelMarginLoss",
+__all__ += ["AdaptiveMaxPool3d", "AvgPool3d", "BatchNorm3d", "Conv3d", "MaxPool3d", "MaxUnpool3d",
+            "MultiLabelMarginLoss",
             "ChannelShuffle", "EmbeddingBag", "Fold", "Unfold", "AlphaDropout", "Bilinear", "Dropout1d", "Dropout3d", "FeatureAlphaDropout",
             "Unflatten", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LocalResponseNorm",
             "RMSNorm", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "HuberLoss",

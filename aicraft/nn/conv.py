@@ -302,7 +302,7 @@ class _BatchNorm(Module):
     _ranks = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True):
+                 track_running_stats=True, device=None, dtype=None):
         super().__init__()
         self.num_features = _as_int(num_features, "%s: num_features" % type(self).__name__)
         if self.num_features < 1:
@@ -326,6 +326,7 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+        _factory_kwargs(self, device, dtype)
 
     def reset_running_stats(self):
         if self.track_running_stats:
@@ -383,6 +384,12 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalisation over (N, C, H, W) input, as torch.nn.BatchNorm2d."""
 
     _ranks = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over (N, C, D, H, W) input, as torch.nn.BatchNorm3d."""
+
+    _ranks = (5,)
 
 
 class Dropout(Module):

@@ -165,7 +165,8 @@ from aicraft.nn.pooling import (adaptive_avg_pool1d, adaptive_avg_pool3d,  # noq
                                 adaptive_max_pool1d_with_indices, adaptive_max_pool2d,
                                 adaptive_max_pool2d_with_indices, avg_pool1d, lp_pool1d,
                                 lp_pool2d, max_pool1d, max_pool1d_with_indices,
-                                max_pool2d_with_indices, max_unpool1d, max_unpool2d)
+                                max_pool2d_with_indices, max_unpool1d, max_unpool2d,
+                                max_unpool3d)
 from aicraft.nn.upsampling import (interpolate, pixel_shuffle, pixel_unshuffle,  # noqa: E402,F401
                                    upsample, upsample_bilinear, upsample_nearest)
 from aicraft.nn.norm import (group_norm, instance_norm, local_response_norm,  # noqa: E402,F401

@@ -20,7 +20,7 @@ from aicraft.tensor import Tensor
 
 __all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
            "adaptive_avg_pool2d", "adaptive_avg_pool3d", "AdaptiveAvgPool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "lp_pool1d",
-           "lp_pool2d", "max_unpool1d", "max_unpool2d", "max_pool1d_with_indices",
+           "lp_pool2d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "MaxUnpool3d", "max_pool1d_with_indices",
            "max_pool2d_with_indices", "adaptive_max_pool1d_with_indices",
            "adaptive_max_pool2d_with_indices", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
@@ -36,7 +36,13 @@ def _single(value, what):
 
 
 def _window(fn, kernel_size, stride, padding, dims):
-    """(kernel, stride, padding) as pairs; 1-d ones as (1, k), (1, s), (0, p)."""
+    """(kernel, stride, padding) as pairs; 1-d ones as (1, k), (1, s), (0, p); 3-d ones as
+    triples."""
+    if dims == 3:
+        from aicraft.nn.volumetric import _triple
+        k = _triple(kernel_size, fn + ": kernel_size")
+        s = k if stride is None or stride == () or stride == [] else _triple(stride, fn + ": stride")
+        return k, s, _triple(padding, fn + ": padding")
     if dims == 1:
         k = _single(kernel_size, fn + ": kernel_size")
         s = k if stride is None or stride == () or stride == [] else _single(stride, fn + ": stride")
@@ -47,10 +53,14 @@ def _window(fn, kernel_size, stride, padding, dims):
 
 
 def _rank(input, fn, dims):
-    """A 1-d pool's input is (N, C, L) or (C, L); the 2-d ones' C op checks its own."""
+    """A 1-d pool's input is (N, C, L) or (C, L), a 3-d one's (N, C, D, H, W) or (C, D, H, W);
+    the 2-d ones' C op checks its own."""
     _tensor_arg(input, fn, "input")
     if dims == 1 and input.ndim not in (2, 3):
         raise ShapeError("%s: input %s must be (N, C, L) or (C, L)" % (fn, tuple(input.shape)))
+    if dims == 3 and input.ndim not in (4, 5):
+        raise ShapeError("%s: input %s must be (N, C, D, H, W) or (C, D, H, W)"
+                         % (fn, tuple(input.shape)))
 
 
 def _finish(out, dims):
@@ -303,10 +313,10 @@ def _max_unpool(fn, dims, input, indices, kernel_size, stride, padding, output_s
     if tuple(indices.shape) != tuple(input.shape):
         raise ValueError("%s: indices %s must have input's shape %s"
                          % (fn, tuple(indices.shape), tuple(input.shape)))
-    (kh, kw), (sh, sw), (ph, pw) = _window(fn, kernel_size, stride, padding, dims)
+    ks, ss, ps = _window(fn, kernel_size, stride, padding, dims)
     spatial = input.shape[-dims:]
     default = [(spatial[d] - 1) * s - 2 * p + k for d, (k, s, p) in
-               enumerate(list(zip((kh, kw), (sh, sw), (ph, pw)))[-dims:])]
+               enumerate(list(zip(ks, ss, ps))[-dims:])]
     if output_size is not None:
         size = [int(v) for v in output_size][-dims:]
         if len(size) != dims:
@@ -333,6 +343,12 @@ def _max_unpool(fn, dims, input, indices, kernel_size, stride, padding, output_s
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool2d: each value at its index, zeros elsewhere."""
     return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The inverse of max_pool3d: each value at its index, zeros elsewhere."""
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
                        output_size)
 
 
@@ -518,6 +534,11 @@ class _MaxUnpoolNd(Module):
 class MaxUnpool2d(_MaxUnpoolNd):
     """The inverse of MaxPool2d given its indices, as torch.nn.MaxUnpool2d."""
     _fn = max_unpool2d
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The inverse of MaxPool3d given its indices, as torch.nn.MaxUnpool3d."""
+    _fn = max_unpool3d
 
 
 class MaxUnpool1d(_MaxUnpoolNd):
