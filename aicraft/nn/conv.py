@@ -1,7 +1,9 @@
-"""conv.py - the layers of convolutional nets: Conv2d, MaxPool2d, AvgPool2d,
-AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d, Dropout, Dropout2d, and their
-functional forms (conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
-batch_norm, dropout, dropout2d), which aicraft.nn.functional re-exports.
+"""conv.py - the layers of convolutional nets: Conv2d (every padding_mode, 'same'
+with even kernels), BatchNorm1d/2d/3d, Dropout, and their functional forms (conv2d,
+batch_norm, dropout), which aicraft.nn.functional re-exports. The pools live in
+pooling.py (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d are still importable from here),
+Conv1d and the transposed convolutions in convnd.py, the channel dropouts in
+dropouts.py.
 
 Each forward is one C call (libac's conv.c, pool.c, norm.c, dropout.c). Names,
 defaults, parameters and buffers are PyTorch's, so state_dicts carry over:
@@ -16,15 +18,15 @@ from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
 from aicraft.creation import ones, zeros
-from aicraft.errors import ShapeError, raise_error
+from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
 from aicraft.tensor import Tensor
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
-           "Dropout", "Dropout2d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-           "batch_norm", "dropout", "dropout2d"]
+           "BatchNorm3d", "Dropout", "Dropout2d", "conv2d", "max_pool2d", "avg_pool2d",
+           "adaptive_avg_pool2d", "batch_norm", "dropout", "dropout2d"]
 
 _NULL = ffi.NULL
 _INT_LIMIT = 2 ** 31
@@ -146,28 +148,6 @@ def _dropout_probability(p):
     if not 0.0 <= p <= 1.0:
         raise ValueError("dropout probability has to be between 0 and 1, but got %r" % p)
     return p
-
-
-def _channel_dropout(input, p, fn):
-    """F.dropout2d in training: zero whole (n, c) channels of (N, C, H, W); a 3-d input
-    is read as (N, C, L), as PyTorch 2 still does (with a warning)."""
-    _tensor_arg(input, fn, "input")
-    if input.ndim not in (3, 4):
-        raise ShapeError("%s: input %s must be (N, C, H, W) or (N, C, L)" % (fn, tuple(input.shape)))
-    out = lib.ac_feature_dropout(input._ptr, p, 1)
-    if out:
-        return _wrap(out)
-    raise_error(input)
-
-
-def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels with probability p and scale the rest by 1/(1-p) when
-    training; the input itself otherwise. inplace is accepted and changes nothing."""
-    _tensor_arg(input, "dropout2d", "input")
-    p = _dropout_probability(p)
-    if not training or p == 0.0:
-        return input
-    return _channel_dropout(input, p, "dropout2d")
 
 
 # ---- modules -----------------------------------------------------------------
@@ -419,26 +399,8 @@ class Dropout(Module):
         return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
-class Dropout2d(Module):
-    """Zero whole channels of (N, C, H, W) inputs with probability p and
-    scale the rest by 1/(1-p) in training mode; the identity in eval mode."""
-
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        self.p = _dropout_probability(p)
-        self.inplace = bool(inplace)
-
-    def forward(self, input):
-        if not isinstance(input, Tensor):
-            raise _not_a_tensor(self, input)
-        if not self.training or self.p == 0.0:
-            return input
-        return _channel_dropout(input, self.p, "Dropout2d")
-
-    def extra_repr(self):
-        return "p=%s, inplace=%s" % (self.p, self.inplace)
-
-
-# The pools live in pooling.py; their old home still names them.
+# The pools live in pooling.py, the channel dropouts in dropouts.py; their old home
+# still names them.
+from aicraft.nn.dropouts import Dropout2d, dropout2d  # noqa: E402,F401
 from aicraft.nn.pooling import (AdaptiveAvgPool2d, AvgPool2d, MaxPool2d,  # noqa: E402,F401
                                 adaptive_avg_pool2d, avg_pool2d, max_pool2d)

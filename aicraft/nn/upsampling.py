@@ -69,7 +69,7 @@ def _source_coords(n, out, scale, align_corners, cubic):
     area_pixel_compute_source_index."""
     j = np.arange(out, dtype=_F32)
     if align_corners:
-        s = _F32((n - 1) / (out - 1)) if out > 1 else _F32(0.0)
+        s = _F32(n - 1) / _F32(out - 1) if out > 1 else _F32(0.0)
         return j * s
     s = _F32(1.0 / scale) if scale is not None else _F32(n) / _F32(out)
     real = s * (j + _F32(0.5)) - _F32(0.5)
