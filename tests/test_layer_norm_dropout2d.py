@@ -100,8 +100,13 @@ def test_layer_norm_bad_inputs():
         F.layer_norm(x, (3,), ac.ones(4))
     with pytest.raises(ac.ShapeError, match="fewer dims"):
         F.layer_norm(x, (1, 2, 3))
+    with np.errstate(invalid="ignore"):     # torch takes a negative eps: NaN where var + eps < 0
+        v = x.numpy().astype(np.float64)
+        expected = (v - v.mean(1, keepdims=True)) / np.sqrt(v.var(1, keepdims=True) - 0.01)
+    np.testing.assert_allclose(F.layer_norm(x, (3,), eps=-0.01).numpy(), expected, rtol=1e-3,
+                               atol=1e-4)
     with pytest.raises(ValueError, match="eps"):
-        F.layer_norm(x, (3,), eps=-1.0)
+        F.layer_norm(x, (3,), eps=float("nan"))
     with pytest.raises(TypeError):
         F.layer_norm(x.numpy(), (3,))
     with pytest.raises(TypeError):
@@ -157,7 +162,7 @@ def test_dropout2d_bad_inputs():
     with pytest.raises(ValueError, match="probability"):
         F.dropout2d(ac.ones(1, 2, 3, 3), -0.1)
     with pytest.raises(ac.ShapeError, match="dropout2d"):
-        F.dropout2d(ac.ones(2, 3), 0.5)
+        F.dropout2d(ac.ones(3), 0.5)      # torch takes 2-D (elementwise), not 1-D
     with pytest.raises(TypeError):
         F.dropout2d([1.0], 0.5)
     with pytest.raises(TypeError):

@@ -1,7 +1,9 @@
-"""conv.py - the layers of convolutional nets: Conv2d, MaxPool2d, AvgPool2d,
-AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d, Dropout, Dropout2d, and their
-functional forms (conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
-batch_norm, dropout, dropout2d), which aicraft.nn.functional re-exports.
+"""conv.py - the layers of convolutional nets: Conv2d (every padding_mode, 'same'
+with even kernels), BatchNorm1d/2d/3d, Dropout, and their functional forms (conv2d,
+batch_norm, dropout), which aicraft.nn.functional re-exports. The pools live in
+pooling.py (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d are still importable from here),
+Conv1d and the transposed convolutions in convnd.py, the channel dropouts in
+dropouts.py.
 
 Each forward is one C call (libac's conv.c, pool.c, norm.c, dropout.c). Names,
 defaults, parameters and buffers are PyTorch's, so state_dicts carry over:
@@ -16,15 +18,15 @@ from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
 from aicraft.creation import ones, zeros
-from aicraft.errors import ShapeError, raise_error
+from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
 from aicraft.tensor import Tensor
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
-           "Dropout", "Dropout2d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-           "batch_norm", "dropout", "dropout2d"]
+           "BatchNorm3d", "Dropout", "Dropout2d", "conv2d", "max_pool2d", "avg_pool2d",
+           "adaptive_avg_pool2d", "batch_norm", "dropout", "dropout2d"]
 
 _NULL = ffi.NULL
 _INT_LIMIT = 2 ** 31
@@ -41,6 +43,8 @@ def _c_int(value, what):
 def _pair(value, what):
     """(h, w) from an int or a pair of ints, each fitting a C int."""
     if isinstance(value, (tuple, list)):
+        if len(value) == 1:          # torch's _pair repeats a 1-sequence too
+            value = (value[0], value[0])
         if len(value) != 2:
             raise ValueError("%s must be an int or a pair of ints, got %r" % (what, value))
         return _c_int(value[0], what), _c_int(value[1], what)
@@ -65,16 +69,19 @@ def _unsupported(fn, what):
 # ---- functional forms --------------------------------------------------------
 
 def _conv_padding(padding, kernel, dilation):
-    """padding as (h, w); 'valid' is 0, 'same' keeps the size at stride 1."""
+    """padding as (h, w); 'valid' is 0, 'same' keeps the size at stride 1. An even
+    dilated kernel needs one more on the right than on the left: _same_extra says how much."""
     if padding == "valid":
         return 0, 0
     if padding == "same":
         total = [d * (k - 1) for k, d in zip(kernel, dilation)]
-        if any(t % 2 for t in total):
-            _unsupported("conv2d", "padding='same' with an even dilated kernel "
-                                   "(asymmetric padding)")
         return total[0] // 2, total[1] // 2
     return _pair(padding, "conv2d: padding")
+
+
+def _same_extra(kernel, dilation):
+    """For padding='same': the (h, w) padding the right/bottom needs beyond the left/top."""
+    return tuple((d * (k - 1)) % 2 for k, d in zip(kernel, dilation))
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -90,8 +97,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             raise ValueError("conv2d: padding must be 'same', 'valid' or ints, got %r" % padding)
         if padding == "same" and (sh, sw) != (1, 1):
             raise ValueError("conv2d: padding='same' is not supported for strided convolutions")
-        ph, pw = _conv_padding(padding, tuple(weight.shape[2:4]), (dh, dw)) \
-            if weight.ndim == 4 else (0, 0)
+        kernel = tuple(weight.shape[2:4]) if weight.ndim == 4 else (1, 1)
+        ph, pw = _conv_padding(padding, kernel, (dh, dw))
+        if padding == "same" and any(_same_extra(kernel, (dh, dw))):
+            from aicraft.nn.padding import pad
+            eh, ew = _same_extra(kernel, (dh, dw))
+            input = pad(input, (pw, pw + ew, ph, ph + eh))
+            x, ph, pw = input._ptr, 0, 0
     else:
         ph, pw = _pair(padding, "conv2d: padding")
     groups = _c_int(groups, "conv2d: groups")
@@ -99,65 +111,6 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if p:
         return _wrap(p)
     raise_error(input, weight, bias)
-
-
-def _pool_args(fn, kernel_size, stride, padding):
-    kh, kw = _pair(kernel_size, fn + ": kernel_size")
-    sh, sw = (kh, kw) if stride is None or stride == () or stride == [] else \
-        _pair(stride, fn + ": stride")
-    ph, pw = _pair(padding, fn + ": padding")
-    return kh, kw, sh, sw, ph, pw
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
-    """Max over kernel_size windows (stride defaults to kernel_size), as torch's F.max_pool2d."""
-    fn = "max_pool2d"
-    if _pair(dilation, fn + ": dilation") != (1, 1):
-        _unsupported(fn, "dilation other than 1")
-    if ceil_mode:
-        _unsupported(fn, "ceil_mode=True")
-    if return_indices:
-        _unsupported(fn, "return_indices=True")
-    x = _tensor_arg(input, fn, "input")
-    p = lib.ac_max_pool2d(x, *_pool_args(fn, kernel_size, stride, padding))
-    if p:
-        return _wrap(p)
-    raise_error(input)
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
-    """Mean over kernel_size windows, zero padding counted, as torch's F.avg_pool2d."""
-    fn = "avg_pool2d"
-    if ceil_mode:
-        _unsupported(fn, "ceil_mode=True")
-    if not count_include_pad:
-        _unsupported(fn, "count_include_pad=False")
-    if divisor_override is not None:
-        _unsupported(fn, "divisor_override")
-    x = _tensor_arg(input, fn, "input")
-    p = lib.ac_avg_pool2d(x, *_pool_args(fn, kernel_size, stride, padding))
-    if p:
-        return _wrap(p)
-    raise_error(input)
-
-
-def adaptive_avg_pool2d(input, output_size):
-    """Mean over the windows that split H x W into output_size cells (an int, a pair,
-    None in a pair keeping that size), as torch's F.adaptive_avg_pool2d."""
-    fn = "adaptive_avg_pool2d"
-    x = _tensor_arg(input, fn, "input")
-    if isinstance(output_size, (tuple, list)) and len(output_size) == 2 and None in output_size:
-        shape = input.shape
-        if len(shape) < 2:
-            raise ValueError("%s: input of shape %s has no H and W" % (fn, shape))
-        output_size = tuple(shape[-2 + i] if s is None else s for i, s in enumerate(output_size))
-    oh, ow = _pair(output_size, fn + ": output_size")
-    p = lib.ac_adaptive_avg_pool2d(x, oh, ow)
-    if p:
-        return _wrap(p)
-    raise_error(input)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -197,65 +150,64 @@ def _dropout_probability(p):
     return p
 
 
-def _channel_dropout(input, p, fn):
-    """F.dropout2d in training: zero whole (n, c) channels of (N, C, H, W); a 3-d input
-    is read as (N, C, L), as PyTorch 2 still does (with a warning)."""
-    _tensor_arg(input, fn, "input")
-    if input.ndim not in (3, 4):
-        raise ShapeError("%s: input %s must be (N, C, H, W) or (N, C, L)" % (fn, tuple(input.shape)))
-    out = lib.ac_feature_dropout(input._ptr, p, 1)
-    if out:
-        return _wrap(out)
-    raise_error(input)
-
-
-def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels with probability p and scale the rest by 1/(1-p) when
-    training; the input itself otherwise. inplace is accepted and changes nothing."""
-    _tensor_arg(input, "dropout2d", "input")
-    p = _dropout_probability(p)
-    if not training or p == 0.0:
-        return input
-    return _channel_dropout(input, p, "dropout2d")
-
-
 # ---- modules -----------------------------------------------------------------
 
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def _factory_kwargs(module, device, dtype):
+    """A constructor's device= and dtype=: float32 on any device aicraft has (the module
+    moves there); anything else raises, as Module.to does."""
+    if device is not None or dtype is not None:
+        module.to(device=device, dtype=dtype)
+
+
 class Conv2d(Module):
-    """2-D convolution over (N, C, H, W) input, as torch.nn.Conv2d (padding_mode 'zeros').
+    """2-D convolution over (N, C, H, W) input, as torch.nn.Conv2d (padding_mode 'zeros',
+    'reflect', 'replicate' or 'circular').
 
     Initialised as PyTorch's: weight and bias uniform in +-1/sqrt(fan_in),
     fan_in = in_channels/groups * kH * kW."""
 
+    _name = "Conv2d"
+    _dims = 2
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros"):
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if padding_mode != "zeros":
-            _unsupported("Conv2d", "padding_mode=%r" % (padding_mode,))
-        self.in_channels = _as_int(in_channels, "Conv2d: in_channels")
-        self.out_channels = _as_int(out_channels, "Conv2d: out_channels")
-        self.groups = _c_int(groups, "Conv2d: groups")
+        name = type(self).__name__
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError("padding_mode must be one of %s, but got padding_mode='%s'"
+                             % (list(_PADDING_MODES), padding_mode))
+        self.in_channels = _as_int(in_channels, name + ": in_channels")
+        self.out_channels = _as_int(out_channels, name + ": out_channels")
+        self.groups = _c_int(groups, name + ": groups")
         if self.groups < 1:
-            raise ValueError("Conv2d: groups must be a positive integer, got %d" % self.groups)
+            raise ValueError("%s: groups must be a positive integer, got %d" % (name, self.groups))
         if self.in_channels < 1 or self.out_channels < 1:
-            raise ValueError("Conv2d: in_channels and out_channels must be positive, got %d and %d"
-                             % (self.in_channels, self.out_channels))
+            raise ValueError("%s: in_channels and out_channels must be positive, got %d and %d"
+                             % (name, self.in_channels, self.out_channels))
         if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError("Conv2d: in_channels (%d) and out_channels (%d) must be divisible by "
-                             "groups (%d)" % (self.in_channels, self.out_channels, self.groups))
-        self.kernel_size = _pair(kernel_size, "Conv2d: kernel_size")
-        self.stride = _pair(stride, "Conv2d: stride")
-        self.dilation = _pair(dilation, "Conv2d: dilation")
+            raise ValueError("%s: in_channels (%d) and out_channels (%d) must be divisible by "
+                             "groups (%d)" % (name, self.in_channels, self.out_channels, self.groups))
+        self.kernel_size = self._tuple(kernel_size, "kernel_size")
+        self.stride = self._tuple(stride, "stride")
+        self.dilation = self._tuple(dilation, "dilation")
+        k2, d2 = self._as2d(self.kernel_size), self._as2d(self.dilation)
+        self._extra = (0, 0)
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
-                raise ValueError("Conv2d: padding must be 'same', 'valid' or ints, got %r"
+                raise ValueError("Invalid padding string %r, should be one of {'valid', 'same'}"
                                  % padding)
-            if padding == "same" and self.stride != (1, 1):
-                raise ValueError("Conv2d: padding='same' is not supported for strided convolutions")
+            if padding == "same" and any(st != 1 for st in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
             self.padding = padding
-            self._padding = _conv_padding(padding, self.kernel_size, self.dilation)
+            self._padding = _conv_padding(padding, k2, d2)
+            if padding == "same":
+                self._extra = _same_extra(k2, d2)
         else:
-            self.padding = self._padding = _pair(padding, "Conv2d: padding")
+            self.padding = self._tuple(padding, "padding")
+            self._padding = self._as2d(self.padding, 0)
         self.padding_mode = padding_mode
         self.weight = Parameter(zeros(self.out_channels, self.in_channels // self.groups,
                                       *self.kernel_size))
@@ -264,23 +216,45 @@ class Conv2d(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        _factory_kwargs(self, device, dtype)
+
+    def _tuple(self, value, what):
+        return _pair(value, "%s: %s" % (type(self).__name__, what))
+
+    @staticmethod
+    def _as2d(pair, fill=1):
+        return pair
 
     def reset_parameters(self):
         # kaiming_uniform_ with a = sqrt(5) is U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
+            fan_in = self.weight.shape[1]
+            for k in self.kernel_size:
+                fan_in *= k
             bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0   # as PyTorch's
             init.uniform_(self.bias, -bound, bound)
 
+    def _padded(self, input):
+        """input padded as padding_mode says (and by the extra right column of 'same' with an
+        even kernel), with the padding left to the convolution itself."""
+        (ph, pw), (eh, ew) = self._padding, self._extra
+        if self.padding_mode != "zeros" and (ph or pw or eh or ew):
+            from aicraft.nn.padding import pad
+            return pad(input, (pw, pw + ew, ph, ph + eh), self.padding_mode), 0, 0
+        if eh or ew:
+            from aicraft.nn.padding import pad
+            return pad(input, (pw, pw + ew, ph, ph + eh)), 0, 0
+        return input, ph, pw
+
     def forward(self, input):
         bias = self.bias
-        try:
-            p = lib.ac_conv2d(input._ptr, self.weight._ptr, _NULL if bias is None else bias._ptr,
-                              self.stride[0], self.stride[1], self._padding[0], self._padding[1],
-                              self.dilation[0], self.dilation[1], self.groups)
-        except AttributeError:
-            raise _not_a_tensor(self, input) from None
+        if not isinstance(input, Tensor):
+            raise _not_a_tensor(self, input)
+        x, ph, pw = self._padded(input)
+        p = lib.ac_conv2d(x._ptr, self.weight._ptr, _NULL if bias is None else bias._ptr,
+                          self.stride[0], self.stride[1], ph, pw,
+                          self.dilation[0], self.dilation[1], self.groups)
         if p:
             return _wrap(p)
         raise_error(input, self.weight, bias)
@@ -288,99 +262,18 @@ class Conv2d(Module):
     def extra_repr(self):
         s = "%d, %d, kernel_size=%s, stride=%s" % (self.in_channels, self.out_channels,
                                                    self.kernel_size, self.stride)
-        if self.padding != (0, 0):
+        if self.padding != (0,) * len(self.kernel_size):
             s += ", padding=%s" % (repr(self.padding) if isinstance(self.padding, str)
                                    else (self.padding,))
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * len(self.kernel_size):
             s += ", dilation=%s" % (self.dilation,)
         if self.groups != 1:
             s += ", groups=%d" % self.groups
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += ", padding_mode=%s" % self.padding_mode
         return s
-
-
-class MaxPool2d(Module):
-    """Max over kernel_size windows (stride defaults to kernel_size), as torch.nn.MaxPool2d."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-                 ceil_mode=False):
-        super().__init__()
-        if _pair(dilation, "MaxPool2d: dilation") != (1, 1):
-            _unsupported("MaxPool2d", "dilation other than 1")
-        if return_indices:
-            _unsupported("MaxPool2d", "return_indices=True")
-        if ceil_mode:
-            _unsupported("MaxPool2d", "ceil_mode=True")
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding = padding
-        self.dilation = dilation
-        self.return_indices = False
-        self.ceil_mode = False
-        self._args = _pool_args("MaxPool2d", kernel_size, stride, padding)
-
-    def forward(self, input):
-        try:
-            p = lib.ac_max_pool2d(input._ptr, *self._args)
-        except AttributeError:
-            raise _not_a_tensor(self, input) from None
-        if p:
-            return _wrap(p)
-        raise_error(input)
-
-    def extra_repr(self):
-        return "kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=False" % (
-            self.kernel_size, self.stride, self.padding, self.dilation)
-
-
-class AvgPool2d(Module):
-    """Mean over kernel_size windows, zero padding counted, as torch.nn.AvgPool2d."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, divisor_override=None):
-        super().__init__()
-        if ceil_mode:
-            _unsupported("AvgPool2d", "ceil_mode=True")
-        if not count_include_pad:
-            _unsupported("AvgPool2d", "count_include_pad=False")
-        if divisor_override is not None:
-            _unsupported("AvgPool2d", "divisor_override")
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding = padding
-        self.ceil_mode = False
-        self.count_include_pad = True
-        self.divisor_override = None
-        self._args = _pool_args("AvgPool2d", kernel_size, stride, padding)
-
-    def forward(self, input):
-        try:
-            p = lib.ac_avg_pool2d(input._ptr, *self._args)
-        except AttributeError:
-            raise _not_a_tensor(self, input) from None
-        if p:
-            return _wrap(p)
-        raise_error(input)
-
-    def extra_repr(self):
-        return "kernel_size=%s, stride=%s, padding=%s" % (self.kernel_size, self.stride,
-                                                          self.padding)
-
-
-class AdaptiveAvgPool2d(Module):
-    """Mean over the windows that split H x W into output_size cells, as
-    torch.nn.AdaptiveAvgPool2d; AdaptiveAvgPool2d(1) is global average pooling."""
-
-    def __init__(self, output_size):
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input):
-        return adaptive_avg_pool2d(input, self.output_size)
-
-    def extra_repr(self):
-        return "output_size=%s" % (self.output_size,)
 
 
 class _BatchNorm(Module):
@@ -389,7 +282,7 @@ class _BatchNorm(Module):
     _ranks = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True):
+                 track_running_stats=True, device=None, dtype=None):
         super().__init__()
         self.num_features = _as_int(num_features, "%s: num_features" % type(self).__name__)
         if self.num_features < 1:
@@ -413,6 +306,7 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+        _factory_kwargs(self, device, dtype)
 
     def reset_running_stats(self):
         if self.track_running_stats:
@@ -472,6 +366,12 @@ class BatchNorm2d(_BatchNorm):
     _ranks = (4,)
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over (N, C, D, H, W) input, as torch.nn.BatchNorm3d."""
+
+    _ranks = (5,)
+
+
 class Dropout(Module):
     """Zero elements with probability p and scale the rest by 1/(1-p) in training mode;
     the identity in eval mode, as torch.nn.Dropout. inplace is accepted and changes nothing."""
@@ -499,21 +399,8 @@ class Dropout(Module):
         return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
-class Dropout2d(Module):
-    """Zero whole channels of (N, C, H, W) inputs with probability p and
-    scale the rest by 1/(1-p) in training mode; the identity in eval mode."""
-
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        self.p = _dropout_probability(p)
-        self.inplace = bool(inplace)
-
-    def forward(self, input):
-        if not isinstance(input, Tensor):
-            raise _not_a_tensor(self, input)
-        if not self.training or self.p == 0.0:
-            return input
-        return _channel_dropout(input, self.p, "Dropout2d")
-
-    def extra_repr(self):
-        return "p=%s, inplace=%s" % (self.p, self.inplace)
+# The pools live in pooling.py, the channel dropouts in dropouts.py; their old home
+# still names them.
+from aicraft.nn.dropouts import Dropout2d, dropout2d  # noqa: E402,F401
+from aicraft.nn.pooling import (AdaptiveAvgPool2d, AvgPool2d, MaxPool2d,  # noqa: E402,F401
+                                adaptive_avg_pool2d, avg_pool2d, max_pool2d)

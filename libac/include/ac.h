@@ -540,12 +540,35 @@ int ac_gradient_check(AcGradcheckFn fn, AcTensor *const *inputs, int n_inputs, v
 AcTensor *ac_conv2d(const AcTensor *x, const AcTensor *weight, const AcTensor *bias,
                     int stride_h, int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
                     int groups);
+/* PyTorch's F.conv_transpose2d without bias (add it after): x (N, C_in, H, W) or (C_in, H, W),
+   weight (C_in, C_out/groups, kH, kW); the gradient of conv2d with respect to its input */
+AcTensor *ac_conv_transpose2d(const AcTensor *x, const AcTensor *weight, int stride_h, int stride_w,
+                              int pad_h, int pad_w, int out_pad_h, int out_pad_w, int dil_h,
+                              int dil_w, int groups);
+/* x with dim rebuilt to out_size positions: position j is the sum over t < taps of
+   weight[j*taps + t] * x[.., index[j*taps + t], ..], or fill where that index is -1
+   (weight NULL: 1). F.pad's and F.interpolate's engine. One tap without weight copies any
+   dtype; otherwise float32. Not recordable into a graph. */
+AcTensor *ac_resample(const AcTensor *x, int dim, int64_t out_size, int taps, const int64_t *index,
+                      const float *weight, double fill);
 /* max over kernel windows, padding -inf (at most half the kernel); gradient to the first max */
 AcTensor *ac_max_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
                         int pad_h, int pad_w);
+/* max_pool2d with dilation and ceil_mode (torch's output size rule); *indices (indices not
+   NULL) gets each output's argmax in its H*W plane, int64. Options other than max_pool2d's
+   and indices are the CPU's only; not recordable into a graph. */
+AcTensor *ac_max_pool2d_ex(const AcTensor *x, int kernel_h, int kernel_w, int stride_h,
+                           int stride_w, int pad_h, int pad_w, int dil_h, int dil_w, int ceil_mode,
+                           AcTensor **indices);
+/* max over PyTorch's adaptive windows (CPU); *indices as ac_max_pool2d_ex's */
+AcTensor *ac_adaptive_max_pool2d(const AcTensor *x, int out_h, int out_w, AcTensor **indices);
 /* mean over kernel windows, padding counted as zeros (count_include_pad=True) */
 AcTensor *ac_avg_pool2d(const AcTensor *x, int kernel_h, int kernel_w, int stride_h, int stride_w,
                         int pad_h, int pad_w);
+/* avg_pool2d with ceil_mode (CPU): a last partial window's sum is still divided by
+   kernel_h * kernel_w (callers rescale to the divisor they want) */
+AcTensor *ac_avg_pool2d_ex(const AcTensor *x, int kernel_h, int kernel_w, int stride_h,
+                           int stride_w, int pad_h, int pad_w, int ceil_mode);
 /* mean over PyTorch's adaptive windows, giving out_h x out_w (1 x 1: global average) */
 AcTensor *ac_adaptive_avg_pool2d(const AcTensor *x, int out_h, int out_w);
 /* x (N, C, ...), weight/bias (C) or NULL: batch statistics when training, updating the root

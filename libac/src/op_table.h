@@ -77,6 +77,7 @@
     X("linear", linear_replay, 3, 1, "") \
     X("conv2d", conv2d_replay, 3, 1, "iiiiiii") \
     X("max_pool2d", max_pool2d_replay, 1, 1, "iiiiii") \
+    X("conv_transpose2d", conv_transpose2d_replay, 2, 1, "iiiiiiiii") \
     X("avg_pool2d", avg_pool2d_replay, 1, 1, "iiiiii") \
     X("adaptive_avg_pool2d", adaptive_avg_pool2d_replay, 1, 1, "ii") \
     X("batch_norm", batch_norm_replay, 5, 1, "0ff") \

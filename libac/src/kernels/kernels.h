@@ -108,12 +108,29 @@ typedef struct {
     int64_t sh, sw, ph, pw, dh, dw, groups;
 } ConvShape;
 
-/* Pooling: planes of h x w pooled to oh x ow by windows kh x kw, stride and
-   padding; kh == 0 means adaptive average windows. */
+/* Pooling: planes of h x w pooled to oh x ow by windows kh x kw, stride,
+   padding and dilation dh x dw; kh == 0 means adaptive windows (average, or
+   max on the CPU). Dilation other than 1 is the CPU's only. */
 typedef struct {
     int64_t planes, h, w, oh, ow;
     int64_t kh, kw, sh, sw, ph, pw;
+    int64_t dh, dw;
 } PoolGeom;
+
+/* resample.c: x read as (outer, in, inner) becomes y (outer, out, inner);
+   y[o, j, :] = sum over t < taps of weight[j * taps + t] * x[o, index[j * taps + t], :],
+   fill where the index is -1 (weight NULL: each weight 1). With taps 1 and no
+   weight it is a copy of elem_size-byte elements of any dtype (fill_bytes the
+   fill in x's dtype); else float32. */
+typedef struct {
+    int64_t outer, in, out, inner;
+    int taps;
+    size_t elem_size;
+    const int64_t *index;
+    const float *weight;
+    float fill;
+    const void *fill_bytes;
+} ResampleArgs;
 
 /* batch_norm over x as (n, c, s). Forward writes y and the per-channel mean
    and invstd (and updates running_* in training when they are given);
@@ -309,6 +326,9 @@ typedef struct AcKernels {
                                float *dx);
     int (*avg_pool2d)(const PoolGeom *g, const float *x, float *y);
     int (*avg_pool2d_backward)(const PoolGeom *g, const float *gy, float *dx);
+    /* resample.c: y from x; backward: dx from gy (float32) */
+    int (*resample)(const ResampleArgs *a, const void *x, void *y);
+    int (*resample_backward)(const ResampleArgs *a, const float *gy, float *dx);
     /* norm.c */
     int (*batch_norm)(const BatchNormArgs *a);
     int (*batch_norm_backward)(const BatchNormArgs *a);

@@ -163,6 +163,10 @@ int cpu_linear_backward(int64_t rows, int64_t in, int64_t out, const float *x, c
 int cpu_conv2d(const ConvShape *s, const float *x, const float *w, const float *bias, float *out);
 int cpu_conv2d_backward(const ConvShape *s, const float *x, const float *w, const float *gy,
                         float *dx, float *dw, float *db);
+/* cpu/resample.c */
+int cpu_resample(const ResampleArgs *a, const void *x, void *y);
+int cpu_resample_backward(const ResampleArgs *a, const float *gy, float *dx);
+
 /* cpu/pool.c */
 int cpu_max_pool2d(const PoolGeom *g, const float *x, float *y, int32_t *argmax);
 int cpu_max_pool2d_backward(const PoolGeom *g, const float *gy, const int32_t *argmax, float *dx);

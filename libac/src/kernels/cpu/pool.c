@@ -32,6 +32,14 @@ static void pool_window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, 
     *lo = start > 0 ? start : 0;
 }
 
+/* PyTorch's adaptive window o of out along an axis of size:
+   [floor(o*size/out), ceil((o+1)*size/out)). */
+static void adaptive_window(int64_t o, int64_t out, int64_t size, int64_t *lo, int64_t *hi)
+{
+    *lo = o * size / out;
+    *hi = ((o + 1) * size + out - 1) / out;
+}
+
 static int64_t plane_grain(int64_t work_per_plane)
 {
     return POOL_GRAIN / (work_per_plane > 0 ? work_per_plane : 1) + 1;
@@ -42,7 +50,8 @@ static int64_t plane_grain(int64_t work_per_plane)
 /* The common window: 2x2, stride 2, no padding. */
 static int is_2x2(const PoolGeom *g)
 {
-    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0;
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
+           g->dh == 1 && g->dw == 1 && g->oh * 2 <= g->h && g->ow * 2 <= g->w;
 }
 
 /* v replaces best when larger, or when it is the first NaN (which then stays, as in PyTorch). */
@@ -86,6 +95,45 @@ static int max_pool_plane_2x2(const PoolGeom *g, const float *x, float *y, int32
     return !nan_seen;
 }
 
+/* A dilated window along one axis: its first tap inside [0, size), *first, and
+   the end (exclusive) of its taps there, *end, stepping by dil. */
+static void dilated_window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t dil,
+                           int64_t size, int64_t *first, int64_t *end)
+{
+    int64_t start = o * stride - pad, last = start + (kernel - 1) * dil;
+    while (start < 0) start += dil;
+    while (last >= size) last -= dil;
+    *first = start;
+    *end = last + 1;
+}
+
+/* Max windows with dilation (or adaptive windows, kh == 0), the general loop. */
+static void max_pool_plane_strided(const PoolGeom *g, const float *x, float *y, int32_t *argmax)
+{
+    const int64_t dh = g->kh ? g->dh : 1, dw = g->kh ? g->dw : 1;
+    int64_t oh, ow, i, j;
+    for (oh = 0; oh < g->oh; oh++) {
+        int64_t h0, h1;
+        if (g->kh) dilated_window(oh, g->sh, g->ph, g->kh, dh, g->h, &h0, &h1);
+        else adaptive_window(oh, g->oh, g->h, &h0, &h1);
+        for (ow = 0; ow < g->ow; ow++) {
+            int64_t w0, w1, best_at;
+            float best = -INFINITY;
+            if (g->kh) dilated_window(ow, g->sw, g->pw, g->kw, dw, g->w, &w0, &w1);
+            else adaptive_window(ow, g->ow, g->w, &w0, &w1);
+            best_at = h0 * g->w + w0;
+            for (i = h0; i < h1; i += dh)
+                for (j = w0; j < w1; j += dw)
+                    if (max_takes(x[i * g->w + j], best)) {
+                        best = x[i * g->w + j];
+                        best_at = i * g->w + j;
+                    }
+            y[oh * g->ow + ow] = best;
+            if (argmax) argmax[oh * g->ow + ow] = (int32_t)best_at;
+        }
+    }
+}
+
 static void max_pool_plane(const PoolGeom *g, const float *x, float *y, int32_t *argmax)
 {
     int64_t oh, ow, i, j;
@@ -119,7 +167,8 @@ static void max_pool_task(void *ctx, int64_t begin, int64_t end)
         const float *x = job->x + plane * g->h * g->w;
         float *y = job->y + plane * g->oh * g->ow;
         int32_t *argmax = job->argmax ? job->argmax + plane * g->oh * g->ow : NULL;
-        if (!two_by_two || !max_pool_plane_2x2(g, x, y, argmax)) max_pool_plane(g, x, y, argmax);
+        if (g->kh == 0 || g->dh != 1 || g->dw != 1) max_pool_plane_strided(g, x, y, argmax);
+        else if (!two_by_two || !max_pool_plane_2x2(g, x, y, argmax)) max_pool_plane(g, x, y, argmax);
     }
 }
 
@@ -130,7 +179,8 @@ int cpu_max_pool2d(const PoolGeom *g, const float *x, float *y, int32_t *argmax)
     job.x = x;
     job.y = y;
     job.argmax = argmax;
-    parallel_for(g->planes, plane_grain(g->oh * g->ow * g->kh * g->kw), max_pool_task, &job);
+    parallel_for(g->planes, plane_grain(g->kh ? g->oh * g->ow * g->kh * g->kw : g->h * g->w + g->oh * g->ow),
+                 max_pool_task, &job);
     return AC_OK;
 }
 
@@ -201,14 +251,6 @@ int cpu_max_pool2d_backward(const PoolGeom *g, const float *gy, const int32_t *a
 }
 
 /* ---- avg_pool2d and adaptive_avg_pool2d ---------------------------------- */
-
-/* PyTorch's adaptive window o of out along an axis of size:
-   [floor(o*size/out), ceil((o+1)*size/out)). */
-static void adaptive_window(int64_t o, int64_t out, int64_t size, int64_t *lo, int64_t *hi)
-{
-    *lo = o * size / out;
-    *hi = ((o + 1) * size + out - 1) / out;
-}
 
 /* The rows [h0, h1) and the columns [w0, w1) of window (oh, ow) of an
    average within the input, and what each of its elements weighs: `fixed`,

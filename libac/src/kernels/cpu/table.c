@@ -121,6 +121,9 @@ const AcKernels ac_cpu_kernels = {
     .max_pool2d_backward = cpu_max_pool2d_backward,
     .avg_pool2d = cpu_avg_pool2d,
     .avg_pool2d_backward = cpu_avg_pool2d_backward,
+    /* resample.c */
+    .resample = cpu_resample,
+    .resample_backward = cpu_resample_backward,
     /* norm.c */
     .batch_norm = cpu_batch_norm,
     .batch_norm_backward = cpu_batch_norm_backward,
