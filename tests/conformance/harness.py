@@ -1,0 +1,796 @@
+"""harness.py - PyTorch's operator database (op_db) run against aicraft, torch as the oracle.
+
+For every OpInfo in torch.testing._internal.common_methods_invocations.op_db this finds
+aicraft's counterpart, runs the OpInfo's own float32/int64/bool CPU samples through both
+libraries (inputs converted through NumPy) and compares outputs and gradients. It is the
+engine behind tests/conformance/test_op_db.py and run.py; README.md says what runs.
+
+Not here: float64/complex/float16 samples, sparse ops, private ops (a name part starting
+with "_"). Nothing is cached on disk.
+
+Crashes and hangs cannot stop a run: the OpInfos are handed out, one at a time, to worker
+processes (`python harness.py --worker`); a worker that dies or runs past the per-OpInfo
+time limit is replaced, and its OpInfo is recorded as crashed or timed out.
+"""
+import json
+import os
+import re
+import selectors
+import subprocess
+import sys
+import time
+import types
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXPECTED = os.path.join(HERE, "expected.txt")
+
+STATUSES = ("pass", "partial", "xfail", "missing", "wrong", "out")
+DTYPE_NAMES = ("float32", "int64", "bool")
+OP_TIMEOUT = float(os.environ.get("AC_CONFORMANCE_OP_TIMEOUT", "60"))
+# Words in the reason an OpInfo gives for skipping torch's own CPU-vs-device comparison
+# that mean its values cannot be compared between two runs (random or uninitialized).
+NOT_COMPARABLE = ("non-deterministic", "not comparable")
+
+
+# ---------------------------------------------------------------------------------------
+# The worker side: everything below up to run_all() runs in a worker process, which has
+# torch, op_db and aicraft imported.
+
+class Missing(AttributeError):
+    """aicraft has no counterpart for something the OpInfo calls."""
+
+
+class Unconvertible(TypeError):
+    """A sample holds something aicraft cannot represent (a dtype, a layout, an object)."""
+
+
+_MISSING_RE = (re.compile(r"module '(aicraft[\w.]*)' has no attribute '(\w+)'"),
+               re.compile(r"'Tensor' object has no attribute '(\w+)'"),
+               re.compile(r"type object 'Tensor' has no attribute '(\w+)'"))
+
+
+def missing_name(exc):
+    """'aicraft.x' or 'Tensor.x' when exc says aicraft lacks an attribute, else None."""
+    if isinstance(exc, Missing):
+        return str(exc)
+    if not isinstance(exc, AttributeError):
+        return None
+    msg = str(exc)
+    m = _MISSING_RE[0].search(msg)
+    if m:
+        return "%s.%s" % m.groups()
+    for rx in _MISSING_RE[1:]:
+        m = rx.search(msg)
+        if m:
+            return "Tensor.%s" % m.group(1)
+    return None
+
+
+class _MissingModule:
+    """Stands for torch.<sub> where aicraft has no <sub>: any attribute is Missing."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        raise Missing("%s.%s" % (self._name, attr))
+
+
+class Worker:
+    def __init__(self):
+        warnings.simplefilter("ignore")
+        import numpy as np
+        import torch
+        from torch.testing._internal.common_methods_invocations import op_db
+        from torch.testing._internal import common_device_type as cdt
+        import aicraft as ac
+        torch.set_num_threads(1)
+        self.np, self.torch, self.ac, self.op_db, self.cdt = np, torch, ac, op_db, cdt
+        self.torch_dtypes = [getattr(torch, n) for n in DTYPE_NAMES]
+        self._globals = {}
+
+    # -- resolution -----------------------------------------------------------------
+
+    def ac_module(self, torch_name):
+        """aicraft's module for torch's module name ('torch.nn.functional' -> aicraft.nn.functional)."""
+        obj = self.ac
+        parts = torch_name.split(".")[1:]
+        for i, p in enumerate(parts):
+            nxt = getattr(obj, p, None)
+            if not isinstance(nxt, (types.ModuleType, _MissingModule)):
+                return _MissingModule("aicraft." + ".".join(parts[:i + 1]))
+            obj = nxt
+        return obj
+
+    def rebind(self, fn):
+        """fn with every torch module in its globals replaced by aicraft's counterpart.
+
+        op_db writes some OpInfos as lambdas or helpers that reorder arguments or call a
+        method (`lambda self, cond, other: torch.where(cond, self, other)`, `lambda x: x.T`);
+        running that same code over aicraft keeps the OpInfo's own argument structure.
+        """
+        key = id(fn.__globals__)
+        g = self._globals.get(key)
+        if g is None:
+            g = dict(fn.__globals__)
+            for k, v in fn.__globals__.items():
+                if isinstance(v, types.ModuleType) and (v.__name__ == "torch" or v.__name__.startswith("torch.")):
+                    g[k] = self.ac_module(v.__name__)
+            self._globals[key] = g
+        return types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+
+    @staticmethod
+    def _is_function(obj):
+        return callable(obj) and not isinstance(obj, (type, types.ModuleType)) and not type(obj).__name__ == "dtype"
+
+    def resolve(self, op):
+        """(callable over aicraft values, description) or (None, 'no ...') for op."""
+        fn = op.op
+        if isinstance(fn, types.FunctionType) and (fn.__module__ or "").startswith("torch.testing"):
+            return self.rebind(fn), "op_db's own code"
+        parts = op.name.split(".")
+        if len(parts) > 1:
+            mod = self.ac_module("torch." + ".".join(parts[:-1]))
+            f = getattr(mod, parts[-1], None) if not isinstance(mod, _MissingModule) else None
+            if self._is_function(f):
+                return f, "aicraft.%s" % op.name
+            return None, "no aicraft.%s" % op.name
+        name = parts[0]
+        if not (name.startswith("__") and name.endswith("__")):
+            f = getattr(self.ac, name, None)
+            if self._is_function(f):
+                return f, "aicraft.%s" % name
+        m = getattr(self.ac.Tensor, name, None)
+        if m is not None and m is not getattr(object, name, None):
+            return (lambda x, *args, **kwargs: getattr(x, name)(*args, **kwargs)), "Tensor.%s" % name
+        if name.startswith("__"):
+            return None, "no Tensor.%s" % name
+        return None, "no aicraft.%s or Tensor.%s" % (name, name)
+
+    def tolerance(self, op):
+        """(rtol, atol) for float32: assert_close's defaults, loosened by the loosest
+        toleranceOverride/precisionOverride for float32 among the OpInfo's decorators."""
+        rtol, atol = 1.3e-6, 1e-5
+        f32 = self.torch.float32
+        stack = list(op.decorators)
+        while stack:
+            d = stack.pop()
+            if hasattr(d, "decorators"):
+                stack.extend(d.decorators)
+            elif isinstance(d, self.cdt.toleranceOverride) and f32 in d.d:
+                atol, rtol = max(atol, d.d[f32].atol), max(rtol, d.d[f32].rtol)
+            elif isinstance(d, self.cdt.precisionOverride) and f32 in d.d:
+                atol = max(atol, d.d[f32])
+        return rtol, atol
+
+    @staticmethod
+    def values_comparable(op):
+        """False where the OpInfo's values are random or uninitialized (dropout, randn,
+        empty...): its own code seeds torch's generator (wrapper_set_seed), or it skips
+        torch's own CPU comparison for that reason. Such OpInfos compare dtypes and shapes."""
+        codes = [getattr(op.op, "__code__", None)]
+        while codes:
+            c = codes.pop()
+            if c is None:
+                continue
+            if "wrapper_set_seed" in c.co_names:
+                return False
+            codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        for d in op.decorators:
+            if getattr(d, "cls_name", None) != "TestCommon" or d.device_type not in (None, "cpu"):
+                continue
+            for dec in getattr(d, "decorators", ()):
+                for cell in getattr(dec, "__closure__", None) or ():
+                    v = cell.cell_contents
+                    if isinstance(v, str) and any(w in v for w in NOT_COMPARABLE):
+                        return False
+        return True
+
+    # -- conversion -----------------------------------------------------------------
+
+    def to_ac(self, x, memo):
+        """x with torch tensors/dtypes/devices replaced by aicraft's (memo: id -> tensor,
+        so one torch tensor used twice is one aicraft tensor)."""
+        torch, ac = self.torch, self.ac
+        if isinstance(x, torch.Tensor):
+            if id(x) in memo:
+                return memo[id(x)][1]
+            if x.layout != torch.strided:
+                raise Unconvertible("%s tensors are out of scope" % x.layout)
+            name = str(x.dtype).split(".")[-1]
+            dt = getattr(ac, name, None)
+            if dt is None:
+                raise Unconvertible("aicraft has no dtype %s" % name)
+            arr = x.detach().resolve_conj().resolve_neg().numpy()
+            t = ac.tensor(arr, dtype=dt, requires_grad=x.requires_grad)
+            got = str(t.dtype).split(".")[-1]
+            if got != name:
+                raise Unconvertible("aicraft.tensor(dtype=%s) gives %s" % (name, got))
+            memo[id(x)] = (x, t)
+            return t
+        if isinstance(x, torch.dtype):
+            name = str(x).split(".")[-1]
+            dt = getattr(ac, name, None)
+            if dt is None:
+                raise Unconvertible("aicraft has no dtype %s" % name)
+            return dt
+        if isinstance(x, torch.device):
+            return str(x)
+        if isinstance(x, torch.Size):
+            return tuple(int(v) for v in x)
+        if isinstance(x, (list, tuple)):
+            vals = [self.to_ac(v, memo) for v in x]
+            return type(x)(*vals) if hasattr(x, "_fields") else type(x)(vals)
+        if isinstance(x, dict):
+            return {k: self.to_ac(v, memo) for k, v in x.items()}
+        if isinstance(x, slice):
+            return slice(self.to_ac(x.start, memo), self.to_ac(x.stop, memo), self.to_ac(x.step, memo))
+        if x is None or x is Ellipsis or isinstance(x, (bool, int, float, str, self.np.ndarray, self.np.generic)):
+            return x
+        if isinstance(x, (torch.memory_format, torch.layout)):
+            name = str(x).split(".")[-1]  # torch.preserve_format -> aicraft.preserve_format
+            if not hasattr(ac, name):
+                raise Unconvertible("aicraft has no %s (torch.%s)" % (name, name))
+            return getattr(ac, name)
+        if isinstance(x, torch.Generator):
+            raise Unconvertible("aicraft has no Generator")
+        if callable(x):
+            return x
+        raise Unconvertible("cannot convert %s" % type(x).__name__)
+
+    def ac_numpy(self, t):
+        if getattr(t, "requires_grad", False):
+            t = t.detach()
+        return self.np.asarray(t.numpy())
+
+    # -- comparison -----------------------------------------------------------------
+
+    def compare(self, expected, actual, tol, values, where="output", ref=None, sample_input=None,
+                field=None):
+        """None when actual (aicraft) matches expected (torch), else what differs.
+
+        ref: a zero-argument callable giving torch's float64 result at the same place
+        (the referee for float32 values, see refereed()), or None.
+        """
+        torch, ac = self.torch, self.ac
+        if isinstance(expected, torch.Tensor):
+            if not isinstance(actual, ac.Tensor):
+                return "%s: %s where torch returns a Tensor" % (where, type(actual).__name__)
+            tdt, adt = str(expected.dtype).split(".")[-1], str(actual.dtype).split(".")[-1]
+            if tdt != adt:
+                return "%s: dtype %s, torch %s" % (where, adt, tdt)
+            if tuple(actual.shape) != tuple(expected.shape):
+                return "%s: shape %s, torch %s" % (where, tuple(actual.shape), tuple(expected.shape))
+            if not values or expected.numel() == 0 or expected.layout != torch.strided:
+                return None
+            got = torch.from_numpy(self.np.array(self.ac_numpy(actual), order="C"))
+            exp = expected.detach().resolve_conj().resolve_neg()
+            rtol, atol = tol if exp.is_floating_point() else (0.0, 0.0)
+            try:
+                torch.testing.assert_close(got, exp, rtol=rtol, atol=atol, equal_nan=True,
+                                           check_dtype=False, check_device=False, check_stride=False)
+                return None
+            except AssertionError as e:
+                lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+                detail = "; ".join(ln for ln in lines if ln.startswith(("Mismatched", "Greatest")))
+            if exp.dtype == torch.float32 and ref is not None and self.refereed(got, exp, ref, tol):
+                return None
+            if exp.dtype == torch.int64 and self.same_selection(sample_input, exp, got, field):
+                return None
+            return "%s: values differ (%s)" % (where, detail or lines[0])
+        if isinstance(expected, (list, tuple)):
+            if not isinstance(actual, (list, tuple)) or isinstance(actual, ac.Tensor):
+                return "%s: %s where torch returns %s" % (where, type(actual).__name__, type(expected).__name__)
+            if len(actual) != len(expected):
+                return "%s: %d items, torch %d" % (where, len(actual), len(expected))
+            # field names: a namedtuple's _fields, a torch.return_types structseq's __match_args__
+            fields = getattr(expected, "_fields", None) or getattr(type(expected), "__match_args__", None)
+            for i, (e, a) in enumerate(zip(expected, actual)):
+                sub = (lambda i=i: ref()[i]) if ref is not None else None
+                r = self.compare(e, a, tol, values, "%s[%d]" % (where, i), sub, sample_input,
+                                 fields[i] if fields else None)
+                if r:
+                    return r
+            return None
+        if isinstance(expected, torch.dtype):
+            return None if str(expected).split(".")[-1] == str(actual).split(".")[-1] else \
+                "%s: %s, torch %s" % (where, actual, expected)
+        if isinstance(expected, (bool, int, float)):
+            if type(actual) is not type(expected):
+                return "%s: %s where torch returns %s" % (where, type(actual).__name__, type(expected).__name__)
+            if values and not (expected == actual or (isinstance(expected, float) and (
+                    abs(expected - actual) <= tol[1] + tol[0] * abs(expected) or expected != expected and actual != actual))):
+                return "%s: %r, torch %r" % (where, actual, expected)
+            return None
+        if expected is None:
+            return None if actual is None else "%s: %s where torch returns None" % (where, type(actual).__name__)
+        return None if expected == actual else "%s: %r, torch %r" % (where, actual, expected)
+
+    def refereed(self, got, exp, ref, tol):
+        """True when aicraft's float32 result is, at every element, within the tolerance
+        of torch's float64 result plus twice torch's own worst float32 error on it.
+
+        Two float32 implementations that round differently (another summation order, a
+        gradient reduced over a broadcast) can differ by more than assert_close's float32
+        defaults while both are right; the float64 result decides which is off.
+        """
+        torch = self.torch
+        try:
+            t64 = ref()
+        except Exception:
+            return False
+        if not isinstance(t64, torch.Tensor) or t64.shape != exp.shape:
+            return False
+        t64, e32, a32 = t64.detach().double(), exp.double(), got.double()
+        finite = torch.isfinite(t64) & torch.isfinite(e32)
+        if not finite.all():  # where float32 overflows or gives NaN, aicraft must do as torch
+            torch_na, ac_na = e32[~finite], a32[~finite]
+            if not ((torch_na == ac_na) | (torch_na.isnan() & ac_na.isnan())).all():
+                return False
+        torch_err = (e32 - t64)[finite].abs().max().item() if finite.any() else 0.0
+        bound = tol[1] + tol[0] * t64[finite].abs() + 2 * torch_err
+        return bool(((a32 - t64)[finite].abs() <= bound).all())
+
+    def same_selection(self, inp, t_idx, a_idx, field):
+        """True when aicraft's indices differ from torch's only in how ties are broken:
+        they pick the same values out of the input along some dim. Applies to the
+        `indices` output of a (values, indices) result and to a full permutation of the
+        input (argsort); other int64 results stay exact."""
+        torch = self.torch
+        if not isinstance(inp, torch.Tensor) or inp.layout != torch.strided or inp.ndim == 0:
+            return False
+        src = inp.detach()
+        for d in range(src.ndim):
+            ti, ai = t_idx, a_idx
+            if ti.ndim == src.ndim - 1 and field == "indices":
+                ti, ai = ti.unsqueeze(d), ai.unsqueeze(d)
+            elif ti.ndim != src.ndim:
+                return False
+            if field != "indices":  # a permutation along d: every slice holds 0..n-1 once
+                if ti.shape != src.shape:
+                    return False
+                ar = torch.arange(src.shape[d]).view([-1 if k == d else 1 for k in range(src.ndim)])
+                if not torch.equal(ti.sort(dim=d).values, ar.expand_as(ti)):
+                    continue
+            if any(ti.shape[k] > src.shape[k] for k in range(src.ndim) if k != d):
+                continue
+            n = src.shape[d]
+            if ti.numel() == 0 or ti.min() < 0 or ti.max() >= n or ai.min() < 0 or ai.max() >= n:
+                continue
+            tv, av = torch.gather(src, d, ti), torch.gather(src, d, ai)
+            if torch.equal(tv, av) or bool(((tv == av) | (tv.isnan() & av.isnan())).all()):
+                return True
+        return False
+
+    # -- one sample -----------------------------------------------------------------
+
+    @staticmethod
+    def flatten(x):
+        if isinstance(x, (list, tuple)):
+            out = []
+            for v in x:
+                out.extend(Worker.flatten(v))
+            return out
+        return [x]
+
+    def out_of_scope(self, x):
+        """True when x holds a float64/float16/bfloat16/complex tensor or dtype."""
+        torch = self.torch
+        if isinstance(x, torch.Tensor):
+            x = x.dtype
+        if isinstance(x, torch.dtype):
+            return x.is_complex or (x.is_floating_point and x != torch.float32)
+        if isinstance(x, (list, tuple)):
+            return any(self.out_of_scope(v) for v in x)
+        if isinstance(x, dict):
+            return any(self.out_of_scope(v) for v in x.values())
+        return False
+
+    def describe(self, sample, dtype_name):
+        def short(x):
+            if isinstance(x, self.torch.Tensor):
+                return "T%s" % list(x.shape)
+            if isinstance(x, (list, tuple)):
+                return "[%s]" % ",".join(short(v) for v in x[:4]) + ("..." if len(x) > 4 else "")
+            return repr(x)[:20]
+        parts = [short(sample.input)] + [short(a) for a in sample.args]
+        parts += ["%s=%s" % (k, short(v)) for k, v in sample.kwargs.items()]
+        return "%s(%s)" % (dtype_name, ", ".join(parts))
+
+    def float64_copy(self, sample):
+        """(input, args, kwargs, memo) with float32 tensors copied to float64 leaves."""
+        torch, memo = self.torch, {}
+
+        def up(x):
+            if isinstance(x, torch.Tensor):
+                if id(x) not in memo:
+                    y = x.detach().to(torch.float64 if x.dtype == torch.float32 else x.dtype, copy=True)
+                    memo[id(x)] = y.requires_grad_(x.requires_grad and y.is_floating_point())
+                return memo[id(x)]
+            if isinstance(x, (list, tuple)):
+                vals = [up(v) for v in x]
+                return type(x)(*vals) if hasattr(x, "_fields") else type(x)(vals)
+            if isinstance(x, dict):
+                return {k: up(v) for k, v in x.items()}
+            return x
+        return up(sample.input), up(tuple(sample.args)), up(dict(sample.kwargs)), memo
+
+    def run_sample(self, op, fn, sample, tol, values, seed):
+        """('pass'|'error'|'wrong'|'skip'|'out', detail)."""
+        torch = self.torch
+        if self.out_of_scope([sample.input, list(sample.args), dict(sample.kwargs)]):
+            return "out", None
+        memo, unconvertible = {}, None
+        try:  # before torch runs: an in-place op would change the inputs
+            a_in = self.to_ac(sample.input, memo)
+            a_args = self.to_ac(tuple(sample.args), memo)
+            a_kwargs = self.to_ac(dict(sample.kwargs), memo)
+        except Exception as e:  # aicraft cannot hold this sample
+            unconvertible = e
+        versions = [(t, t._version) for t, _ in memo.values()]
+        cache = {}
+
+        def reference():  # torch's result in float64, computed when first needed
+            if "out" not in cache:
+                if any(t._version != v for t, v in versions):
+                    raise RuntimeError("the torch op changed its inputs in place: no float64 referee")
+                cache["copy"] = copy64 = self.float64_copy(sample)
+                i64, a64, k64, _ = copy64
+                with torch.random.fork_rng():
+                    torch.manual_seed(seed)
+                    cache["out"] = op(i64, *a64, **k64)
+            return cache["out"]
+        ref = reference if values else None
+        try:
+            with torch.random.fork_rng():
+                torch.manual_seed(seed)
+                expected = op(sample.input, *sample.args, **sample.kwargs)
+        except Exception:
+            return "skip", None
+        if self.out_of_scope(self.flatten(expected)):
+            return "out", None
+        if unconvertible is not None:
+            return "error", unconvertible
+        try:
+            self.ac.manual_seed(seed)
+            actual = fn(a_in, *a_args, **a_kwargs)
+        except Exception as e:
+            return "error", e
+        diff = self.compare(expected, actual, tol, values, ref=ref, sample_input=sample.input)
+        if diff:
+            return "wrong", diff
+        # backward: a fixed random grad_output for each differentiable torch output
+        pairs = [(t, a) for t, a in memo.values() if t.requires_grad]
+        if not pairs:
+            return "pass", None
+        try:
+            t_outs = self.flatten(sample.output_process_fn_grad(expected))
+        except Exception:
+            return "pass", None
+        idx = [i for i, o in enumerate(t_outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not idx:
+            return "pass", None
+        gen = torch.Generator().manual_seed(seed)
+        grads_out = [torch.randn(t_outs[i].shape, generator=gen, dtype=t_outs[i].dtype) for i in idx]
+        try:
+            t_grads = torch.autograd.grad([t_outs[i] for i in idx], [t for t, _ in pairs], grads_out,
+                                          allow_unused=True)
+        except Exception:
+            return "pass", None  # torch has no backward here
+
+        def grads_reference():
+            if "grads" not in cache:
+                outs = self.flatten(sample.output_process_fn_grad(reference()))
+                leaves = [cache["copy"][3][id(t)] for t, _ in pairs]
+                cache["grads"] = torch.autograd.grad([outs[i] for i in idx], leaves,
+                                                     [g.double() for g in grads_out], allow_unused=True)
+            return cache["grads"]
+        try:
+            a_outs = self.flatten(self.rebind(sample.output_process_fn_grad)(actual))
+            if len(a_outs) != len(t_outs):
+                return "wrong", "grad: output_process_fn_grad gives %d outputs, torch %d" % (len(a_outs), len(t_outs))
+            diffable = [(a_outs[i], self.ac.tensor(g.numpy())) for i, g in zip(idx, grads_out)]
+            if not any(getattr(o, "requires_grad", False) for o, _ in diffable):
+                if any(g is not None for g in t_grads):
+                    return "wrong", "grad: output does not require grad, torch's does"
+                return "pass", None
+            if len(diffable) == 1:
+                diffable[0][0].backward(diffable[0][1])
+            else:
+                total = None
+                for o, g in diffable:
+                    if getattr(o, "requires_grad", False):
+                        term = (o * g).sum()
+                        total = term if total is None else total + term
+                total.backward()
+        except Exception as e:
+            return "error", e
+        for k, ((t, a), tg) in enumerate(zip(pairs, t_grads)):
+            ag = a.grad
+            where = "grad of input %d" % k
+            if tg is None:
+                if ag is not None and self.np.any(self.ac_numpy(ag) != 0):
+                    return "wrong", "%s: aicraft has one, torch has none" % where
+                continue
+            if ag is None:
+                return "wrong", "%s: missing (torch has one)" % where
+            sub = (lambda k=k: grads_reference()[k]) if ref is not None else None
+            diff = self.compare(tg, ag, tol, values, where, ref=sub)
+            if diff:
+                return "wrong", diff
+        return "pass", None
+
+    # -- one OpInfo -----------------------------------------------------------------
+
+    def run_op(self, index):
+        op = self.op_db[index]
+        res = {"name": op.name, "variant": op.variant_test_name, "passed": 0, "samples": 0}
+        t0 = time.perf_counter()
+
+        def done(status, reason):
+            res.update(status=status, reason=reason, seconds=round(time.perf_counter() - t0, 3))
+            return res
+
+        if any(p.startswith("_") and not p.endswith("__") for p in op.name.split(".")):
+            return done("out", "private op")
+        if op.name.startswith("sparse.") or "sparse" in op.name.split(".")[-1]:
+            return done("out", "sparse op")
+        supported = op.supported_dtypes("cpu")
+        dtypes = [d for d in self.torch_dtypes if d in supported]
+        if not dtypes:
+            return done("out", "no float32/int64/bool samples on CPU")
+        fn, how = self.resolve(op)
+        if fn is None:
+            return done("missing", how)
+        tol, values = self.tolerance(op), self.values_comparable(op)
+        first_error, first_wrong, missing, n, n_out = None, None, [], 0, 0
+        for dt in dtypes:
+            rg = dt == self.torch.float32 and op.supports_autograd
+            dname = str(dt).split(".")[-1]
+            try:
+                samples = list(op.sample_inputs("cpu", dt, requires_grad=rg))
+            except Exception:
+                continue
+            for sample in samples:
+                n += 1
+                outcome, info = self.run_sample(op, fn, sample, tol, values, seed=n)
+                if outcome == "skip":
+                    continue
+                if outcome == "out":
+                    n_out += 1
+                    continue
+                res["samples"] += 1
+                if outcome == "pass":
+                    res["passed"] += 1
+                elif outcome == "wrong" and first_wrong is None:
+                    first_wrong = "%s: %s" % (self.describe(sample, dname), info)
+                elif outcome == "error":
+                    name = missing_name(info)
+                    missing.append(name)
+                    if first_error is None:
+                        msg = " ".join(str(info).split())
+                        first_error = "%s: %s" % (type(info).__name__, msg[:160])
+        if first_wrong:
+            return done("wrong", first_wrong)
+        if res["samples"] == 0:
+            return done("out", "only float64/float16/complex samples" if n_out else
+                        "torch raises on every sample")
+        if res["passed"] == res["samples"]:
+            return done("pass", "")
+        if res["passed"] == 0 and missing and all(missing):
+            return done("missing", "no " + missing[0])
+        return done("partial" if res["passed"] else "xfail", first_error)
+
+    def serve(self, inp, out):
+        """Worker loop: read an op_db index a line, answer a JSON line."""
+        for line in inp:
+            line = line.strip()
+            if not line:
+                continue
+            if line == "list":
+                ops = [[o.name, o.variant_test_name] for o in self.op_db]
+                print(json.dumps({"torch": self.torch.__version__.split("+")[0], "ops": ops}), file=out, flush=True)
+                continue
+            i = int(line)
+            try:
+                res = self.run_op(i)
+            except Exception as e:  # a bug in the harness itself: say so, keep going
+                op = self.op_db[i]
+                res = {"name": op.name, "variant": op.variant_test_name, "status": "xfail",
+                       "reason": "harness error: %s: %s" % (type(e).__name__, e), "passed": 0, "samples": 0}
+            res["index"] = i
+            print(json.dumps(res), file=out, flush=True)
+
+
+def worker_main():
+    # Results go to the original stdout; anything aicraft or torch print goes to stderr.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    Worker().serve(sys.stdin, out)
+
+
+# ---------------------------------------------------------------------------------------
+# The parent side: no torch here.
+
+class _Proc:
+    def __init__(self, env):
+        err = None if os.environ.get("AC_CONFORMANCE_VERBOSE") else subprocess.DEVNULL
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                  cwd=ROOT, env=env, text=True, bufsize=1)
+        self.current, self.since = None, None
+
+    def send(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+
+    def kill(self):
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def _worker_env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def list_ops():
+    """{"torch": version, "ops": [[name, variant], ...]} of op_db, from a worker process
+    (the parent never imports torch)."""
+    w = _Proc(_worker_env())
+    try:
+        return _ask_list(w)
+    finally:
+        w.kill()
+
+
+def _ask_list(w):
+    w.send("list")
+    line = w.p.stdout.readline()
+    if not line:
+        raise RuntimeError("conformance worker failed to start (AC_CONFORMANCE_VERBOSE=1 shows why)")
+    return json.loads(line)
+
+
+def run_all(ops=None, jobs=None, indices=None, timeout=OP_TIMEOUT, progress=None):
+    """Run op_db's OpInfos (all, or those indices) over `jobs` worker processes.
+
+    ops: list_ops()["ops"] when known (else the first worker is asked). Returns
+    (list_ops()'s dict, results in op_db order), one result dict per OpInfo: name,
+    variant, status, reason, passed, samples, seconds.
+    """
+    jobs = jobs or int(os.environ.get("AC_CONFORMANCE_JOBS", "0")) or min(2, os.cpu_count() or 1)
+    env = _worker_env()
+    results = {}
+    sel = selectors.DefaultSelector()
+    procs = [_Proc(env) for _ in range(jobs)]  # their imports run side by side
+    workers = []
+    try:
+        info = _ask_list(procs[0])
+    except BaseException:
+        for w in procs:
+            w.kill()
+        raise
+    ops = ops or [tuple(o) for o in info["ops"]]
+    todo = list(range(len(ops)) if indices is None else indices)[::-1]
+
+    def start(w=None):
+        w = w or _Proc(env)
+        sel.register(w.p.stdout, selectors.EVENT_READ, w)
+        workers.append(w)
+        feed(w)
+
+    def feed(w):
+        if todo:
+            w.current, w.since = todo.pop(), time.monotonic()
+            w.send(str(w.current))
+        else:
+            w.current = None
+
+    def replace(w, reason):
+        name, variant = ops[w.current]
+        results[w.current] = {"index": w.current, "name": name, "variant": variant, "status": "xfail",
+                              "reason": reason, "passed": 0, "samples": 0, "seconds": 0.0}
+        if progress:
+            progress(results[w.current])
+        sel.unregister(w.p.stdout)
+        w.kill()
+        workers.remove(w)
+        if todo:
+            start()
+
+    try:
+        for w in procs:
+            start(w)
+        while any(w.current is not None for w in workers):
+            for key, _ in sel.select(timeout=1.0):
+                w = key.data
+                line = w.p.stdout.readline()
+                if not line:
+                    replace(w, "crashed (exit %s)" % w.p.wait())
+                    continue
+                res = json.loads(line)
+                results[res["index"]] = res
+                if progress:
+                    progress(res)
+                feed(w)
+            now = time.monotonic()
+            for w in list(workers):
+                if w.current is not None and now - w.since > timeout:
+                    replace(w, "timed out (> %gs)" % timeout)
+    finally:
+        for w in procs + workers:
+            w.kill()
+    return info, [results[i] for i in sorted(results)]
+
+
+SESSION = {}
+
+
+def session_results():
+    """{(name, variant): result} for the whole op_db, run once per process (pytest session)."""
+    if "results" not in SESSION:
+        info, results = run_all()
+        SESSION.update(torch=info["torch"], list=results,
+                       results={(r["name"], r["variant"]): r for r in results})
+    return SESSION["results"]
+
+
+# ---------------------------------------------------------------------------------------
+# expected.txt and the summary
+
+HEADER = """\
+# OpInfos of op_db that aicraft does not pass (tests/conformance/README.md).
+# Regenerate: python tests/conformance/run.py --write
+# name<TAB>variant (- for none)<TAB>status<TAB>samples passed/compared<TAB>reason
+"""
+
+
+def write_expected(results, path=EXPECTED):
+    with open(path, "w") as f:
+        f.write(HEADER)
+        for r in results:
+            if r["status"] in ("pass", "out"):
+                continue
+            f.write("%s\t%s\t%s\t%d/%d\t%s\n" % (r["name"], r["variant"] or "-", r["status"],
+                                                  r["passed"], r["samples"], r["reason"].replace("\t", " ")))
+
+
+def read_expected(path=EXPECTED):
+    """{(name, variant): (status, reason)}"""
+    out = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            name, variant, status, _counts, reason = line.rstrip("\n").split("\t", 4)
+            out[(name, "" if variant == "-" else variant)] = (status, reason)
+    return out
+
+
+def summary_line(results, torch_version):
+    c = {s: 0 for s in STATUSES}
+    for r in results:
+        c[r["status"]] += 1
+    return ("conformance (op_db, torch %s): %d pass / %d partial / %d xfail / %d missing of %d, "
+            "%d wrong, %d out of scope" % (torch_version, c["pass"], c["partial"], c["xfail"],
+                                          c["missing"], len(results), c["wrong"], c["out"]))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker_main()
+    else:
+        sys.exit("harness.py is run by run.py and test_op_db.py")
