@@ -437,3 +437,17 @@ def test_elementwise_max_gradient_halves_ties():
     (ta.max(tb) * torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
     np.testing.assert_allclose(a.grad.numpy()[:3], ta.grad.numpy()[:3])
     np.testing.assert_allclose(b.grad.numpy()[:3], tb.grad.numpy()[:3])
+
+
+def test_result_type_and_promote_types_match_torch():
+    samples = {"float32": ac.tensor([1.0]), "int64": ac.tensor([1]), "bool": ac.tensor([True]),
+               "uint8": ac.tensor([1], dtype=ac.uint8)}
+    tsamples = {k: torch.tensor(v.numpy()) for k, v in samples.items()}
+    for x, y in itertools.product(DTYPES, DTYPES):
+        assert ac.result_type(samples[x], samples[y]).name == str(torch.result_type(tsamples[x], tsamples[y]))[6:]
+        assert ac.promote_types(getattr(ac, x), getattr(ac, y)).name == \
+            str(torch.promote_types(getattr(torch, x), getattr(torch, y)))[6:]
+        for s in SCALARS:
+            assert ac.result_type(samples[x], s).name == str(torch.result_type(tsamples[x], s))[6:]
+        assert ac.result_type(samples[x], samples[y][0]).name == \
+            str(torch.result_type(tsamples[x], tsamples[y][0]))[6:]
