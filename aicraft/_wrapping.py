@@ -338,8 +338,8 @@ def _extreme(name: str, fn: Any, fn_dim: Any) -> Callable[..., Any]:
             if p:
                 return _wrap(p)
             raise_error(self)
-        if isinstance(dim, Tensor):
-            raise TypeError("%s(other) is not supported: aicraft has no elementwise %s" % (name, name))
+        if isinstance(dim, Tensor):   # torch.max(a, b): elementwise
+            return _pairwise_extreme(lib.AC_OP_MAXIMUM if name == "max" else lib.AC_OP_MINIMUM, self, dim)
         _, keep = _pick(None, None, keepdim, keepdims)
         indices = ffi.new("AcTensor **")
         p = fn_dim(self._ptr, _as_dim(dim), keep, indices)
@@ -350,6 +350,28 @@ def _extreme(name: str, fn: Any, fn_dim: Any) -> Callable[..., Any]:
     method.__doc__ = ("%s of all elements (dim=None, or a tuple of dims), or along an int dim "
                       "as (values, indices), as PyTorch." % name)
     return method
+
+
+def _pairwise_extreme(code, a, b):
+    """The elementwise maximum (minimum) of a and b (a Tensor or a number), in
+    their promoted dtype, NaN propagating, computed in C. Where a float32 operand
+    requires grad, the gradient goes to the larger (smaller) one, halved on ties,
+    as torch's."""
+    out = _general(code, a, b)
+    if not lib.ac_is_grad_enabled():
+        return out
+    needs = [isinstance(x, Tensor) and _live(x).requires_grad for x in (a, b)]
+    if not any(needs):
+        return out
+    plain = [x.detach() if isinstance(x, Tensor) else x for x in (a, b)]
+    wins = (plain[0] > plain[1]) if code == lib.AC_OP_MAXIMUM else (plain[0] < plain[1])
+    share = wins.float() + (plain[0] == plain[1]).float() * 0.5   # a's share of the gradient
+    result = out.detach()
+    if needs[0]:
+        result = result + share * (a - plain[0])
+    if needs[1]:
+        result = result + (1.0 - share) * (b - plain[1])
+    return result
 
 
 def _comparison(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:

@@ -1,9 +1,10 @@
 """dtypes.py - aicraft's dtypes and devices, as PyTorch names them.
 
-Tensors compute in float32; int64 tensors hold indices and counts, bool tensors
-masks and comparison results, uint8 tensors bytes as they come (image pixels, a
-quarter of float32's memory), int8 tensors the weights of quantized layers
-(aicraft.quantization). float64 exists as a name so that asking for it is
+float32 is the float dtype; int64 computes exact integer arithmetic (and holds
+indices and counts), bool is logic (masks, comparison results), uint8 holds
+bytes (image pixels, a quarter of float32's memory) and wraps modulo 256, int8
+the weights of quantized layers (aicraft.quantization). Binary ops promote
+their operands as torch.result_type does (ac.result_type asks libac). float64 exists as a name so that asking for it is
 a clear error rather than a silent narrowing. Other integer data (int8, int16,
 int32, uint16, ...) is held as int64 (wider, so every value is kept); `ac.int32`
 names int64.

@@ -4,7 +4,7 @@ Each takes a Tensor first, as torch's do, and forwards to the method.
 """
 from aicraft._ffi import lib
 from aicraft._args import _is_numpy
-from aicraft._wrapping import _number, _scalar_tensor, _wrap
+from aicraft._wrapping import _number, _result_code, _scalar_tensor, _wrap
 from aicraft.errors import raise_error
 from aicraft.tensor import Tensor
 
@@ -75,12 +75,35 @@ def where(condition, input, other):
     return _where_typed(condition, values[0], values[1], flags)
 
 
+def result_type(tensor1, tensor2):
+    """The dtype an op on tensor1 and tensor2 (Tensors or Python numbers) gives:
+    torch.result_type, asked of libac (ac_result_type)."""
+    from aicraft.dtypes import BY_CODE
+    for x in (tensor1, tensor2):
+        if not isinstance(x, Tensor) and _number(x) is None:
+            raise TypeError("result_type(): expected a Tensor or a number, not %s" % type(x).__name__)
+    return BY_CODE[_result_code(*[x if isinstance(x, Tensor) else _number(x) for x in (tensor1, tensor2)])]
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both type1 and type2 convert to (torch.promote_types)."""
+    from aicraft.dtypes import BY_CODE, dtype
+    for t in (type1, type2):
+        if not isinstance(t, dtype) or t.code is None:
+            raise TypeError("promote_types(): %r is not a dtype aicraft computes with" % (t,))
+    code = lib.ac_result_type(type1.code, lib.AC_KIND_TENSOR, type2.code, lib.AC_KIND_TENSOR)
+    if code < 0:
+        raise_error()
+    return BY_CODE[code]
+
+
+
 # ---- pointwise math (pointwise.py): aicraft.erf, aicraft.maximum, aicraft.celu, ... ----
 from aicraft import pointwise as _pointwise  # noqa: E402
 _POINTWISE = _pointwise.module_functions()
 globals().update(_POINTWISE)
 
-__all__ = list(_METHODS) + ["where"] + [n for n in _POINTWISE if n not in _METHODS]
+__all__ = list(_METHODS) + ["where", "result_type", "promote_types"] + [n for n in _POINTWISE if n not in _METHODS]
 
 # ---- shape, layout and scatter functions (shapes.py) ----
 from aicraft.shapes import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402

@@ -58,6 +58,23 @@ def _rpow_scalar(p, base):
     return _pow(base._ptr, p)
 
 
+def _remainder_graph(out, a, b):
+    """out (a % b, computed in C) with the graph of a - floor(a / b) * b added where
+    a or b requires grad: the values stay C's, the gradient is torch's."""
+    if out is NotImplemented or not lib.ac_is_grad_enabled():
+        return out
+    needs = [isinstance(x, Tensor) and _live(x).requires_grad for x in (a, b)]
+    if not any(needs):
+        return out
+    plain = [x.detach() if isinstance(x, Tensor) else x for x in (a, b)]
+    result = out.detach()
+    if needs[0]:
+        result = result + (a - plain[0])
+    if needs[1]:
+        result = result - (plain[0] // plain[1]) * (b - plain[1])
+    return result
+
+
 class Tensor:
     """A float32 tensor living in libac. Make one with ac.tensor(data), ac.zeros(shape),
     ac.from_numpy(array), ... or an op; Tensor() itself makes an empty, unusable shell
@@ -389,8 +406,16 @@ class Tensor:
     __rpow__ = _reflected("__rpow__", _pow, _rpow_scalar, lib.AC_OP_POW)
     __floordiv__ = _typed("__floordiv__", lib.AC_OP_FLOOR_DIVIDE)
     __rfloordiv__ = _typed("__rfloordiv__", lib.AC_OP_FLOOR_DIVIDE, True)
-    __mod__ = _typed("__mod__", lib.AC_OP_REMAINDER)
-    __rmod__ = _typed("__rmod__", lib.AC_OP_REMAINDER, True)
+    _mod = _typed("__mod__", lib.AC_OP_REMAINDER)
+    _rmod = _typed("__rmod__", lib.AC_OP_REMAINDER, True)
+
+    def __mod__(self, other: Any) -> "Tensor":
+        """Python's remainder (the divisor's sign), differentiable in float32 operands
+        as torch's: d/da = 1, d/db = -floor(a / b)."""
+        return _remainder_graph(self._mod(other), self, other)
+
+    def __rmod__(self, other: Any) -> "Tensor":
+        return _remainder_graph(self._rmod(other), other, self)
     __and__ = _typed("__and__", lib.AC_OP_BITWISE_AND)
     __rand__ = _typed("__rand__", lib.AC_OP_BITWISE_AND, True)
     __or__ = _typed("__or__", lib.AC_OP_BITWISE_OR)

@@ -400,3 +400,54 @@ def test_int64_indexing_is_exact_beyond_2_24():
     assert x.index_select(0, ac.tensor([2 ** 24 + 1])).tolist() == [7]
     big = ac.tensor([2 ** 40 + 1, 2 ** 53 + 1])
     assert big[ac.tensor([1, 0])].tolist() == [2 ** 53 + 1, 2 ** 40 + 1]
+
+
+def test_float_remainder_gradient_is_torchs():
+    rng = np.random.default_rng(14)
+    a_np = (rng.standard_normal((3, 4)) * 5).astype(np.float32)
+    b_np = (rng.random(4) * 3 + 0.5).astype(np.float32) * np.array([1, -1, 1, -1], np.float32)
+    a, b = ac.tensor(a_np, requires_grad=True), ac.tensor(b_np, requires_grad=True)
+    ta = torch.tensor(a_np, requires_grad=True)
+    same((a % b).detach(), (ta % torch.tensor(b_np)).detach())
+    ((a % b) * ac.tensor(a_np)).sum().backward()
+    ((ta % torch.tensor(b_np)) * torch.tensor(a_np)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
+    # torch has no derivative in the divisor; aicraft gives -floor(a / b), summed
+    want = -(np.floor(a_np.astype(np.float64) / b_np) * a_np).sum(0)
+    np.testing.assert_allclose(b.grad.numpy(), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "uint8", "bool", "float32"])
+def test_elementwise_max_min(dtype):
+    a, ta = pair(values(dtype, (3, 4), 15))
+    b, tb = pair(values(dtype, (4,), 16))
+    same(a.max(b), ta.max(tb))
+    same(ac.min(a, b), torch.min(ta, tb))
+    big, tbig = pair(np.array([BIG, BIG + 1, I64_MIN], np.int64))
+    same(big.max(big * 0 + BIG), tbig.max(tbig * 0 + BIG))
+
+
+def test_elementwise_max_gradient_halves_ties():
+    a_np = np.array([1.0, 2.0, 3.0, np.nan], np.float32)
+    b_np = np.array([2.0, 2.0, 1.0, 0.0], np.float32)
+    a, b = ac.tensor(a_np, requires_grad=True), ac.tensor(b_np, requires_grad=True)
+    ta, tb = torch.tensor(a_np, requires_grad=True), torch.tensor(b_np, requires_grad=True)
+    same(a.max(b).detach(), ta.max(tb).detach())
+    (a.max(b) * ac.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    (ta.max(tb) * torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy()[:3], ta.grad.numpy()[:3])
+    np.testing.assert_allclose(b.grad.numpy()[:3], tb.grad.numpy()[:3])
+
+
+def test_result_type_and_promote_types_match_torch():
+    samples = {"float32": ac.tensor([1.0]), "int64": ac.tensor([1]), "bool": ac.tensor([True]),
+               "uint8": ac.tensor([1], dtype=ac.uint8)}
+    tsamples = {k: torch.tensor(v.numpy()) for k, v in samples.items()}
+    for x, y in itertools.product(DTYPES, DTYPES):
+        assert ac.result_type(samples[x], samples[y]).name == str(torch.result_type(tsamples[x], tsamples[y]))[6:]
+        assert ac.promote_types(getattr(ac, x), getattr(ac, y)).name == \
+            str(torch.promote_types(getattr(torch, x), getattr(torch, y)))[6:]
+        for s in SCALARS:
+            assert ac.result_type(samples[x], s).name == str(torch.result_type(tsamples[x], s))[6:]
+        assert ac.result_type(samples[x], samples[y][0]).name == \
+            str(torch.result_type(tsamples[x], tsamples[y][0]))[6:]

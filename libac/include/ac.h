@@ -7,10 +7,12 @@
  *    returns AC_OK (0) or a negative AcStatus. Either way the calling thread's
  *    error is set: ac_last_error_code(), ac_last_error() ("op: what went wrong").
  *  - Tensors are contiguous, row-major, ndim <= AC_MAX_DIMS, with data aligned
- *    to 64 bytes (external memory: to its element size). They compute in
- *    float32; int64 and bool tensors hold indices, masks and comparison
- *    results. An op that computes takes float32 tensors and fails with
- *    AC_ERR_DTYPE for others.
+ *    to 64 bytes (external memory: to its element size). Dtypes follow
+ *    PyTorch's: binary ops promote as torch.result_type (ac_result_type),
+ *    integers compute as integers (exact, wrapping), bool add/mul are logic,
+ *    and float math of integer inputs gives float32 (ac_exp of int64). An op
+ *    that has no integer form (conv, softmax, losses...) takes float32 and
+ *    fails with AC_ERR_DTYPE for others.
  *  - Ownership: a tensor made while a scope (ac_mem_checkpoint) is open lives in
  *    that scope and dies when it is restored at the latest. ac_tensor_free on it
  *    says the caller is done with it: if nothing else refers to it (a graph
@@ -98,9 +100,10 @@ int ac_memory_stats(AcMemStats *out);    /* process-wide counters */
 typedef struct AcTensor AcTensor;
 typedef struct AcGradNode AcGradNode;
 
-/* Element types. Math is float32; int64 holds indices and counts, bool (one byte,
-   0 or 1) masks and comparison results, uint8 bytes as they come (image pixels),
-   int8 quantized weights (see INT8 inference). */
+/* Element types: float32; int64 (exact integer arithmetic, indices, counts);
+   bool (one byte, 0 or 1: masks, comparison results, logic); uint8 (bytes,
+   wrapping modulo 256: image pixels); int8 (quantized weights, see INT8
+   inference). */
 typedef enum { AC_FLOAT32 = 0, AC_INT64 = 1, AC_BOOL = 2, AC_UINT8 = 3, AC_INT8 = 4 } AcDtype;
 
 /* Where a tensor's data lives: the CPU, or CUDA device number device_index

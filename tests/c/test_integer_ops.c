@@ -82,10 +82,37 @@ static void test_uint8_and_bool(void)
     CHECK(ac_mem_restore(cp) == AC_OK);
 }
 
+static void test_orders_sums_and_products(void)
+{
+    AcCheckpoint cp = ac_mem_checkpoint();
+    int64_t s[2] = {2, 2}, v[4] = {((int64_t)1 << 40) + 1, (int64_t)1 << 40, INT64_MIN, 3};
+    AcTensor *a = ac_tensor_from_typed(v, s, 2, AC_INT64), *idx = NULL, *r;
+    int dim1 = 1;
+    r = ac_sort(a, 1, 0, &idx);
+    CHECK(r && r->dtype == AC_INT64 && i64(r)[0] == (int64_t)1 << 40 && i64(r)[1] == ((int64_t)1 << 40) + 1);
+    CHECK(idx && i64(idx)[0] == 1 && i64(idx)[2] == 0);
+    r = ac_topk(a, 1, 0, 1, &idx);
+    CHECK(r && i64(r)[0] == ((int64_t)1 << 40) + 1 && i64(r)[1] == (int64_t)1 << 40);
+    r = ac_cumsum(a, 1);
+    CHECK(r && r->dtype == AC_INT64 && i64(r)[1] == ((int64_t)1 << 41) + 1 && i64(r)[3] == INT64_MIN + 3);
+    r = ac_max(a, NULL, 0, 0);
+    CHECK(r && r->dtype == AC_INT64 && r->ndim == 0 && i64(r)[0] == ((int64_t)1 << 40) + 1);
+    r = ac_min(a, &dim1, 1, 0);
+    CHECK(r && r->ndim == 1 && i64(r)[0] == (int64_t)1 << 40 && i64(r)[1] == INT64_MIN);
+    r = ac_argmax(a, 0, 0);
+    CHECK(r && i64(r)[0] == 0 && i64(r)[1] == 0);
+    r = ac_matmul(a, a);   /* wraps as int64 does */
+    CHECK(r && r->dtype == AC_INT64 &&
+          i64(r)[1] == (int64_t)((uint64_t)(((int64_t)1 << 40) + 1) * ((uint64_t)1 << 40) + ((uint64_t)1 << 40) * 3u));
+    CHECK(!ac_matmul(a, ac_to_dtype(a, AC_FLOAT32)) && ac_last_error_code() == AC_ERR_DTYPE);
+    CHECK(ac_mem_restore(cp) == AC_OK);
+}
+
 int main(void)
 {
     RUN(test_result_type);
     RUN(test_int64_arithmetic_is_exact);
     RUN(test_uint8_and_bool);
+    RUN(test_orders_sums_and_products);
     return TEST_REPORT();
 }

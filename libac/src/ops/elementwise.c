@@ -10,6 +10,13 @@
  * device's table (kernels/kernels.h; the CPU's in kernels/cpu/elementwise.c),
  * picked by its entry's offset in AcKernels.
  *
+ * Dtypes: float32 operands take the float ops above (their speed is the
+ * point: one dtype test per call). Any other dtype goes through ac_binary at
+ * the end of this file: torch's type promotion (ac_result_type), float32
+ * results by the float ops on converted operands (with their graph), integer
+ * and bool results by the typed kernel (kernels/cpu/integer.c), exact and
+ * wrapping. Float math of integers (exp, log, ...) converts to float32.
+ *
  * Not here: activations (activation.c), reductions (reduce.c).
  */
 #include "graph.h"
