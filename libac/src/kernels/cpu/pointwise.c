@@ -62,19 +62,40 @@ static inline float expm1_neg_scalar(float x)
 
 /* ---- the activations that pay for SIMD ------------------------------------ */
 
-CPU_CLONES static void silu_loop(const float *restrict x, float *restrict y, int64_t n)
+/* silu through vecmath's sigmoid (hand-written per instruction set), a block at a
+   time so the second pass reads what the first left in L1. */
+#define PW_BLOCK 1024
+
+CPU_CLONES static void silu_finish(const float *restrict x, float *restrict y, int64_t n)
 {
     int64_t i;
-    for (i = 0; i < n; i++) y[i] = x[i] * sigmoid_scalar(x[i]);
+    for (i = 0; i < n; i++) y[i] *= x[i];
 }
 
-CPU_CLONES static void silu_grad_loop(const float *restrict g, const float *restrict x,
-                                      float *restrict out, int64_t n)
+CPU_CLONES static void silu_grad_finish(const float *restrict g, const float *restrict x,
+                                        float *restrict s, int64_t n)
 {
     int64_t i;
-    for (i = 0; i < n; i++) {
-        float s = sigmoid_scalar(x[i]);
-        out[i] = g[i] * (s * (1.0f + x[i] * (1.0f - s)));
+    for (i = 0; i < n; i++) s[i] = g[i] * (s[i] * (1.0f + x[i] * (1.0f - s[i])));
+}
+
+static void silu_loop(const float *x, float *y, int64_t n)
+{
+    int64_t b, len;
+    for (b = 0; b < n; b += len) {
+        len = n - b < PW_BLOCK ? n - b : PW_BLOCK;
+        vec_sigmoid(x + b, y + b, len);
+        silu_finish(x + b, y + b, len);
+    }
+}
+
+static void silu_grad_loop(const float *g, const float *x, float *out, int64_t n)
+{
+    int64_t b, len;
+    for (b = 0; b < n; b += len) {
+        len = n - b < PW_BLOCK ? n - b : PW_BLOCK;
+        vec_sigmoid(x + b, out + b, len);
+        silu_grad_finish(g + b, x + b, out + b, len);
     }
 }
 
