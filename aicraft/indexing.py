@@ -228,8 +228,9 @@ def _tensor_arg(value, what, op):
     return value
 
 
-def gather(self, dim, index):
-    """out[i][j] = self[index[i][j]][j] for dim 0, and so on; index int64 with self's ndim."""
+def gather(self, dim, index, *, sparse_grad=False):
+    """out[i][j] = self[index[i][j]][j] for dim 0, and so on; index int64 with self's ndim.
+    sparse_grad is accepted: the gradient is dense either way, with the same values."""
     index = _tensor_arg(index, "index", "gather")
     if _live(index).size == 0:   # as torch: an empty index of any dtype and dims picks nothing
         return self.reshape(-1).narrow(0, 0, 0).reshape(index.shape)

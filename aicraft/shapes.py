@@ -12,7 +12,7 @@ only argument shapes. Module functions are re-exported by aicraft/__init__.py.
 from aicraft._args import _as_dim, _as_int, _scalar, _shape_args
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _live, _wrap
-from aicraft import dtypes
+from aicraft import creation as _creation, dtypes
 from aicraft.errors import ShapeError, raise_error
 from aicraft.tensor import Tensor
 
@@ -20,7 +20,7 @@ _NULL = ffi.NULL
 _REDUCE = {"sum": 1, "prod": 2, "mean": 3, "amax": 4, "amin": 5}
 _LEGACY_REDUCE = {"add": 1, "multiply": 2}
 # torch's promotion among aicraft's dtypes: bool < uint8 < int64 < float32
-_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int64": 2, "float32": 3}
+_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int64": 2, "float32": 3}   # by dtype.name
 
 
 def _wrapped(p, *tensors):
@@ -308,33 +308,44 @@ def result_dtype(tensors):
     """The dtype torch's promotion gives tensors of these dtypes (all with dims)."""
     best = None
     for t in tensors:
-        if best is None or _RANK.get(str(t.dtype).replace("aicraft.", ""), 3) > \
-                _RANK.get(str(best).replace("aicraft.", ""), 3):
-            best = t.dtype
+        d = t.dtype
+        if best is None or _RANK.get(d.name, 3) > _RANK.get(best.name, 3):
+            best = d
     return best
 
 
 def _promoted(tensors, op):
+    """tensors, checked, converted to their promoted dtype when they differ; and whether
+    one is a 1-d empty tensor (which cat skips, as torch)."""
     if isinstance(tensors, Tensor) or not isinstance(tensors, (tuple, list)):
         raise TypeError("%s(): argument 'tensors' must be a sequence of Tensors, not %s"
                         % (op, type(tensors).__name__))
-    tensors = [_tensor(t, op, "tensors") for t in tensors]
     if not tensors:
         raise ValueError("%s(): expected a non-empty list of Tensors" % op)
-    target = result_dtype(tensors)
-    return [t if t.dtype == target else t.to(target) for t in tensors]
+    code, mixed, empty = None, False, False
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError("%s(): argument 'tensors' must hold Tensors, not %s" % (op, type(t).__name__))
+        p = _live(t)
+        mixed = mixed or (code is not None and p.dtype != code)
+        empty = empty or (p.ndim == 1 and p.shape[0] == 0)
+        code = p.dtype
+    if mixed:
+        target = result_dtype(tensors)
+        tensors = [t if t.dtype == target else t.to(target) for t in tensors]
+    return tensors, empty
 
 
 def _join(tensors, dim, op):
-    from aicraft import creation
-    tensors = _promoted(tensors, op)
+    tensors, empty = _promoted(tensors, op)
     if op == "stack":
-        return creation.stack(tensors, dim)
-    # as torch: 1-d empty tensors are skipped when joining others
-    kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
-    if not kept:
-        return tensors[0].clone()
-    return creation.cat(kept, dim)
+        return _creation.stack(tensors, dim)
+    if empty:   # as torch: 1-d empty tensors are skipped when joining others
+        kept = [t for t in tensors if not (t._ptr.ndim == 1 and t._ptr.shape[0] == 0)]
+        if not kept:
+            return tensors[0].clone()
+        tensors = kept
+    return _creation.cat(tensors, dim)
 
 
 def cat(tensors, dim=0, *, axis=None, out=None):

@@ -352,3 +352,9 @@ def test_layout_and_scatter_ops_record_into_compiled_graphs():
             got_grad = w.grad.tolist()
     assert got == pytest.approx(step(x, src).item(), rel=1e-6)
     assert np.allclose(got_grad, w.grad.tolist(), rtol=1e-6)
+
+
+def test_gather_accepts_sparse_grad():
+    x = ac.arange(4.0, requires_grad=True)
+    ac.gather(x, 0, ac.tensor([1, 1]), sparse_grad=True).sum().backward()
+    assert x.grad.tolist() == [0.0, 2.0, 0.0, 0.0]
