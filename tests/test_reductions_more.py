@@ -554,3 +554,19 @@ def test_renorm_and_sum_to_size():
         same(to_ac(y).sum_to_size(*size), to_torch(y).sum_to_size(*size))
     with pytest.raises(ValueError):
         to_ac(y).sum_to_size(5)
+
+
+@pytest.mark.parametrize("kwargs", [{"bins": 4, "range": (0.0, 3.0)}, {"bins": 7}, {"bins": 5, "density": True},
+                                    {"bins": 3, "range": (-1.0, 1.0), "density": True}])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogram(kwargs, weighted):
+    x = np.concatenate([floats(40), np.array([0.0, 3.0, -1.0, 1.0], np.float32)])
+    w = np.abs(floats(x.size)) if weighted else None
+    a = ac.histogram(to_ac(x), weight=None if w is None else to_ac(w), **kwargs)
+    t = torch.histogram(to_torch(x), weight=None if w is None else to_torch(w), **kwargs)
+    same(a.hist, t.hist)
+    same(a.bin_edges, t.bin_edges)
+    edges = np.array([-1.0, 0.0, 0.5, 2.0], np.float32)
+    same(ac.histogram(to_ac(x), to_ac(edges)).hist, torch.histogram(to_torch(x), to_torch(edges)).hist)
+    same(ac.histogram(to_ac(np.full(3, 2.0, np.float32)), 4).bin_edges,
+         torch.histogram(torch.full((3,), 2.0), 4).bin_edges)
