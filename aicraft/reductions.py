@@ -864,7 +864,18 @@ _NOT_METHODS = ("var_mean", "std_mean", "searchsorted", "bucketize", "trapezoid"
                 "cumulative_trapezoid", "isin")
 
 
+def _cumsum_with_dtype(plain):
+    def cumsum(self, dim, *, dtype=None):
+        """The cumulative sum along dim; dtype= converts the input first, as PyTorch does
+        (so cumsum of floats with dtype=int64 sums the truncated values)."""
+        if dtype is not None:
+            self = _cast(_tensor(self, "cumsum"), dtype, "cumsum")
+        return plain(self, dim)
+    return cumsum
+
+
 def bind(cls):
+    cls.cumsum = _cumsum_with_dtype(cls.cumsum)
     for name, fn in FUNCTIONS.items():
         if name not in _NOT_METHODS:
             setattr(cls, name, _method(fn))

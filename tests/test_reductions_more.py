@@ -570,3 +570,11 @@ def test_histogram(kwargs, weighted):
     same(ac.histogram(to_ac(x), to_ac(edges)).hist, torch.histogram(to_torch(x), to_torch(edges)).hist)
     same(ac.histogram(to_ac(np.full(3, 2.0, np.float32)), 4).bin_edges,
          torch.histogram(torch.full((3,), 2.0), 4).bin_edges)
+
+
+def test_cumsum_dtype_converts_the_input_first():
+    x = np.array([0.5, 0.5, 1.5, -2.7], np.float32)
+    same(ac.cumsum(to_ac(x), 0, dtype=ac.int64), torch.cumsum(to_torch(x), 0, dtype=torch.int64))
+    same(to_ac(x).cumsum(0, dtype=ac.int64), to_torch(x).cumsum(0, dtype=torch.int64))
+    i = ints(5)
+    same(ac.cumsum(to_ac(i), 0, dtype=ac.float32), torch.cumsum(to_torch(i), 0, dtype=torch.float32))
