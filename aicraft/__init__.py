@@ -38,7 +38,7 @@ from aicraft.products import FUNCTIONS as _PRODUCTS
 globals().update(_REDUCTIONS)
 globals().update(_PRODUCTS)
 from aicraft.linalg import cdist, dist, torch_norm as norm  # noqa: E402
-from aicraft.linalg import det, inv as inverse, logdet, slogdet  # noqa: E402
+from aicraft.linalg import det, inv as inverse, logdet, slogdet, torch_cholesky as cholesky  # noqa: E402
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -58,7 +58,7 @@ __all__ = [
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils", "special",
 ]
-__all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm", "det", "inverse",
+__all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm", "det", "inverse", "cholesky",
                                                             "logdet", "slogdet"]
 
 

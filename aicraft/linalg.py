@@ -21,7 +21,7 @@ from aicraft.tensor import Tensor
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "multi_dot", "matmul", "vecdot", "det", "inv",
            "solve", "slogdet", "svdvals", "matrix_rank", "cond", "matrix_power", "vander", "tensorinv",
-           "tensorsolve"]
+           "tensorsolve", "cholesky", "solve_triangular"]
 
 
 def _tensor(x, op, what="input"):
@@ -250,6 +250,38 @@ def solve(A, B, *, left=True, out=None):
     if B.ndim < 2 or B.shape[-2] != n:
         raise ShapeError("linalg.solve: A %s and B %s do not fit" % (A.shape, B.shape))
     return Ai.matmul(B)
+
+
+def cholesky(A, *, upper=False, out=None):
+    """The Cholesky factor of symmetric positive-definite matrices: lower L with A = L L^T
+    (upper: L^T); ValueError when one is not positive-definite."""
+    from aicraft._wrapping import _wrap
+    A = _square(A, "linalg.cholesky")
+    p = lib.ac_cholesky(_live(A))
+    if not p:
+        raise_error(A)
+    L = _wrap(p)
+    return L.transpose(-2, -1) if upper else L
+
+
+def torch_cholesky(input, upper=False, *, out=None):
+    """torch.cholesky: upper given positionally too."""
+    return cholesky(input, upper=upper)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """X with A X = B (left) or X A = B, A triangular: the other triangle of A is not read."""
+    A = _square(A, "linalg.solve_triangular")
+    B = _tensor(B, "linalg.solve_triangular", "B")
+    import numpy as np
+    from aicraft.creation import tensor
+    n = A.shape[-1]
+    mask = np.triu(np.ones((n, n), np.float32), 1 if unitriangular else 0) if upper else \
+        np.tril(np.ones((n, n), np.float32), -1 if unitriangular else 0)
+    T = A * tensor(mask)
+    if unitriangular:
+        T = T + tensor(np.eye(n, dtype=np.float32))
+    return solve(T, B, left=left)
 
 
 def svdvals(A, *, driver=None, out=None):

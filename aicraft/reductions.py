@@ -627,6 +627,70 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+_histogram = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def _linspace32(lo, hi, steps):
+    """PyTorch's float32 linspace: from the start in the first half, from the end after."""
+    import numpy as np
+    lo, hi = np.float32(lo), np.float32(hi)
+    step = (hi - lo) / np.float32(steps - 1) if steps > 1 else np.float32(0)
+    i = np.arange(steps)
+    first = lo + step * i.astype(np.float32)
+    second = hi - step * (steps - 1 - i).astype(np.float32)
+    return np.where(i < steps // 2, first, second).astype(np.float32)
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False, out=None):
+    """(hist, bin_edges) of float32 input: bins equal bins over range (default the data's
+    span) or the edges in a bins tensor; the last bin includes its right edge; weight sums
+    weights instead of counting; density divides by the total times the bin width."""
+    from aicraft.creation import tensor
+    _no_out(out, "histogram")
+    x = _need_float(_tensor(input, "histogram"), "histogram").reshape(-1)
+    if isinstance(bins, Tensor):
+        edges = _need_float(bins, "histogram")
+        if edges.ndim != 1 or edges.shape[0] < 1:
+            raise ShapeError("histogram: bins must be a 1-d tensor of edges, got %s" % (bins.shape,))
+    else:
+        nb = _as_int(bins, "bins")
+        if nb <= 0:
+            raise ValueError("histogram: bins must be > 0, got %d" % nb)
+        if range is not None:
+            lo, hi = float(range[0]), float(range[1])
+        elif x.numel():
+            lo, hi = x.amin().item(), x.amax().item()
+        else:
+            lo, hi = 0.0, 0.0
+        if lo > hi:
+            raise ValueError("histogram: max must be larger than min, got range (%g, %g)" % (lo, hi))
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError("histogram: range of [%g, %g] is not finite" % (lo, hi))
+        if lo == hi:
+            lo, hi = (0.0, 1.0) if not x.numel() and range is None else (lo - 0.5, hi + 0.5)
+        edges = tensor(_linspace32(lo, hi, nb + 1))
+    nb = edges.shape[0] - 1
+    last = edges[-1:]
+    position = bucketize(x, edges, right=True) - 1
+    position = position - (x == last).long()                    # the right edge: the last bin
+    valid = (position >= 0) & (position < nb) & (x <= last)
+    w = None
+    if weight is not None:
+        w = _need_float(_tensor(weight, "histogram", "weight"), "histogram").reshape(-1)
+        if w.numel() != x.numel():
+            raise ShapeError("histogram: weight must have input's shape")
+        w = w[valid]
+    if nb == 0:
+        hist = tensor([], dtype=dtypes.float32)
+    else:
+        hist = bincount(position[valid], w, nb)
+        hist = hist if _is_float(hist) else hist.float()
+    if density:
+        widths = edges[1:] - edges[:-1]
+        hist = hist / (hist.sum() * widths)
+    return _histogram(hist, edges)
+
+
 # ---- statistics of samples, integrals, membership -----------------------------------
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
@@ -793,13 +857,25 @@ FUNCTIONS = {
     "searchsorted": searchsorted, "bucketize": bucketize, "cumprod": cumprod,
     "logcumsumexp": logcumsumexp, "diff": diff, "cov": cov, "corrcoef": corrcoef, "trapezoid": trapezoid,
     "trapz": trapz, "cumulative_trapezoid": cumulative_trapezoid, "isin": isin, "renorm": renorm,
+    "histogram": histogram,
 }
 # Module functions only (no Tensor method in PyTorch).
 _NOT_METHODS = ("var_mean", "std_mean", "searchsorted", "bucketize", "trapezoid", "trapz",
                 "cumulative_trapezoid", "isin")
 
 
+def _cumsum_with_dtype(plain):
+    def cumsum(self, dim, *, dtype=None):
+        """The cumulative sum along dim; dtype= converts the input first, as PyTorch does
+        (so cumsum of floats with dtype=int64 sums the truncated values)."""
+        if dtype is not None:
+            self = _cast(_tensor(self, "cumsum"), dtype, "cumsum")
+        return plain(self, dim)
+    return cumsum
+
+
 def bind(cls):
+    cls.cumsum = _cumsum_with_dtype(cls.cumsum)
     for name, fn in FUNCTIONS.items():
         if name not in _NOT_METHODS:
             setattr(cls, name, _method(fn))

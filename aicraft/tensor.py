@@ -780,4 +780,5 @@ _products.bind(Tensor)
 Tensor.norm = _linalg.torch_norm
 Tensor.det, Tensor.inverse = _linalg.det, _linalg.inv
 Tensor.slogdet = _linalg.slogdet
+Tensor.cholesky = lambda self, upper=False: _linalg.cholesky(self, upper=upper)
 Tensor.logdet = lambda self: _linalg.logdet(self)

@@ -423,3 +423,26 @@ def test_tensorinv_tensorsolve_pdist():
     x = floats(5, 3)
     for p in (2, 1, 0.5, math.inf):
         check(lambda t: F.pdist(t, p), lambda t: TF.pdist(t, p), x)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (2, 3, 3)])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_and_solve_triangular(shape, upper):
+    m = floats(*shape)
+    a = m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1], dtype=np.float32)
+    # the gradient as PyTorch's: of the factor seen as a function of a symmetric input
+    check(lambda t: ac.linalg.cholesky(t, upper=upper), lambda t: torch.linalg.cholesky(t, upper=upper), a,
+          rtol=1e-3, atol=1e-4)
+    check(lambda t: ac.cholesky(t, upper), lambda t: torch.linalg.cholesky(t, upper=upper), a, grad=False)
+    b = floats(*shape[:-1], 2)
+    for left in (True, False):
+        bb = b if left else np.swapaxes(b, -1, -2)
+        for unit in (False, True):
+            check(lambda x, y: ac.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit),
+                  lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit),
+                  a, bb, rtol=1e-3, atol=1e-4)
+
+
+def test_cholesky_refuses_what_is_not_positive_definite():
+    with pytest.raises(ValueError):
+        ac.linalg.cholesky(ac.tensor([[1.0, 2.0], [2.0, 1.0]]))

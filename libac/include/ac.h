@@ -494,6 +494,9 @@ AcTensor *ac_inv(const AcTensor *a);
 AcTensor *ac_svd_norm(const AcTensor *a, int kind);
 /* The singular values of a (..., m, n), largest first: (..., min(m, n)); differentiable. */
 AcTensor *ac_svdvals(const AcTensor *a);
+/* The lower Cholesky factor L (A = L L^T) of symmetric positive-definite matrices (..., n, n),
+   read from their lower triangles; AC_ERR_ARG for one that is not positive-definite. */
+AcTensor *ac_cholesky(const AcTensor *a);
 
 /* ---- Losses -------------------------------------------------------------- */
 

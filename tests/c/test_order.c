@@ -96,6 +96,12 @@ static void test_det_inv_and_norms(void)
     CHECK_NEAR(two->data[0], sqrt((105.0 + sqrt(10625.0)) / 2.0), 1e-5);
     CHECK_NEAR(nuc->data[0], sqrt(125.0), 1e-5);
     CHECK(ac_inv(zero) == NULL && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(ac_cholesky(zero) == NULL && ac_last_error_code() == AC_ERR_ARG);
+    {
+        AcTensor *s = ac_svdvals(a);
+        CHECK(s && s->size == 2 && s->data[0] >= s->data[1]);
+        CHECK_NEAR((double)s->data[0] * s->data[1], 10.0, 1e-4);
+    }
     CHECK(ac_mem_restore(cp) == AC_OK);
 }
 
@@ -133,6 +139,8 @@ static void test_bad_arguments_are_refused(void)
     CHECK(ac_cumprod(x, -3) == NULL && ac_logcumsumexp(n, 0) == NULL);
     CHECK(ac_det(x) == NULL && ac_last_error_code() == AC_ERR_SHAPE);
     CHECK(ac_inv(NULL) == NULL && ac_svd_norm(x, 3) == NULL && ac_svd_norm(n, 0) == NULL);
+    CHECK(ac_cholesky(x) == NULL && ac_last_error_code() == AC_ERR_SHAPE);
+    CHECK(ac_svdvals(n) == NULL && ac_last_error_code() == AC_ERR_DTYPE);
     ac_memory_stats(&after);
     CHECK(after.live_tensors == before.live_tensors);
     ac_tensor_free(x);

@@ -439,3 +439,90 @@ AcTensor *ac_svdvals(const AcTensor *a)
     scratch_free(scratch, bytes);
     return out;
 }
+
+/* ---- Cholesky ------------------------------------------------------------------------ */
+
+/*
+ * A = L L^T. Backward (Murray 2016, as PyTorch's): P = tril(L^T G) with its strict
+ * lower part mirrored and halved, P = (P + tril(P, -1)^T) / 2, then
+ * gA = L^-T P L^-1 by two triangular solves.
+ */
+static int cholesky_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *l = node->output;
+    int64_t n = l->shape[l->ndim - 1], b, batches = n > 0 ? l->size / (n * n) : 0, i, j, k;
+    double *p;
+    gin[0] = tensor_alloc_like("cholesky", l);
+    if (!gin[0]) return ac_last_error_code();
+    p = scratch_alloc((size_t)(n * n + 1) * sizeof(double));
+    if (!p) return ac_last_error_code();
+    for (b = 0; b < batches; b++) {
+        const float *lb = l->data + b * n * n, *g = gout->data + b * n * n;
+        float *out = gin[0]->data + b * n * n;
+        for (i = 0; i < n; i++)                  /* P = tril(L^T G) */
+            for (j = 0; j < n; j++) {
+                double s = 0.0;
+                if (j <= i)
+                    for (k = i; k < n; k++) s += (double)lb[k * n + i] * g[k * n + j];
+                p[i * n + j] = s;
+            }
+        for (i = 0; i < n; i++) {                /* symmetric, halved */
+            p[i * n + i] *= 0.5;
+            for (j = 0; j < i; j++) {
+                p[i * n + j] *= 0.5;
+                p[j * n + i] = p[i * n + j];
+            }
+        }
+        for (j = 0; j < n; j++)                  /* P := L^-T P: L^T is upper, back-substitute */
+            for (i = n - 1; i >= 0; i--) {
+                double s = p[i * n + j];
+                for (k = i + 1; k < n; k++) s -= (double)lb[k * n + i] * p[k * n + j];
+                p[i * n + j] = s / lb[i * n + i];
+            }
+        for (i = 0; i < n; i++)                  /* P := P L^-1: row by row, y L = x */
+            for (j = n - 1; j >= 0; j--) {
+                double s = p[i * n + j];
+                for (k = j + 1; k < n; k++) s -= p[i * n + k] * lb[k * n + j];
+                p[i * n + j] = s / lb[j * n + j];
+            }
+        for (i = 0; i < n * n; i++) out[i] = (float)p[i];
+    }
+    scratch_free(p, (size_t)(n * n + 1) * sizeof(double));
+    return AC_OK;
+}
+
+AcTensor *ac_cholesky(const AcTensor *a)
+{
+    const char *op = "cholesky";
+    int64_t n, batches, b, i, j, k;
+    double *m;
+    AcTensor *out;
+    if (square_check(op, a, &n, &batches)) return NULL;
+    m = scratch_alloc((size_t)(n * n + 1) * sizeof(double));
+    if (!m) return NULL;
+    out = op_output(op, a->shape, a->ndim, &a, 1, cholesky_backward, 0);
+    for (b = 0; out && b < batches; b++) {
+        const float *x = a->data + b * n * n;
+        for (i = 0; i < n * n; i++) m[i] = 0.0;
+        for (j = 0; j < n && out; j++) {         /* the lower triangle of A only, as PyTorch */
+            double d = x[j * n + j];
+            for (k = 0; k < j; k++) d -= m[j * n + k] * m[j * n + k];
+            if (!(d > 0.0)) {
+                ac_tensor_free(out);
+                out = NULL;
+                error_set(AC_ERR_ARG, "%s: the matrix %lld of %s is not positive-definite (leading minor "
+                          "of order %lld)", op, (long long)b, tensor_shape_str(a), (long long)(j + 1));
+                break;
+            }
+            m[j * n + j] = sqrt(d);
+            for (i = j + 1; i < n; i++) {
+                double s = x[i * n + j];
+                for (k = 0; k < j; k++) s -= m[i * n + k] * m[j * n + k];
+                m[i * n + j] = s / m[j * n + j];
+            }
+        }
+        for (i = 0; out && i < n * n; i++) out->data[b * n * n + i] = (float)m[i];
+    }
+    scratch_free(m, (size_t)(n * n + 1) * sizeof(double));
+    return out;
+}

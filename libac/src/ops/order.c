@@ -125,23 +125,171 @@ static void select_kth(uint64_t *keys, int64_t *pos, int64_t n, int64_t k)
 #undef SWAP
 }
 
+/* ---- mode's sort: the introsort of the C++ library PyTorch is built with ----------- */
+/* PyTorch's CPU mode sorts (value, position) pairs by value alone with std::sort, which
+   is not stable, and reports the last position of the mode's run in that order. To
+   report the same position among equal values, mode sorts the same way: introsort
+   (median-of-three pivot, unguarded partition, heapsort past 2 log2(n) levels) down to
+   runs of 16, then one insertion sort. */
+
+typedef struct {
+    uint64_t key;     /* the order key; for float32 rows the float compares instead */
+    float value;
+    int64_t pos;
+} KeyPos;
+
+/* std::sort's comparison as PyTorch's mode makes it: value < value (for floats, NaN
+   compares false both ways, however that leaves them). */
+static int pair_less(const KeyPos *x, const KeyPos *y, int floats)
+{
+    return floats ? x->value < y->value : x->key < y->key;
+}
+
+static void heap_adjust(KeyPos *a, int64_t hole, int64_t len, KeyPos value, int fl)
+{
+    int64_t top = hole, child = hole, parent;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (pair_less(&a[child], &a[child - 1], fl)) child--;
+        a[hole] = a[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        a[hole] = a[child - 1];
+        hole = child - 1;
+    }
+    parent = (hole - 1) / 2;
+    while (hole > top && pair_less(&a[parent], &value, fl)) {
+        a[hole] = a[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    a[hole] = value;
+}
+
+static void heap_sort(KeyPos *a, int64_t n, int fl)
+{
+    int64_t parent, last;
+    if (n >= 2)
+        for (parent = (n - 2) / 2;; parent--) {
+            heap_adjust(a, parent, n, a[parent], fl);
+            if (parent == 0) break;
+        }
+    for (last = n - 1; last > 0; last--) {
+        KeyPos value = a[last];
+        a[last] = a[0];
+        heap_adjust(a, 0, last, value, fl);
+    }
+}
+
+static void swap_pairs(KeyPos *a, int64_t i, int64_t j)
+{
+    KeyPos t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+}
+
+static void intro_loop(KeyPos *a, int64_t first, int64_t last, int depth, int fl)
+{
+    while (last - first > 16) {
+        int64_t mid = first + (last - first) / 2, x = first + 1, z = last - 1, lo, hi;
+        if (depth == 0) {
+            heap_sort(a + first, last - first, fl);
+            return;
+        }
+        depth--;
+        if (pair_less(&a[x], &a[mid], fl)) {
+            if (pair_less(&a[mid], &a[z], fl)) swap_pairs(a, first, mid);
+            else if (pair_less(&a[x], &a[z], fl)) swap_pairs(a, first, z);
+            else swap_pairs(a, first, x);
+        } else if (pair_less(&a[x], &a[z], fl)) {
+            swap_pairs(a, first, x);
+        } else if (pair_less(&a[mid], &a[z], fl)) {
+            swap_pairs(a, first, z);
+        } else {
+            swap_pairs(a, first, mid);
+        }
+        lo = first + 1;
+        hi = last;
+        for (;;) {
+            while (pair_less(&a[lo], &a[first], fl)) lo++;
+            hi--;
+            while (pair_less(&a[first], &a[hi], fl)) hi--;
+            if (!(lo < hi)) break;
+            swap_pairs(a, lo, hi);
+            lo++;
+        }
+        intro_loop(a, lo, last, depth, fl);
+        last = lo;
+    }
+}
+
+static void insertion_sort_pairs(KeyPos *a, int64_t first, int64_t last, int guarded, int fl)
+{
+    int64_t i, j;
+    for (i = guarded ? first + 1 : first; i < last; i++) {
+        KeyPos value = a[i];
+        if (guarded && pair_less(&value, &a[first], fl)) {
+            memmove(a + first + 1, a + first, (size_t)(i - first) * sizeof(KeyPos));
+            a[first] = value;
+            continue;
+        }
+        for (j = i; pair_less(&value, &a[j - 1], fl); j--) a[j] = a[j - 1];
+        a[j] = value;
+    }
+}
+
+static void library_sort(KeyPos *a, int64_t n, int fl)
+{
+    int depth = 0;
+    int64_t m = n;
+    if (n < 2) return;
+    while (m > 1) {
+        m >>= 1;
+        depth++;
+    }
+    intro_loop(a, 0, n, 2 * depth, fl);
+    if (n > 16) {
+        insertion_sort_pairs(a, 0, 16, 1, fl);
+        insertion_sort_pairs(a, 16, n, 0, fl);
+    } else {
+        insertion_sort_pairs(a, 0, n, 1, fl);
+    }
+}
+
+/* The mode of a row: sorted as PyTorch does, the first longest run (the smallest value
+   among equally frequent ones, NaN never repeating), at its last position in that order. */
+static int64_t mode_in_row(const AcTensor *a, const uint64_t *keys, int64_t base, int64_t inner, KeyPos *pairs,
+                           int64_t n)
+{
+    int64_t j, run = 0, best = 0, best_run = 0;
+    const int fl = a->dtype == AC_FLOAT32;
+    for (j = 0; j < n; j++) {
+        pairs[j].key = keys[j];
+        pairs[j].value = fl ? a->data[base + j * inner] : 0.0f;
+        pairs[j].pos = j;
+    }
+    library_sort(pairs, n, fl);
+    for (j = 0; j < n; j++) {
+        run++;
+        if (j == n - 1 || (fl ? pairs[j].value != pairs[j + 1].value : pairs[j].key != pairs[j + 1].key)) {
+            if (run > best_run) {
+                best_run = run;
+                best = pairs[j].pos;
+            }
+            run = 0;
+        }
+    }
+    return best;
+}
+
 /* The position in [0, n) that `how` picks from a row whose keys are keys[0..n),
    sorted as pos[0..n). */
 static int64_t pick_in_row(int how, const AcTensor *a, const uint64_t *keys,
                            const int64_t *pos, int64_t n)
 {
-    int64_t valid = n, j, best = 0, best_count = 0, run = 0;
-    if (how == PICK_MODE) {
-        /* the most frequent value, the smallest among equals, at its last position */
-        for (j = 0; j < n; j++) {
-            run = j > 0 && keys[pos[j]] == keys[pos[j - 1]] && !is_nan_key(a, keys[pos[j]]) ? run + 1 : 1;
-            if (run > best_count) {
-                best_count = run;
-                best = j;
-            }
-        }
-        return pos[best];
-    }
+    int64_t valid = n;
     while (valid > 0 && is_nan_key(a, keys[pos[valid - 1]])) valid--;
     if (how == PICK_MEDIAN) return valid < n ? pos[valid] : pos[(n - 1) / 2];   /* NaN wins */
     return valid > 0 ? pos[(valid - 1) / 2] : pos[0];
@@ -167,14 +315,14 @@ static AcTensor *pick_along(const char *op, int how, const AcTensor *a, int64_t 
     shape[dim] = 1;
     idx = tensor_create(op, shape, a->ndim, AC_INT64, NULL, 0, 0);
     if (!idx) return NULL;
-    bytes = (size_t)n * (2 * sizeof(int64_t) + sizeof(uint64_t));
+    bytes = (size_t)n * (sizeof(int64_t) + sizeof(KeyPos) + sizeof(uint64_t));  /* tmp: n KeyPos for mode */
     pos = scratch_alloc(bytes);
     if (!pos) {
         ac_tensor_free(idx);
         return NULL;
     }
     tmp = pos + n;
-    keys = (uint64_t *)(void *)(tmp + n);
+    keys = (uint64_t *)(void *)((KeyPos *)(void *)tmp + n);
     for (o = 0; o < outer; o++)
         for (r = 0; r < inner; r++) {
             for (j = 0; j < n; j++) {
@@ -184,6 +332,10 @@ static AcTensor *pick_along(const char *op, int how, const AcTensor *a, int64_t 
             if (how == PICK_KTH) {
                 select_kth(keys, pos, n, k - 1);
                 data_i64(idx)[o * inner + r] = pos[k - 1];
+                continue;
+            }
+            if (how == PICK_MODE) {
+                data_i64(idx)[o * inner + r] = mode_in_row(a, keys, o * n * inner + r, inner, (KeyPos *)(void *)tmp, n);
                 continue;
             }
             sort_positions(keys, pos, tmp, n);
