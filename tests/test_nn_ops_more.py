@@ -479,3 +479,11 @@ def test_multilabel_margin_loss_matches_torch():
                  [arr(3, 4)])
     with pytest.raises(IndexError, match="outside"):
         F.multilabel_margin_loss(ac.zeros(1, 4), ac.tensor([[5, -1, 0, 0]]))
+
+
+def test_max_unpool_with_overlapping_windows_gives_every_input_the_gradient():
+    x = arr(1, 2, 5, 6)
+    out, idx = F.max_pool2d(ac.tensor(x), 3, 2, return_indices=True)     # windows overlap
+    out_t, idx_t = TF.max_pool2d(torch.tensor(x), 3, 2, return_indices=True)
+    run_both(lambda v: F.max_unpool2d(v, idx, 3, 2, output_size=(5, 6)),
+             lambda v: TF.max_unpool2d(v, idx_t, 3, 2, output_size=(5, 6)), [out.numpy()])

@@ -331,12 +331,27 @@ def _max_unpool(fn, dims, input, indices, kernel_size, stride, padding, output_s
         raise IndexError("%s: found an invalid max index %d (output volumes are of size %s)"
                          % (fn, idx.max() if idx.max() >= plane_out else idx.min(),
                             "x".join(map(str, size))))
-    source = np.full((idx.shape[0], plane_out), plane_in, dtype=np.int64)   # the zero
-    rows = np.repeat(np.arange(idx.shape[0]), plane_in)
-    source[rows, idx.reshape(-1)] = np.tile(np.arange(plane_in), idx.shape[0])
+    # Where several inputs name one output (overlapping pools), the last one's value is
+    # written, as torch writes them in order; every one of them gets that output's gradient,
+    # as torch's backward (a gather) gives it: the others enter as x - x.detach(), zero.
+    planes = idx.shape[0]
+    rows = np.repeat(np.arange(planes), plane_in)
+    targets = idx.reshape(-1)
+    order = np.lexsort((-np.tile(np.arange(plane_in), planes), targets, rows))   # last p first
+    ranked_rows, ranked_targets = rows[order], targets[order]
+    starts = np.r_[True, (ranked_rows[1:] != ranked_rows[:-1]) |
+                   (ranked_targets[1:] != ranked_targets[:-1])]
+    group = np.cumsum(starts) - 1
+    rank = np.arange(order.size) - np.flatnonzero(starts)[group]
     flat = input.reshape(-1, plane_in)
     padded = cat([flat, zeros(flat.shape[0], 1)], 1)
-    out = padded.gather(1, from_numpy(source))
+    out = None
+    for level in range(int(rank.max()) + 1 if rank.size else 1):
+        source = np.full((planes, plane_out), plane_in, dtype=np.int64)   # the zero
+        pick = rank == level
+        source[ranked_rows[pick], ranked_targets[pick]] = order[pick] % plane_in
+        taken = padded.gather(1, from_numpy(source))
+        out = taken if out is None else out + (taken - taken.detach())
     return out.reshape(*planes_shape, *size)
 
 
