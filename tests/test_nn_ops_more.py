@@ -487,3 +487,22 @@ def test_max_unpool_with_overlapping_windows_gives_every_input_the_gradient():
     out_t, idx_t = TF.max_pool2d(torch.tensor(x), 3, 2, return_indices=True)
     run_both(lambda v: F.max_unpool2d(v, idx, 3, 2, output_size=(5, 6)),
              lambda v: TF.max_unpool2d(v, idx_t, 3, 2, output_size=(5, 6)), [out.numpy()])
+
+
+def test_integer_pools_are_exact_as_torch():
+    x = rng.integers(-50, 50, (2, 3, 7, 9))
+    x[0, 0, 1, 1] = 2 ** 40 + 1
+    got, idx = F.max_pool2d(ac.tensor(x), 3, 2, 1, 1, True, True)
+    want, want_idx = TF.max_pool2d(torch.tensor(x), 3, 2, 1, 1, True, True)
+    assert got.dtype == ac.int64
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(idx.numpy(), want_idx.numpy())
+    for kwargs in ({}, {"padding": 1, "count_include_pad": False}, {"ceil_mode": True},
+                   {"divisor_override": 3}):
+        np.testing.assert_array_equal(F.avg_pool2d(ac.tensor(x), 3, 2, **kwargs).numpy(),
+                                      TF.avg_pool2d(torch.tensor(x), 3, 2, **kwargs).numpy())
+    v = rng.integers(-50, 50, (1, 2, 4, 5, 6))
+    np.testing.assert_array_equal(F.max_pool3d(ac.tensor(v), 2, 1, 1).numpy(),
+                                  TF.max_pool3d(torch.tensor(v), 2, 1, 1).numpy())
+    np.testing.assert_array_equal(F.avg_pool3d(ac.tensor(v), 2).numpy(),
+                                  TF.avg_pool3d(torch.tensor(v), 2).numpy())
