@@ -506,3 +506,21 @@ def test_integer_pools_are_exact_as_torch():
                                   TF.max_pool3d(torch.tensor(v), 2, 1, 1).numpy())
     np.testing.assert_array_equal(F.avg_pool3d(ac.tensor(v), 2).numpy(),
                                   TF.avg_pool3d(torch.tensor(v), 2).numpy())
+
+
+def test_embedding_max_norm_renormalises_rows_as_torch():
+    w = arr(6, 4) * 2
+    ids = np.array([[0, 2, 2], [5, 1, 0]])
+    wa, wt = ac.tensor(w.copy(), requires_grad=True), torch.tensor(w.copy(), requires_grad=True)
+    out = F.embedding(ac.tensor(ids), wa, max_norm=1.5)
+    out_t = TF.embedding(torch.tensor(ids), wt, max_norm=1.5)
+    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(wa.detach().numpy(), wt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    out.sum().backward()
+    out_t.sum().backward()
+    np.testing.assert_allclose(wa.grad.numpy(), wt.grad.numpy())
+    m = nn.Embedding(6, 4, max_norm=1.0, padding_idx=1, device="cpu")
+    assert m(ac.tensor(ids)).shape == (2, 3, 4) and "max_norm=1.0" in repr(m)
+    assert nn.Embedding.from_pretrained(ac.tensor(w), max_norm=1.0).max_norm == 1.0
+    integers = F.embedding(ac.tensor(ids), ac.tensor(np.arange(24).reshape(6, 4)))
+    assert integers.dtype == ac.int64 and integers.numpy()[0, 1].tolist() == [8, 9, 10, 11]
