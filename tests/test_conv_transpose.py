@@ -150,7 +150,7 @@ def test_bad_inputs_raise_clearly():
         F.conv_transpose2d(ac.tensor(arr(1, 4, 1, 1)), w, padding=2)
     with pytest.raises(ValueError, match="bias"):
         F.conv_transpose2d(x, w, ac.zeros(3))
-    with pytest.raises(TypeError, match="int64"):
+    with pytest.raises(TypeError, match="integer tensor"):
         F.conv_transpose2d(ac.zeros(1, 4, 2, 2, dtype=ac.int64), w)
     with pytest.raises(ac.ShapeError, match="conv1d"):
         F.conv1d(ac.zeros(1, 2, 3, 4), ac.zeros(2, 2, 3))
@@ -158,3 +158,24 @@ def test_bad_inputs_raise_clearly():
         nn.Conv1d(1, 1, 3, padding_mode="mirror")
     y = F.conv_transpose2d(x, w)                # still usable afterwards
     assert y.shape == (1, 2, 7, 7)
+
+
+def test_integer_convolutions_are_exact_as_torch():
+    big = 2 ** 40 + 1                       # float32 would round it
+    x = rng.integers(-9, 9, (2, 4, 5, 6))
+    x[0, 0, 0, 0] = big
+    w = rng.integers(-3, 3, (6, 2, 3, 2))
+    b = rng.integers(-5, 5, 6)
+    for fa, ft, args in ((F.conv2d, TF.conv2d, (1, 1, 1, 2)),
+                         (F.conv2d, TF.conv2d, ((2, 1), (0, 2), (1, 2), 2))):
+        got = fa(ac.tensor(x), ac.tensor(w), ac.tensor(b), *args)
+        assert got.dtype == ac.int64
+        np.testing.assert_array_equal(got.numpy(), ft(torch.tensor(x), torch.tensor(w),
+                                                      torch.tensor(b), *args).numpy())
+    wt = rng.integers(-3, 3, (4, 3, 3, 2))
+    np.testing.assert_array_equal(
+        F.conv_transpose2d(ac.tensor(x), ac.tensor(wt), None, 2, 1, 1, 2, (1, 2)).numpy(),
+        TF.conv_transpose2d(torch.tensor(x), torch.tensor(wt), None, 2, 1, 1, 2, (1, 2)).numpy())
+    x1, w1 = rng.integers(-9, 9, (2, 4, 7)), rng.integers(-3, 3, (3, 4, 2))
+    np.testing.assert_array_equal(F.conv1d(ac.tensor(x1), ac.tensor(w1)).numpy(),
+                                  TF.conv1d(torch.tensor(x1), torch.tensor(w1)).numpy())

@@ -192,7 +192,7 @@ def test_bad_weight_and_arguments():
         F.embedding(ac.tensor([0]), ac.randn(6))
     with pytest.raises(ValueError, match="padding_idx 5 must be within num_embeddings"):
         nn.Embedding(5, 2, padding_idx=5)
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.Embedding(5, 2, max_norm=1.0)
+    with pytest.raises(NotImplementedError, match="scale_grad_by_freq"):
+        nn.Embedding(5, 2, scale_grad_by_freq=True)
     with pytest.raises(TypeError):
         nn.Embedding(5, 2)("not ids")

@@ -479,3 +479,48 @@ def test_multilabel_margin_loss_matches_torch():
                  [arr(3, 4)])
     with pytest.raises(IndexError, match="outside"):
         F.multilabel_margin_loss(ac.zeros(1, 4), ac.tensor([[5, -1, 0, 0]]))
+
+
+def test_max_unpool_with_overlapping_windows_gives_every_input_the_gradient():
+    x = arr(1, 2, 5, 6)
+    out, idx = F.max_pool2d(ac.tensor(x), 3, 2, return_indices=True)     # windows overlap
+    out_t, idx_t = TF.max_pool2d(torch.tensor(x), 3, 2, return_indices=True)
+    run_both(lambda v: F.max_unpool2d(v, idx, 3, 2, output_size=(5, 6)),
+             lambda v: TF.max_unpool2d(v, idx_t, 3, 2, output_size=(5, 6)), [out.numpy()])
+
+
+def test_integer_pools_are_exact_as_torch():
+    x = rng.integers(-50, 50, (2, 3, 7, 9))
+    x[0, 0, 1, 1] = 2 ** 40 + 1
+    got, idx = F.max_pool2d(ac.tensor(x), 3, 2, 1, 1, True, True)
+    want, want_idx = TF.max_pool2d(torch.tensor(x), 3, 2, 1, 1, True, True)
+    assert got.dtype == ac.int64
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(idx.numpy(), want_idx.numpy())
+    for kwargs in ({}, {"padding": 1, "count_include_pad": False}, {"ceil_mode": True},
+                   {"divisor_override": 3}):
+        np.testing.assert_array_equal(F.avg_pool2d(ac.tensor(x), 3, 2, **kwargs).numpy(),
+                                      TF.avg_pool2d(torch.tensor(x), 3, 2, **kwargs).numpy())
+    v = rng.integers(-50, 50, (1, 2, 4, 5, 6))
+    np.testing.assert_array_equal(F.max_pool3d(ac.tensor(v), 2, 1, 1).numpy(),
+                                  TF.max_pool3d(torch.tensor(v), 2, 1, 1).numpy())
+    np.testing.assert_array_equal(F.avg_pool3d(ac.tensor(v), 2).numpy(),
+                                  TF.avg_pool3d(torch.tensor(v), 2).numpy())
+
+
+def test_embedding_max_norm_renormalises_rows_as_torch():
+    w = arr(6, 4) * 2
+    ids = np.array([[0, 2, 2], [5, 1, 0]])
+    wa, wt = ac.tensor(w.copy(), requires_grad=True), torch.tensor(w.copy(), requires_grad=True)
+    out = F.embedding(ac.tensor(ids), wa, max_norm=1.5)
+    out_t = TF.embedding(torch.tensor(ids), wt, max_norm=1.5)
+    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(wa.detach().numpy(), wt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    out.sum().backward()
+    out_t.sum().backward()
+    np.testing.assert_allclose(wa.grad.numpy(), wt.grad.numpy())
+    m = nn.Embedding(6, 4, max_norm=1.0, padding_idx=1, device="cpu")
+    assert m(ac.tensor(ids)).shape == (2, 3, 4) and "max_norm=1.0" in repr(m)
+    assert nn.Embedding.from_pretrained(ac.tensor(w), max_norm=1.0).max_norm == 1.0
+    integers = F.embedding(ac.tensor(ids), ac.tensor(np.arange(24).reshape(6, 4)))
+    assert integers.dtype == ac.int64 and integers.numpy()[0, 1].tolist() == [8, 9, 10, 11]

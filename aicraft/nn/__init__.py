@@ -61,7 +61,7 @@ __all__ += ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "CircularPad1d", "Ci
 from aicraft.nn.dropouts import (AlphaDropout, Bilinear, Dropout1d, Dropout2d,  # noqa: E402,F811
                                  Dropout3d, FeatureAlphaDropout, Unflatten)
 from aicraft.nn.fold import ChannelShuffle, Fold, Unfold  # noqa: E402
-from aicraft.nn.sparse import EmbeddingBag  # noqa: E402
+from aicraft.nn.sparse import Embedding, EmbeddingBag  # noqa: E402,F811
 from aicraft.nn.volumetric import AdaptiveMaxPool3d, AvgPool3d, Conv3d, MaxPool3d  # noqa: E402
 from aicraft.nn.conv import BatchNorm3d  # noqa: E402
 from aicraft.nn.pooling import MaxUnpool3d  # noqa: E402

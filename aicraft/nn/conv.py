@@ -107,6 +107,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     else:
         ph, pw = _pair(padding, "conv2d: padding")
     groups = _c_int(groups, "conv2d: groups")
+    from aicraft.nn import _integer
+    if _integer.is_integer(input, weight, bias):   # exact integer math, as torch's
+        return _integer.conv2d(input, weight, bias, (sh, sw), (ph, pw), (dh, dw), groups)
     p = lib.ac_conv2d(x, w, b, sh, sw, ph, pw, dh, dw, groups)
     if p:
         return _wrap(p)

@@ -58,6 +58,10 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def _transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation, fn):
     x, w = _tensor_arg(input, fn, "input"), _tensor_arg(weight, fn, "weight")
     _optional_arg(bias, fn, "bias")
+    from aicraft.nn import _integer
+    if _integer.is_integer(input, weight, bias):   # exact integer math, as torch's
+        return _integer.conv_transpose2d(input, weight, bias, stride, padding, output_padding,
+                                         _c_int(groups, fn + ": groups"), dilation, fn)
     sh, sw = stride
     ph, pw = padding
     oph, opw = output_padding

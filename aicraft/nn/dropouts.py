@@ -120,6 +120,9 @@ def bilinear(input1, input2, weight, bias=None):
             or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
         raise ShapeError("%s: input1 %s and input2 %s do not fit weight %s"
                          % (fn, tuple(input1.shape), tuple(input2.shape), tuple(weight.shape)))
+    from aicraft.nn import _integer
+    if _integer.is_integer(input1, input2, weight, bias):   # exact integer math, as torch's
+        return _integer.bilinear(input1, input2, weight, bias)
     mixed = input1 @ weight.permute(1, 0, 2).reshape(in1, out_f * in2)
     y = (mixed.reshape(*input1.shape[:-1], out_f, in2) * input2.unsqueeze(-2)).sum(-1)
     if bias is not None:

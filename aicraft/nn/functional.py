@@ -184,7 +184,7 @@ from aicraft.nn.norm import (group_norm, instance_norm, local_response_norm,  # 
                              rms_norm)
 from aicraft.nn.attention import scaled_dot_product_attention  # noqa: E402,F401
 from aicraft.nn.fold import channel_shuffle, fold, unfold  # noqa: E402,F401
-from aicraft.nn.sparse import embedding_bag  # noqa: E402,F401
+from aicraft.nn.sparse import embedding, embedding_bag  # noqa: E402,F401,F811
 from aicraft.nn.volumetric import (adaptive_max_pool3d, avg_pool3d, conv3d,  # noqa: E402,F401
                                    max_pool3d)
 from aicraft.nn.dropouts import (alpha_dropout, bilinear, dropout1d, dropout2d,  # noqa: E402,F401

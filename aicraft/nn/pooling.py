@@ -75,6 +75,9 @@ def _max_pool(fn, dims, input, kernel_size, stride, padding, dilation, ceil_mode
     dh, dw = (1, _single(dilation, fn + ": dilation")) if dims == 1 else \
         _pair(dilation, fn + ": dilation")
     x = input.unsqueeze(-2) if dims == 1 else input
+    if x.dtype in ("int64", "uint8"):   # exact, by torch's window scan
+        return _integer_max_pool(fn, dims, x, (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode,
+                                 return_indices)
     if (dh, dw) == (1, 1) and not ceil_mode and not return_indices:
         p = lib.ac_max_pool2d(x._ptr, kh, kw, sh, sw, ph, pw)   # the recordable op
         if p:
@@ -89,6 +92,33 @@ def _max_pool(fn, dims, input, kernel_size, stride, padding, dilation, ceil_mode
     if return_indices:
         return out, _finish(_wrap(indices[0]), dims)
     return out
+
+
+def pool_output_size(size, kernel, stride, pad, dil, ceil_mode):
+    """torch's pooling_output_shape (libac's pool.c computes the same)."""
+    span = size + 2 * pad - dil * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and out > 0 and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _integer_max_pool(fn, dims, x, k, s, p, d, ceil_mode, return_indices):
+    from aicraft.nn import _integer
+    if x.ndim not in (3, 4):
+        raise ShapeError("%s: input %s must be (N, C, H, W) or (C, H, W)" % (fn, tuple(x.shape)))
+    for i in range(2):
+        if k[i] < 1 or s[i] < 1 or d[i] < 1 or p[i] < 0 or p[i] > (d[i] * (k[i] - 1) + 1) // 2:
+            raise ValueError("%s: kernel %s, stride %s, dilation %s must be >= 1 and padding %s "
+                             "at most half the kernel" % (fn, k, s, d, p))
+    sizes = [pool_output_size(x.shape[-2 + i], k[i], s[i], p[i], d[i], ceil_mode)
+             for i in range(2)]
+    if min(sizes) < 1:
+        raise ShapeError("%s: input %s gives an empty output" % (fn, tuple(x.shape)))
+    index = _integer.max_pool_indices(x.numpy(), k, s, p, d, sizes)
+    out, at = _integer.gather_at(x, index, 2)
+    out, at = _finish(out, dims), _finish(at, dims)
+    return (out, at) if return_indices else out
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -178,6 +208,9 @@ def _avg_pool(fn, dims, input, kernel_size, stride, padding, ceil_mode, count_in
         divisor_override = _c_int(divisor_override, fn + ": divisor_override")
         if divisor_override == 0:
             raise ValueError("%s: divisor must be not zero" % fn)
+    if x.dtype in ("int64", "uint8"):   # exact sums, torch's truncating division
+        return _finish(_integer_avg_pool(fn, x, (kh, kw), (sh, sw), (ph, pw), ceil_mode,
+                                         count_include_pad, divisor_override), dims)
     if ceil_mode:
         p = lib.ac_avg_pool2d_ex(x._ptr, kh, kw, sh, sw, ph, pw, 1)
     else:
@@ -197,6 +230,28 @@ def _avg_pool(fn, dims, input, kernel_size, stride, padding, ceil_mode, count_in
         from aicraft.creation import from_numpy
         out = out * from_numpy(factor.astype(np.float32))
     return _finish(out, dims)
+
+
+def _integer_avg_pool(fn, x, k, s, p, ceil_mode, count_include_pad, divisor_override):
+    from aicraft.nn import _integer
+    dims = len(k)
+    for i in range(dims):
+        if k[i] < 1 or s[i] < 1 or p[i] < 0 or p[i] > k[i] // 2:
+            raise ValueError("%s: kernel %s and stride %s must be >= 1 and padding %s at most "
+                             "half the kernel" % (fn, k, s, p))
+    sizes = [pool_output_size(x.shape[x.ndim - dims + i], k[i], s[i], p[i], 1, ceil_mode)
+             for i in range(dims)]
+    if min(sizes) < 1:
+        raise ShapeError("%s: input %s gives an empty output" % (fn, tuple(x.shape)))
+    if divisor_override is not None:
+        divisors = np.full(sizes, divisor_override, dtype=np.int64)
+    else:
+        parts = [_divisors(x.shape[x.ndim - dims + i], k[i], s[i], p[i], sizes[i],
+                           count_include_pad).astype(np.int64) for i in range(dims)]
+        divisors = parts[0]
+        for part in parts[1:]:
+            divisors = np.multiply.outer(divisors, part)
+    return _integer.avg_pool(x, k, s, p, sizes, divisors)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -331,12 +386,27 @@ def _max_unpool(fn, dims, input, indices, kernel_size, stride, padding, output_s
         raise IndexError("%s: found an invalid max index %d (output volumes are of size %s)"
                          % (fn, idx.max() if idx.max() >= plane_out else idx.min(),
                             "x".join(map(str, size))))
-    source = np.full((idx.shape[0], plane_out), plane_in, dtype=np.int64)   # the zero
-    rows = np.repeat(np.arange(idx.shape[0]), plane_in)
-    source[rows, idx.reshape(-1)] = np.tile(np.arange(plane_in), idx.shape[0])
+    # Where several inputs name one output (overlapping pools), the last one's value is
+    # written, as torch writes them in order; every one of them gets that output's gradient,
+    # as torch's backward (a gather) gives it: the others enter as x - x.detach(), zero.
+    planes = idx.shape[0]
+    rows = np.repeat(np.arange(planes), plane_in)
+    targets = idx.reshape(-1)
+    order = np.lexsort((-np.tile(np.arange(plane_in), planes), targets, rows))   # last p first
+    ranked_rows, ranked_targets = rows[order], targets[order]
+    starts = np.r_[True, (ranked_rows[1:] != ranked_rows[:-1]) |
+                   (ranked_targets[1:] != ranked_targets[:-1])]
+    group = np.cumsum(starts) - 1
+    rank = np.arange(order.size) - np.flatnonzero(starts)[group]
     flat = input.reshape(-1, plane_in)
     padded = cat([flat, zeros(flat.shape[0], 1)], 1)
-    out = padded.gather(1, from_numpy(source))
+    out = None
+    for level in range(int(rank.max()) + 1 if rank.size else 1):
+        source = np.full((planes, plane_out), plane_in, dtype=np.int64)   # the zero
+        pick = rank == level
+        source[ranked_rows[pick], ranked_targets[pick]] = order[pick] % plane_in
+        taken = padded.gather(1, from_numpy(source))
+        out = taken if out is None else out + (taken - taken.detach())
     return out.reshape(*planes_shape, *size)
 
 

@@ -1,6 +1,7 @@
 """sparse.py - F.embedding_bag and nn.EmbeddingBag (modes sum, mean and max, offsets or
 2-D bags, per_sample_weights, padding_idx, include_last_offset), with torch's
-signatures.
+signatures; F.embedding and nn.Embedding with max_norm (and integer weights) on top of
+rnn.py's lookup.
 
 The bags are laid out as a dense (bags, longest bag) table of row numbers, short bags
 padded with a row past the end; one embedding lookup (libac's C op, whose backward
@@ -8,6 +9,8 @@ sums into the weight's rows) of an extended weight fills it, and a sum, mean or 
 over the bag dim finishes. Building the table is NumPy work on the ids, not on the
 embeddings.
 """
+import math
+
 import numpy as np
 
 from aicraft.creation import from_numpy, zeros
@@ -15,9 +18,10 @@ from aicraft.errors import ShapeError
 from aicraft.nn import init
 from aicraft.nn.conv import _factory_kwargs
 from aicraft.nn.module import Module, Parameter
+from aicraft.nn.rnn import Embedding as _RnnEmbedding
 from aicraft.tensor import Tensor
 
-__all__ = ["embedding_bag", "EmbeddingBag"]
+__all__ = ["embedding_bag", "EmbeddingBag", "embedding", "Embedding"]
 
 
 def _ids(value, fn, what):
@@ -168,3 +172,76 @@ class EmbeddingBag(Module):
         if self.padding_idx is not None:
             s += ", padding_idx=%d" % self.padding_idx
         return s
+
+
+# ---- embedding with max_norm and integer weights ---------------------------------------
+
+def _renorm_rows(weight, ids, max_norm, norm_type):
+    """torch's embedding_renorm_: each row ids names whose norm exceeds max_norm is scaled
+    in place to max_norm / (norm + 1e-7), outside autograd."""
+    rows = np.unique(ids.reshape(-1))
+    if not rows.size:
+        return
+    values = weight.detach().numpy()
+    picked = values[rows].astype(np.float64)
+    p = float(norm_type)
+    if math.isinf(p):
+        norms = np.abs(picked).max(1)
+    else:
+        norms = (np.abs(picked) ** p).sum(1) ** (1.0 / p)
+    scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    values[rows] = (picked * scale[:, None]).astype(values.dtype)
+    from aicraft.autograd import no_grad
+    with no_grad():
+        weight.copy_(from_numpy(values))
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of weight (num, dim) picked by the ids in input (any shape), as torch's
+    F.embedding: padding_idx's row gets no gradient; with max_norm, the rows looked up are
+    first renormalised in place; an integer weight is gathered exactly."""
+    from aicraft.nn import rnn
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: %s is not supported by aicraft"
+                                  % ("scale_grad_by_freq" if scale_grad_by_freq else "sparse"))
+    if not isinstance(weight, Tensor):
+        raise TypeError("embedding: weight must be a Tensor, not %s" % type(weight).__name__)
+    if max_norm is not None:
+        ids = _ids(input, "embedding", "input")
+        if weight.ndim != 2:
+            raise ShapeError("embedding: weight %s must be 2-D" % (tuple(weight.shape),))
+        if ids.size and (ids.min() < 0 or ids.max() >= weight.shape[0]):
+            raise IndexError("embedding: an id is out of range for %d embeddings" % weight.shape[0])
+        _renorm_rows(weight, ids, float(max_norm), norm_type)
+    if weight.dtype != "float32" and weight.ndim == 2:
+        ids = _ids(input, "embedding", "input")
+        if ids.size and (ids.min() < 0 or ids.max() >= weight.shape[0]):
+            raise IndexError("embedding: an id is out of range for %d embeddings" % weight.shape[0])
+        picked = weight.index_select(0, from_numpy(np.ascontiguousarray(ids.reshape(-1))))
+        return picked.reshape(*ids.shape, weight.shape[1])
+    return rnn.embedding(input, weight, padding_idx)
+
+
+class Embedding(_RnnEmbedding):
+    """A lookup table of num_embeddings vectors of size embedding_dim, as torch.nn.Embedding
+    (N(0, 1), the padding_idx row zero and never updated; max_norm renormalises the rows
+    looked up, in place)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 _freeze=False, device=None, dtype=None):
+        super().__init__(num_embeddings, embedding_dim, padding_idx, None, norm_type,
+                         scale_grad_by_freq, sparse, _weight, _freeze)
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.norm_type = float(norm_type)
+        _factory_kwargs(self, device, dtype)
+
+    def forward(self, input):
+        if self.max_norm is None:
+            return super().forward(input)
+        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
+
+    def extra_repr(self):
+        text = super().extra_repr()
+        return text if self.max_norm is None else text + ", max_norm=%s" % self.max_norm

@@ -98,65 +98,37 @@ def _along(x, dim, fn):
     return out.transpose(dim, -1) if dim != x.ndim - 1 else out
 
 
-def _gathered(input, index):
-    """input's elements at index (into each (n, c) volume, int64 NumPy), and index as a
-    Tensor: the gradient then goes exactly where the index points."""
-    from aicraft.creation import from_numpy
-    lead = tuple(input.shape[:-3])
-    flat = input.reshape(*lead, -1)
-    at = from_numpy(np.ascontiguousarray(index.reshape(*lead, -1)))
-    values = flat.gather(len(lead), at).reshape(*index.shape)
-    return values, from_numpy(np.ascontiguousarray(index))
-
-
-def _max_indices(x, k, s, p, d, out_sizes):
-    """torch's scan for each window's first maximum (NaN wins), over the kernel's offsets in
-    (d, h, w) order: one vectorised step per offset, the index into the D*H*W volume."""
-    sizes = x.shape[-3:]
-    padded = np.pad(x, [(0, 0)] * (x.ndim - 3) + [
-        (p[i], max(0, (out_sizes[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - sizes[i] - p[i]))
-        for i in range(3)], constant_values=-np.inf)
-    best = np.full(x.shape[:-3] + tuple(out_sizes), -np.inf, dtype=x.dtype)
-    best_at = np.full(best.shape, -1, dtype=np.int64)
-    grids = [np.arange(out_sizes[i]) * s[i] - p[i] for i in range(3)]
-    for a in range(k[0]):
-        for b in range(k[1]):
-            for c in range(k[2]):
-                offset = (a * d[0], b * d[1], c * d[2])
-                pos = [grids[i] + offset[i] for i in range(3)]
-                inside = ((pos[0] >= 0) & (pos[0] < sizes[0]))[:, None, None] & \
-                    ((pos[1] >= 0) & (pos[1] < sizes[1]))[None, :, None] & \
-                    ((pos[2] >= 0) & (pos[2] < sizes[2]))[None, None, :]
-                v = padded[..., offset[0]: offset[0] + s[0] * (out_sizes[0] - 1) + 1: s[0],
-                           offset[1]: offset[1] + s[1] * (out_sizes[1] - 1) + 1: s[1],
-                           offset[2]: offset[2] + s[2] * (out_sizes[2] - 1) + 1: s[2]]
-                flat = (pos[0][:, None, None] * sizes[1] + pos[1][None, :, None]) * sizes[2] + \
-                    pos[2][None, None, :]
-                takes = inside & ((v > best) | (np.isnan(v) & ~np.isnan(best)) | (best_at < 0))
-                best = np.where(takes, v, best)
-                best_at = np.where(takes, flat, best_at)
-    return best_at
-
-
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Max over kD x kH x kW windows, as torch's F.max_pool3d: three separable 1-d maxima,
     or with return_indices, torch's window scan (NumPy) and a gather at its indices."""
     fn = "max_pool3d"
     _volume(input, fn)
-    from aicraft.nn.pooling import max_pool2d
+    from aicraft.nn import _integer
+    from aicraft.nn.pooling import max_pool2d, pool_output_size
     k = _triple(kernel_size, fn + ": kernel_size")
     s = k if stride is None or stride == () or stride == [] else _triple(stride, fn + ": stride")
     p, d = _triple(padding, fn + ": padding"), _triple(dilation, fn + ": dilation")
-    out = input
-    for i in range(3):
-        out = _along(out, out.ndim - 3 + i,
-                     lambda v, i=i: max_pool2d(v, (1, k[i]), (1, s[i]), (0, p[i]), (1, d[i]),
-                                               ceil_mode))
-    if not return_indices:
-        return out
-    index = _max_indices(input.detach().numpy(), k, s, p, d, out.shape[-3:])
-    return _gathered(input, index)
+    if input.dtype == "float32":
+        out = input
+        for i in range(3):
+            out = _along(out, out.ndim - 3 + i,
+                         lambda v, i=i: max_pool2d(v, (1, k[i]), (1, s[i]), (0, p[i]),
+                                                   (1, d[i]), ceil_mode))
+        if not return_indices:
+            return out
+        sizes = out.shape[-3:]
+    else:                     # integers: torch's window scan, exact
+        for i in range(3):
+            if k[i] < 1 or s[i] < 1 or d[i] < 1 or p[i] < 0 or \
+                    p[i] > (d[i] * (k[i] - 1) + 1) // 2:
+                raise ValueError("%s: kernel %s, stride %s, dilation %s must be >= 1 and padding "
+                                 "%s at most half the kernel" % (fn, k, s, d, p))
+        sizes = [pool_output_size(input.shape[input.ndim - 3 + i], k[i], s[i], p[i], d[i],
+                                  ceil_mode) for i in range(3)]
+    index = _integer.max_pool_indices(input.detach().numpy(), k, s, p, d, sizes)
+    out, at = _integer.gather_at(input, index, 3)
+    return (out, at) if return_indices else out
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -165,12 +137,15 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     each with torch's divisor rule for its dim)."""
     fn = "avg_pool3d"
     _volume(input, fn)
-    from aicraft.nn.pooling import _divisors, avg_pool2d
+    from aicraft.nn.pooling import _divisors, _integer_avg_pool, avg_pool2d
     k = _triple(kernel_size, fn + ": kernel_size")
     s = k if stride is None or stride == () or stride == [] else _triple(stride, fn + ": stride")
     p = _triple(padding, fn + ": padding")
     if divisor_override is not None and _c_int(divisor_override, fn + ": divisor") == 0:
         raise ValueError("%s: divisor must be not zero" % fn)
+    if input.dtype in ("int64", "uint8"):
+        return _integer_avg_pool(fn, input, k, s, p, ceil_mode, count_include_pad,
+                                 divisor_override)
     out, sizes = input, []
     for i in range(3):
         dim = out.ndim - 3 + i
@@ -215,7 +190,8 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
                 dd, rest = np.divmod(at, (h1 - h0) * (w1 - w0))
                 hh, ww = np.divmod(rest, w1 - w0)
                 index[..., i, j, k] = ((d0 + dd) * full[1] + h0 + hh) * full[2] + w0 + ww
-    return _gathered(input, index)
+    from aicraft.nn import _integer
+    return _integer.gather_at(input, index, 3)
 
 
 # ---- modules -----------------------------------------------------------------
