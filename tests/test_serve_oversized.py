@@ -45,3 +45,21 @@ def test_hostile_mix_over_10_rounds_drops_nothing(serve):
     assert failures == []
     assert server.worker_pids() == pids, "a worker died:\n" + server.log()
     assert "Traceback" not in server.log()
+
+
+def test_a_client_that_declares_a_large_body_and_sends_none_holds_no_thread(serve):
+    # 8 such clients (as many as the service's request threads), each still
+    # connected: the service still answers the next request.
+    import socket
+    server = serve(1)
+    idle = []
+    try:
+        for _ in range(8):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+            sock.sendall(serve_hostile.request("POST", "/predict", b"", length=8 << 20))
+            assert sock.recv(12).startswith(b"HTTP/1.1 413")
+            idle.append(sock)
+        assert server.request("GET", "/healthz")[0] == 200
+    finally:
+        for sock in idle:
+            sock.close()
