@@ -10,6 +10,7 @@
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS (needs clang and
 #                   libclang-rt-dev: apt-get install clang libclang-rt-14-dev)
 #   make fuzz-python  atheris over the Python entry points for FUZZ_SECONDS
+#   make fuzz-load  atheris over ac.load's nested structure for FUZZ_SECONDS
 #   make demo       the main demo
 #   make test-cuda  the CUDA tests (tests/cuda), then again under compute-sanitizer's
 #                   memcheck; they skip without a GPU
@@ -65,7 +66,7 @@ CDEMOS    := $(filter-out demos/c/mnist_mlp_mpi.c,$(sort $(wildcard demos/c/*.c)
 # else PATH's (looked up when used, so after `venv` has installed the wheel).
 MPICC      = $(firstword $(wildcard $(VENV)/bin/mpicc) $(shell command -v mpicc))
 
-.PHONY: FORCE test-cuda all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python pytest mpi-demo demo bench serve bench-serve install dist dist-test docs clean venv
+.PHONY: FORCE test-cuda all lib test ctest asan tsan valgrind fuzz-replay fuzz fuzz-python fuzz-load pytest mpi-demo demo bench serve bench-serve install dist dist-test docs clean venv
 
 all: venv
 	AC_CUDA=$(AC_CUDA) NVCC=$(NVCC) $(PY) setup.py -q build_ext --inplace
@@ -222,6 +223,14 @@ fuzz-python: all
 	@mkdir -p build/fuzz/corpus-python
 	PYTHONPATH=. $(PY) tests/fuzz/fuzz_python.py -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
 	    -print_final_stats=1 -artifact_prefix=build/fuzz/crash-python- build/fuzz/corpus-python
+
+# atheris over ac.load's nested structure (tests/fuzz/fuzz_load.py); its corpus is
+# replayed by pytest (tests/test_fuzz_load_corpus.py)
+fuzz-load: all
+	$(PY) -m pip install -q --disable-pip-version-check atheris
+	@mkdir -p build/fuzz/corpus-load
+	PYTHONPATH=. $(PY) tests/fuzz/fuzz_load.py -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/crash-load- build/fuzz/corpus-load tests/fuzz/corpus/load
 
 # ---- demos, benchmarks, install ---------------------------------------------
 

@@ -18,15 +18,41 @@ def _is_numpy(value, type_name):
     return np is not None and isinstance(value, getattr(np, type_name))
 
 
+_INT64_MIN, _INT64_END = -(2 ** 63), 2 ** 63
+
+
 def _as_int(value, what):
-    if type(value) is int:
+    """value as an int of C's int64 range: TypeError for a non-int, ValueError past
+    the range (as torch's "Overflow when unpacking long long"), never OverflowError."""
+    if type(value) is not int:
+        if isinstance(value, bool) or value is None:
+            raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError("%s must be an int, not %s" % (what, type(value).__name__)) from None
+    if not _INT64_MIN <= value < _INT64_END:
+        raise ValueError("%s %d is out of the int64 range" % (what, value))
+    return value
+
+
+def _as_bound(value, what):
+    """A slice's start, stop or step as an int clamped to int64's range: no tensor has
+    2^63 elements, so x[2**63:] is empty and x[::2**63] takes the first, as in Python."""
+    if type(value) is int and _INT64_MIN <= value < _INT64_END:
         return value
-    if isinstance(value, bool) or value is None:
-        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
     try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__)) from None
+        return _as_int(value, what)
+    except ValueError:
+        return _INT64_END - 1 if value > 0 else _INT64_MIN
+
+
+def _as_index(value, what):
+    """An int index: IndexError past int64's range (out of bounds for any dim)."""
+    try:
+        return _as_int(value, what)
+    except ValueError:
+        raise IndexError("%s %d is out of bounds (past the int64 range)" % (what, value)) from None
 
 
 def _as_dim(value, what="dim"):

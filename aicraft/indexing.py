@@ -11,7 +11,7 @@ front; a write with them goes through the flat positions the same index picks.
 import math
 from collections import namedtuple
 
-from aicraft._args import _as_dim, _as_int, _is_numpy, _shape_args, _scalar
+from aicraft._args import _as_bound, _as_dim, _as_index, _as_int, _is_numpy, _shape_args, _scalar
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _live, _unary, _wrap
 from aicraft.errors import ShapeError, raise_error
@@ -98,17 +98,17 @@ class _Index:
                 out_dim += 1 if _live(item).dtype == 2 else _live(item).ndim
             elif type(item) is slice:
                 s = self.slices[self.n]
-                s.step = 1 if item.step is None else _as_int(item.step, "slice step")
+                s.step = 1 if item.step is None else _as_bound(item.step, "slice step")
                 if item.start is not None:
-                    s.start, s.has_start = _as_int(item.start, "slice start"), 1
+                    s.start, s.has_start = _as_bound(item.start, "slice start"), 1
                 if item.stop is not None:
-                    s.stop, s.has_stop = _as_int(item.stop, "slice stop"), 1
+                    s.stop, s.has_stop = _as_bound(item.stop, "slice stop"), 1
                 self.n += 1
                 kept += 1
                 out_dim += 1
             else:
                 s = self.slices[self.n]
-                s.start, s.has_start, s.is_index, s.step = _as_int(item, "index"), 1, 1, 1
+                s.start, s.has_start, s.is_index, s.step = _as_index(item, "index"), 1, 1, 1
                 self.n += 1
                 ints.append(position)
         if self.advanced is not None and ints:

@@ -12,7 +12,8 @@ in flat memory, under a real server.
 
 Inputs are what the model takes: MNIST pixels in [0, 1], normalised as
 demos/mnist_mlp.py trains on them ((x - 0.1307) / 0.3081), one row of 784 per
-image, 1 to 256 rows a request, bodies up to 1 MB. /learn takes one SGD step
+image, 1 to 256 rows a request, bodies up to 1 MB (a larger one is answered 413 and
+read and dropped up to 16 MB, so that its client reads the 413). /learn takes one SGD step
 (learning rate AICRAFT_LR, default 0.01) on the rows it is given.
 
 Every request runs inside `with ac.checkpoint():`, so whatever the library
@@ -56,6 +57,13 @@ from aicraft import nn, optim
 FEATURES, CLASSES = 784, 10
 MAX_ROWS = 256
 MAX_BODY_BYTES = 1 << 20
+# What the service reads and drops of a body it refuses unread (413, 404, 405): a
+# client that is still sending when the answer goes out then reads its answer,
+# instead of a reset (a socket closed over unread bytes sends one). Past this,
+# the connection may still be reset; the bound keeps a refused client's cost small.
+MAX_DRAIN_BYTES = 16 << 20
+DRAIN_SECONDS = 2.0
+DRAIN_CHUNK = 64 << 10
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -159,6 +167,51 @@ def read_json(environ, keys):
     if body.count(b'"') != 2 * len(keys) or b"r" in body or b"f" in body:
         raise BadRequest(400, "inputs and labels must be numbers")
     return payload
+
+
+def drain(environ):
+    """Read and drop what is left of the request's body, up to MAX_DRAIN_BYTES and for
+    at most DRAIN_SECONDS (each read waits DRAIN_SECONDS at most: a client that
+    declares a body and never sends it holds no thread)."""
+    try:
+        left = min(int(environ.get("CONTENT_LENGTH") or 0), MAX_DRAIN_BYTES)
+    except ValueError:
+        return
+    stream, sock = environ["wsgi.input"], environ.get("gunicorn.socket")
+    deadline = time.monotonic() + DRAIN_SECONDS
+    previous = sock.gettimeout() if sock is not None else None
+    try:
+        if sock is not None:
+            sock.settimeout(DRAIN_SECONDS)
+        while left > 0 and time.monotonic() < deadline:
+            chunk = stream.read(min(left, DRAIN_CHUNK))
+            if not chunk:
+                break
+            left -= len(chunk)
+    except (OSError, ValueError):   # the client went away, or is too slow: nothing more to do
+        pass
+    finally:
+        if sock is not None:
+            try:
+                sock.settimeout(previous)
+            except OSError:
+                pass
+
+
+class DrainAfter:
+    """A refusal's body, then drain(): the server sends the answer first (so a client
+    that never sends its body still gets it at once) and calls close() after, which
+    reads what is left of the refused body, so a client still sending it reads its
+    answer instead of a reset."""
+
+    def __init__(self, body, environ):
+        self.body, self.environ = body, environ
+
+    def __iter__(self):
+        yield self.body
+
+    def close(self):
+        drain(self.environ)
 
 
 def as_rows(rows):
@@ -312,6 +365,7 @@ def make_app(model, model_lock):
         except BadRequest as exc:
             status, headers = exc.status, exc.headers
             body, content_type = orjson.dumps({"error": str(exc)}), "application/json"
+
         except Exception:     # a worker answers 500 and goes on; the traceback goes to the log
             traceback.print_exc(file=environ["wsgi.errors"])
             status = 500
@@ -320,7 +374,7 @@ def make_app(model, model_lock):
         metrics.observe(path if path in routes else "other", status, time.perf_counter() - start)
         start_response("%d %s" % (status, http.HTTPStatus(status).phrase),
                        headers + [("Content-Type", content_type), ("Content-Length", str(len(body)))])
-        return [body]
+        return [body] if status < 400 else DrainAfter(body, environ)
 
     return app
 

@@ -370,7 +370,7 @@ static int graph_arrays(AcGraph *g, int32_t n_bufs, int32_t n_nodes, int32_t n_i
 static void read_buffer(Reader *r, GraphBuffer *b, int32_t id)
 {
     uint32_t kind = get_u32(r), dtype = get_u32(r), ndim = get_u32(r);
-    int64_t count = 1;
+    int64_t count = 1;   /* of the dims other than 0: (0, 2^40, 2^40) is refused too */
     uint32_t d;
     if (r->rc) return;
     if (kind > AC_BUFFER_OUTPUT || dtype > AC_UINT8 || ndim > AC_MAX_DIMS) {
@@ -388,7 +388,7 @@ static void read_buffer(Reader *r, GraphBuffer *b, int32_t id)
                        (long long)b->shape[d]);
             return;
         }
-        count *= b->shape[d];
+        if (b->shape[d] > 0) count *= b->shape[d];
     }
 }
 

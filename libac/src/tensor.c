@@ -56,7 +56,7 @@ static size_t round_up(size_t n) { return (n + AC_ALIGN - 1) & ~(size_t)(AC_ALIG
 int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size)
 {
     int64_t n = 1;
-    int i;
+    int i, empty = 0;
     if (ndim < 0 || ndim > AC_MAX_DIMS)
         return error_set(AC_ERR_ARG, "%s: ndim %d is out of range [0, %d]", op, ndim, AC_MAX_DIMS);
     if (ndim > 0 && !shape) return error_set(AC_ERR_ARG, "%s: shape is NULL", op);
@@ -64,16 +64,19 @@ int shape_check(const char *op, const int64_t *shape, int ndim, int64_t *size)
         if (shape[i] < 0)
             return error_set(AC_ERR_ARG, "%s: negative dimension %lld in shape %s", op,
                              (long long)shape[i], shape_str(shape, ndim));
+        if (shape[i] == 0) {   /* no elements, but the other dims' product must fit all the same: */
+            empty = 1;         /* (0, 2^32, 2^32) would flatten to (0, 0) */
+            continue;
+        }
         /* divide only when the product might overflow: this runs for every op */
-        if ((n >= ((int64_t)1 << 31) || shape[i] >= ((int64_t)1 << 31)) && shape[i] > 0 &&
-            n > (INT64_MAX / 8) / shape[i])
+        if ((n >= ((int64_t)1 << 31) || shape[i] >= ((int64_t)1 << 31)) && n > (INT64_MAX / 8) / shape[i])
             return error_set(AC_ERR_MEMORY, "%s: shape %s has too many elements", op,
                              shape_str(shape, ndim));
         n *= shape[i];
     }
     if (n > INT64_MAX / 8)
         return error_set(AC_ERR_MEMORY, "%s: shape %s has too many elements", op, shape_str(shape, ndim));
-    if (size) *size = n;
+    if (size) *size = empty ? 0 : n;
     return AC_OK;
 }
 

@@ -591,12 +591,13 @@ static int by_offset(const void *a, const void *b)
 
 static int check_record(const Header *h, const Record *rec, uint64_t data_bytes)
 {
-    int64_t count = 1;
+    int64_t count = 1, nonzero = 1;   /* the dims other than 0 must fit too: (0, 2^40, 2^40) */
     int d;
     for (d = 0; d < rec->ndim; d++) {
-        if (rec->shape[d] > 0 && count > (INT64_MAX / 8) / rec->shape[d])
+        if (rec->shape[d] > 0 && nonzero > (INT64_MAX / 8) / rec->shape[d])
             return format_error(h, "tensor '%s': shape %s has too many elements", rec->name,
                                 shape_str(rec->shape, rec->ndim));
+        if (rec->shape[d] > 0) nonzero *= rec->shape[d];
         count *= rec->shape[d];
     }
     if (rec->end < rec->begin || rec->end > data_bytes)
