@@ -29,6 +29,9 @@ from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memor
                             set_num_threads)
 from aicraft.tensor import Tensor
 from aicraft import accelerator, backends, cuda, nn, optim, profiler, quantization
+# scripts helper: what training scripts reach beyond operators
+from aicraft import amp
+from aicraft.dtypes import bfloat16, cdouble, cfloat, complex64, complex128, finfo, iinfo
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -47,6 +50,7 @@ __all__ = [
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils",
+    "amp", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
 ]
 
 

@@ -23,6 +23,8 @@ from aicraft.nn.module import Module, Parameter
 from aicraft.nn.norm import LayerNorm
 from aicraft.nn.rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
 from aicraft.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+# scripts helper: containers and the rest of the Transformer
+from aicraft.nn.container import ModuleDict, ParameterDict, ParameterList
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", "Sigmoid", "Tanh",
            "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "MSELoss", "L1Loss",
@@ -30,7 +32,8 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
            "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "Dropout", "Dropout2d", "Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "functional",
-           "init", "parallel", "utils"]
+           "init", "parallel", "utils",
+           "ModuleDict", "ParameterDict", "ParameterList"]
 
 
 def __getattr__(name: str) -> object:

@@ -19,7 +19,7 @@ from aicraft.creation import ones, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
@@ -228,7 +228,7 @@ class Conv2d(Module):
     fan_in = in_channels/groups * kH * kW."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros"):
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode != "zeros":
             _unsupported("Conv2d", "padding_mode=%r" % (padding_mode,))
@@ -264,6 +264,7 @@ class Conv2d(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         # kaiming_uniform_ with a = sqrt(5) is U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
@@ -389,7 +390,7 @@ class _BatchNorm(Module):
     _ranks = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True):
+                 track_running_stats=True, device=None, dtype=None):
         super().__init__()
         self.num_features = _as_int(num_features, "%s: num_features" % type(self).__name__)
         if self.num_features < 1:
@@ -413,6 +414,7 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+        factory_kwargs(self, device, dtype)
 
     def reset_running_stats(self):
         if self.track_running_stats:

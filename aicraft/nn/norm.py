@@ -11,7 +11,7 @@ from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["LayerNorm", "layer_norm"]
@@ -67,6 +67,7 @@ class LayerNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         if self.weight is not None:

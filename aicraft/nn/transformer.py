@@ -16,7 +16,7 @@ from aicraft.nn import functional as F
 from aicraft.nn import init
 from aicraft.nn.conv import Dropout
 from aicraft.nn.layers import Linear, ModuleList
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.nn.norm import LayerNorm
 from aicraft.creation import zeros
 from aicraft.dtypes import bool as bool_, float32
@@ -83,6 +83,7 @@ class MultiheadAttention(Module):
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(self.embed_dim, self.embed_dim, bias=bias)
         self._reset_parameters()
+        factory_kwargs(self, device, dtype)
 
     def _reset_parameters(self):
         init.xavier_uniform_(self.in_proj_weight)
@@ -204,6 +205,7 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = activation_fn
+        factory_kwargs(self, device, dtype)
 
     def _attention_block(self, x, mask, key_padding_mask, is_causal):
         x = self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=key_padding_mask,
