@@ -22,7 +22,8 @@ from aicraft.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Los
 from aicraft.nn.module import Module, Parameter
 from aicraft.nn.norm import LayerNorm
 from aicraft.nn.rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
-from aicraft.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from aicraft.nn.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
+                                    TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 # scripts helper: containers and the rest of the Transformer
 from aicraft.nn.container import ModuleDict, ParameterDict, ParameterList
 
@@ -33,7 +34,8 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
            "Dropout", "Dropout2d", "Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "functional",
            "init", "parallel", "utils",
-           "ModuleDict", "ParameterDict", "ParameterList"]
+           "ModuleDict", "ParameterDict", "ParameterList", "Transformer", "TransformerDecoder",
+           "TransformerDecoderLayer"]
 
 
 def __getattr__(name: str) -> object:

@@ -53,6 +53,16 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        copy = Parameter(Tensor.__deepcopy__(self, {}), self.requires_grad)
+        memo[id(self)] = copy
+        return copy
+
+    def __reduce__(self):
+        return Parameter, (self.detach(), self.requires_grad)
+
     __str__ = __repr__
 
 
