@@ -56,7 +56,7 @@ __all__ = [
 
 # Imported on first use: they need NumPy, and a service that only runs a model does not;
 # distributed is for training on several ranks.
-_ON_FIRST_USE = ("data", "distributed", "utils", "viz")
+_ON_FIRST_USE = ("data", "distributed", "utils", "viz", "serialization", "multiprocessing")
 
 
 def __getattr__(name: str) -> object:

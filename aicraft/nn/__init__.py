@@ -41,4 +41,6 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
 def __getattr__(name: str) -> object:
     if name == "parallel":   # on first use: DistributedDataParallel is for training on several ranks
         return importlib.import_module("aicraft.nn.parallel")
+    if name == "modules":    # torch.nn.modules' import paths (scripts helper)
+        return importlib.import_module("aicraft.nn.modules")
     raise AttributeError("module 'aicraft.nn' has no attribute %r" % name)
