@@ -32,6 +32,9 @@ from aicraft import accelerator, backends, cuda, nn, optim, profiler, quantizati
 # scripts helper: what training scripts reach beyond operators
 from aicraft import amp
 from aicraft.dtypes import bfloat16, cdouble, cfloat, complex64, complex128, finfo, iinfo
+from aicraft.creation import Generator, bernoulli, multinomial, normal, randint_like, randperm
+from aicraft import creation as _creation
+_creation.bind_random(Tensor)
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -50,7 +53,7 @@ __all__ = [
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils",
-    "amp", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
+    "amp", "Generator", "bernoulli", "multinomial", "normal", "randint_like", "randperm", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
 ]
 
 
