@@ -40,6 +40,13 @@ globals().update(_PRODUCTS)
 from aicraft.linalg import cdist, dist, torch_norm as norm  # noqa: E402
 from aicraft.linalg import det, inv as inverse, logdet, slogdet, torch_cholesky as cholesky  # noqa: E402
 
+# What training scripts reach beyond operators (amp, creation.py's random functions).
+from aicraft import amp
+from aicraft.dtypes import bfloat16, cdouble, cfloat, complex64, complex128, finfo, iinfo
+from aicraft.creation import Generator, bernoulli, multinomial, normal, randint_like, randperm
+from aicraft import creation as _creation
+_creation.bind_random(Tensor)
+
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
 # The public names, for `from aicraft import *` and for type checkers (which do not
@@ -57,6 +64,7 @@ __all__ = [
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils", "special",
+    "amp", "Generator", "bernoulli", "multinomial", "normal", "randint_like", "randperm", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
 ]
 __all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm", "det", "inverse", "cholesky",
                                                             "logdet", "slogdet"]
@@ -64,7 +72,7 @@ __all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist",
 
 # Imported on first use: they need NumPy, and a service that only runs a model does not;
 # distributed is for training on several ranks.
-_ON_FIRST_USE = ("data", "distributed", "utils", "viz")
+_ON_FIRST_USE = ("data", "distributed", "utils", "viz", "serialization", "multiprocessing")
 
 
 def __getattr__(name: str) -> object:

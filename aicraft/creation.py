@@ -132,25 +132,32 @@ def ones(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
 
 
 def rand(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
-         requires_grad: bool = False) -> Tensor:
-    """Uniform in [0, 1)."""
+         requires_grad: bool = False, generator: Any = None, **kwargs: Any) -> Tensor:
+    """Uniform in [0, 1) (from generator, an ac.Generator, when given)."""
     shape = _shape_args(shape)
     dtype, device = _target(dtype, device, "rand")
     _float_only(dtype, "rand")
-    return _finish(lib.ac_rand(_shape_array(shape), len(shape)), requires_grad, device=device)
+    _factory_extras(kwargs, "rand")
+    with _drawing(generator, "rand"):
+        p = lib.ac_rand(_shape_array(shape), len(shape))
+    return _finish(p, requires_grad, device=device)
 
 
 def randn(*shape: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
-    """Standard normal."""
+          requires_grad: bool = False, generator: Any = None, **kwargs: Any) -> Tensor:
+    """Standard normal (from generator, an ac.Generator, when given)."""
     shape = _shape_args(shape)
     dtype, device = _target(dtype, device, "randn")
     _float_only(dtype, "randn")
-    return _finish(lib.ac_randn(_shape_array(shape), len(shape)), requires_grad, device=device)
+    _factory_extras(kwargs, "randn")
+    with _drawing(generator, "randn"):
+        p = lib.ac_randn(_shape_array(shape), len(shape))
+    return _finish(p, requires_grad, device=device)
 
 
-def randint(low: int, high: Optional[int] = None, size: Any = None, dtype: Optional[dtypes.dtype] = None,
-            device: Any = None, requires_grad: bool = False) -> Tensor:
+def randint(low: int, high: Optional[int] = None, size: Any = None, generator: Any = None,
+            dtype: Optional[dtypes.dtype] = None, device: Any = None, requires_grad: bool = False,
+            **kwargs: Any) -> Tensor:
     """Integers uniform in [low, high) (randint(high, size) starts at 0), int64 by default,
     from this thread's generator."""
     if size is None:
@@ -166,7 +173,8 @@ def randint(low: int, high: Optional[int] = None, size: Any = None, dtype: Optio
         raise ValueError("randint: a range of %d values is wider than aicraft's generator draws "
                          "exactly (2**24)" % (high - low))
     import numpy as np
-    u = rand(_shape_args((size,)))
+    _factory_extras(kwargs, "randint")
+    u = rand(_shape_args((size,)), generator=generator)
     values = np.floor(u.numpy().astype(np.float64) * (high - low)).astype(np.int64) + low
     dtype, device = _target(dtype, device, "randint", dtypes.int64)
     return tensor(values, dtype=dtype, device=device, requires_grad=requires_grad)
@@ -212,13 +220,15 @@ def empty_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any 
 
 
 def rand_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
-              requires_grad: bool = False) -> Tensor:
-    return rand(_like(input, "rand_like"), dtype=dtype, device=_like_device(input, device), requires_grad=requires_grad)
+              requires_grad: bool = False, generator: Any = None, **kwargs: Any) -> Tensor:
+    return rand(_like(input, "rand_like"), dtype=dtype, device=_like_device(input, device), requires_grad=requires_grad,
+                generator=generator, **kwargs)
 
 
 def randn_like(input: Tensor, dtype: Optional[dtypes.dtype] = None, device: Any = None,
-               requires_grad: bool = False) -> Tensor:
-    return randn(_like(input, "randn_like"), dtype=dtype, device=_like_device(input, device), requires_grad=requires_grad)
+               requires_grad: bool = False, generator: Any = None, **kwargs: Any) -> Tensor:
+    return randn(_like(input, "randn_like"), dtype=dtype, device=_like_device(input, device),
+                 requires_grad=requires_grad, generator=generator, **kwargs)
 
 
 def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Optional[dtypes.dtype] = None,
@@ -289,3 +299,290 @@ def manual_seed(seed: int) -> None:
         raise ValueError("manual_seed: seed %d does not fit in 64 bits" % seed)
     if lib.ac_manual_seed(seed & 0xFFFFFFFFFFFFFFFF) < 0:   # negative seeds wrap, as PyTorch's
         raise_error()
+
+
+
+# ---- scripts helper: ac.Generator, randperm, multinomial, bernoulli, normal ----------------
+
+_STATE_WORDS = 6
+_DEFAULT_SEED = 67280421310721   # torch's default_generator's initial seed
+
+
+def _factory_extras(kwargs, what):
+    """PyTorch's factory keywords that change nothing here: layout=strided, pin_memory=False,
+    memory_format; anything else is a TypeError as torch gives."""
+    for key, value in kwargs.items():
+        if key == "pin_memory" and not value:
+            continue
+        if key in ("layout", "memory_format") and value is None:
+            continue
+        if key in ("layout", "pin_memory", "memory_format"):
+            raise NotImplementedError("%s: %s=%r is not supported by aicraft" % (what, key, value))
+        raise TypeError("%s() got an unexpected keyword argument %r" % (what, key))
+
+
+class Generator:
+    """A random number generator of its own, as torch.Generator: ops given
+    generator=g draw from g's state (and advance it), not from the thread's
+    generator that ac.manual_seed seeds. Seeded with manual_seed(seed) (the same seed,
+    the same draws as ac.manual_seed(seed) gives); get_state()/set_state() save and
+    restore it (a uint8 Tensor). CPU only: its draws are made on the CPU."""
+
+    def __init__(self, device="cpu"):
+        d = dtypes.device(device)
+        if d.type != "cpu":
+            raise NotImplementedError("Generator: aicraft draws random numbers on the CPU; device %s "
+                                      "is not supported" % d)
+        self.device = d
+        self._state = ffi.new("uint32_t[%d]" % _STATE_WORDS)
+        self.manual_seed(_DEFAULT_SEED)
+
+    def manual_seed(self, seed):
+        seed = _as_int(seed, "Generator.manual_seed: seed")
+        if not -(2 ** 63) <= seed < 2 ** 64:
+            raise ValueError("Generator.manual_seed: seed %d does not fit in 64 bits" % seed)
+        saved = ffi.new("uint32_t[%d]" % _STATE_WORDS)
+        lib.ac_rng_get_state(saved)
+        lib.ac_manual_seed(seed & 0xFFFFFFFFFFFFFFFF)
+        lib.ac_rng_get_state(self._state)
+        lib.ac_rng_set_state(saved)
+        self._seed = seed & 0xFFFFFFFFFFFFFFFF
+        return self
+
+    def seed(self):
+        """Seed from the operating system's randomness; returns the seed."""
+        import os
+        seed = int.from_bytes(os.urandom(8), "little") & 0x7FFFFFFFFFFFFFFF
+        self.manual_seed(seed)
+        return seed
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        import numpy as np
+        words = np.frombuffer(ffi.buffer(self._state), dtype=np.uint32).copy()
+        return tensor(words.view(np.uint8), dtype=dtypes.uint8)
+
+    def set_state(self, new_state):
+        import numpy as np
+        if not isinstance(new_state, Tensor) or new_state.dtype is not dtypes.uint8 or \
+                tuple(new_state.shape) != (4 * _STATE_WORDS,):
+            raise TypeError("Generator.set_state: expected the uint8 Tensor of %d bytes get_state() gives"
+                            % (4 * _STATE_WORDS))
+        words = new_state.numpy().view(np.uint32)
+        saved = ffi.new("uint32_t[%d]" % _STATE_WORDS)
+        lib.ac_rng_get_state(saved)
+        try:
+            if lib.ac_rng_set_state(ffi.from_buffer("uint32_t[]", words.copy())) < 0:
+                raise_error()
+            lib.ac_rng_get_state(self._state)
+        finally:
+            lib.ac_rng_set_state(saved)
+        return self
+
+    def __repr__(self):
+        return "<aicraft.Generator object (seed %d)>" % self._seed
+
+
+class _drawing:
+    """Context: the thread's generator runs from generator's state inside (None: unchanged)."""
+
+    __slots__ = ("_generator", "_saved")
+
+    def __init__(self, generator, what):
+        if generator is not None and not isinstance(generator, Generator):
+            raise TypeError("%s: generator must be an aicraft.Generator, not %s" % (what, type(generator).__name__))
+        self._generator = generator
+
+    def __enter__(self):
+        if self._generator is not None:
+            self._saved = ffi.new("uint32_t[%d]" % _STATE_WORDS)
+            lib.ac_rng_get_state(self._saved)
+            lib.ac_rng_set_state(self._generator._state)
+
+    def __exit__(self, *exc):
+        if self._generator is not None:
+            lib.ac_rng_get_state(self._generator._state)
+            lib.ac_rng_set_state(self._saved)
+        return False
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, **kwargs):
+    """A random permutation of 0..n-1, int64 (from generator when given)."""
+    n = _as_int(n, "randperm: n")
+    _factory_extras(kwargs, "randperm")
+    with _drawing(generator, "randperm"):
+        p = lib.ac_randperm(n)
+    out = _finish(p, False)
+    target, device = _target(dtype, device, "randperm", dtypes.int64)
+    if target is not dtypes.int64:
+        out = out.to(target)
+    if device is not None and device != dtypes.CPU:
+        out = out.to(device)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
+    """Indices drawn by the weights in each row of input (1-d or 2-d, non-negative,
+    not all zero), int64 (num_samples,) or (rows, num_samples); distinct within a row
+    unless replacement."""
+    if out is not None:
+        raise NotImplementedError("multinomial: out= is not supported by aicraft")
+    if not isinstance(input, Tensor):
+        raise TypeError("multinomial: input must be a Tensor, not %s" % type(input).__name__)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("multinomial only supports floating-point dtypes for input, got: %s"
+                           % input.dtype.name)
+    num_samples = _as_int(num_samples, "multinomial: num_samples")
+    if not isinstance(replacement, bool):
+        raise TypeError("multinomial: replacement must be a bool, not %s" % type(replacement).__name__)
+    src = input.detach()
+    if src.device != dtypes.CPU:
+        src = src.to("cpu")
+    with _drawing(generator, "multinomial"):
+        p = lib.ac_multinomial(_live(src), num_samples, 1 if replacement else 0)
+    result = _finish(p, False, src)
+    return result if input.device == dtypes.CPU else result.to(input.device)
+
+
+def bernoulli(input, p=None, *, generator=None, out=None):
+    """0/1 draws, 1 with probability input (or p) per element, of input's dtype."""
+    if out is not None:
+        raise NotImplementedError("bernoulli: out= is not supported by aicraft")
+    if not isinstance(input, Tensor):
+        raise TypeError("bernoulli: input must be a Tensor, not %s" % type(input).__name__)
+    probs = input.detach() if p is None else full_like(input, float(p), dtype=dtypes.float32)
+    if not probs.dtype.is_floating_point:
+        probs = probs.to(dtypes.float32)
+    if probs.numel() and not (probs.min().item() >= 0 and probs.max().item() <= 1):
+        raise RuntimeError("bernoulli: probabilities must be in [0, 1]")
+    from aicraft.autograd import no_grad
+    with no_grad():
+        u = rand(tuple(probs.shape), generator=generator, device=probs.device)
+        draws = u < probs
+    return draws.to(input.dtype)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, device=None,
+           requires_grad=False, **kwargs):
+    """Normal draws: mean and std tensors (broadcast) or numbers with size, as torch.normal."""
+    if out is not None:
+        raise NotImplementedError("normal: out= is not supported by aicraft")
+    _factory_extras(kwargs, "normal")
+    tensors = isinstance(mean, Tensor) or isinstance(std, Tensor)
+    if tensors:
+        if size is not None:
+            raise TypeError("normal: size is only for a number mean and std")
+        if isinstance(std, (int, float)) and std < 0 or isinstance(std, Tensor) and std.numel() and \
+                not std.min().item() >= 0:
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+        shape = (mean + 0.0 * std).shape if isinstance(mean, Tensor) and isinstance(std, Tensor) else \
+            (mean.shape if isinstance(mean, Tensor) else std.shape)
+        from aicraft.autograd import no_grad
+        with no_grad():
+            draws = randn(tuple(shape), generator=generator)
+            return draws * std + mean
+    if size is None:
+        raise TypeError("normal: with a number mean and std, size must be given")
+    std = float(std)
+    if std < 0:
+        raise RuntimeError("normal expects std >= 0.0, but found std %g" % std)
+    draws = randn(_shape_args((size,)), generator=generator, dtype=dtype, device=device)
+    result = draws * std + float(mean)
+    return result.requires_grad_(True) if requires_grad else result
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False,
+                 generator=None, **kwargs):
+    """randint over input's shape (its dtype and device unless given)."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(_like(input, "randint_like")), generator=generator,
+                   dtype=dtype or input.dtype, device=_like_device(input, device),
+                   requires_grad=requires_grad, **kwargs)
+
+
+# Tensor's in-place random fills and multinomial; bound into Tensor by bind_random().
+
+def _check_fill(self, what):
+    if not isinstance(self, Tensor):
+        raise TypeError("%s: expected a Tensor" % what)
+    p = _live(self)
+    if p.requires_grad and p.node == ffi.NULL and lib.ac_is_grad_enabled():
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+
+
+def _fill_from(self, values):
+    from aicraft.autograd import no_grad
+    with no_grad():
+        self.copy_(values)
+    return self
+
+
+def _uniform_(self, a=0.0, b=1.0, *, generator=None):
+    _check_fill(self, "uniform_")
+    if self.dtype is not dtypes.float32:
+        raise TypeError("uniform_: aicraft fills float32 tensors, not %s" % self.dtype.name)
+    with _drawing(generator, "uniform_"):
+        if lib.ac_tensor_uniform_(_live(self), float(a), float(b)) < 0:
+            raise_error(self)
+    return self
+
+
+def _normal_(self, mean=0.0, std=1.0, *, generator=None):
+    _check_fill(self, "normal_")
+    if self.dtype is not dtypes.float32:
+        raise TypeError("normal_: aicraft fills float32 tensors, not %s" % self.dtype.name)
+    with _drawing(generator, "normal_"):
+        if lib.ac_tensor_normal_(_live(self), float(mean), float(std)) < 0:
+            raise_error(self)
+    return self
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    _check_fill(self, "bernoulli_")
+    if isinstance(p, Tensor):
+        probs = p.detach().to(dtypes.float32) + zeros(tuple(self.shape))   # broadcast to self's shape
+    else:
+        probs = full(tuple(self.shape), float(p))
+    return _fill_from(self, bernoulli(probs, generator=generator))
+
+
+def _random_(self, from_=0, to=None, *, generator=None, **kwargs):
+    _check_fill(self, "random_")
+    if "from" in kwargs:
+        from_ = kwargs.pop("from")
+    if kwargs:
+        raise TypeError("random_() got an unexpected keyword argument %r" % sorted(kwargs)[0])
+    if to is None:
+        limits = {"float32": 2 ** 24 + 1, "uint8": 256, "bool": 2, "int8": 128, "int64": 2 ** 24 + 1}
+        from_, to = (0, from_) if from_ else (0, limits[self.dtype.name])
+    return _fill_from(self, randint(from_, to, tuple(self.shape), generator=generator))
+
+
+def _exponential_(self, lambd=1.0, *, generator=None):
+    _check_fill(self, "exponential_")
+    if self.dtype is not dtypes.float32:
+        raise TypeError("exponential_: aicraft fills float32 tensors, not %s" % self.dtype.name)
+    if not lambd > 0:
+        raise RuntimeError("exponential_ expects lambda > 0.0, but found lambda=%g" % lambd)
+    from aicraft.autograd import no_grad
+    with no_grad():
+        u = rand(tuple(self.shape), generator=generator)
+        return _fill_from(self, (1.0 - u).log() * (-1.0 / lambd))
+
+
+def _data_ptr(self):
+    """The address of the tensor's first element (as an int)."""
+    return int(ffi.cast("uintptr_t", _live(self).data))
+
+
+def bind_random(cls):
+    for name, fn in (("uniform_", _uniform_), ("normal_", _normal_), ("bernoulli_", _bernoulli_),
+                     ("random_", _random_), ("exponential_", _exponential_), ("data_ptr", _data_ptr),
+                     ("multinomial", multinomial)):
+        if not hasattr(cls, name):
+            setattr(cls, name, fn)
+    if not hasattr(cls, "bernoulli"):
+        cls.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)

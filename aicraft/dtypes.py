@@ -189,3 +189,71 @@ def checked_device(d, what):
     if not 0 <= index < count:
         raise DeviceError("%s: device %s is not available: %d CUDA device%s" % (what, d, count, "s"[:count != 1]))
     return device("cuda", index)
+
+
+# ---- scripts helper: more dtype names (refused where computed with), finfo/iinfo ----
+
+class _NamedOnlyDtype(dtype):
+    """A dtype aicraft names but does not compute with, NumPy has no type for
+    (bfloat16): equal to itself (or its name) only."""
+
+    __slots__ = ()
+
+    @property
+    def numpy(self):
+        raise TypeError("%r has no NumPy equivalent" % self)
+
+    def __eq__(self, other):
+        return other is self or other == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+bfloat16 = _NamedOnlyDtype("bfloat16", None, 2, True)
+complex64 = dtype("complex64", None, 8, False)
+complex128 = dtype("complex128", None, 16, False)
+cfloat, cdouble = complex64, complex128
+
+
+class finfo:
+    """Limits of a floating dtype, as torch.finfo: bits, eps, max, min, tiny
+    (= smallest_normal), resolution, dtype. finfo() is float32's."""
+
+    def __init__(self, type=None):
+        d = float32 if type is None else type
+        if d is builtins.float:
+            d = float32
+        if not isinstance(d, dtype) or not d.is_floating_point:
+            raise TypeError("finfo: expected a floating point dtype, got %r" % (d,))
+        if d is bfloat16:   # 8 exponent bits, 7 mantissa bits
+            self.bits, self.eps, self.max, self.tiny, self.resolution = 16, 2.0 ** -7, 3.3895313892515355e+38, \
+                2.0 ** -126, 0.01
+        else:
+            import numpy as np
+            info = np.finfo(d.numpy)
+            self.bits, self.eps, self.max = info.bits, builtins.float(info.eps), builtins.float(info.max)
+            self.tiny, self.resolution = builtins.float(info.tiny), builtins.float(info.resolution)
+        self.min = -self.max
+        self.smallest_normal = self.tiny
+        self.dtype = d.name
+
+    def __repr__(self):
+        return "finfo(resolution=%g, min=%g, max=%g, eps=%g, smallest_normal=%g, tiny=%g, dtype=%s)" % (
+            self.resolution, self.min, self.max, self.eps, self.smallest_normal, self.tiny, self.dtype)
+
+
+class iinfo:
+    """Limits of an integer dtype, as torch.iinfo: bits, min, max, dtype."""
+
+    def __init__(self, type):
+        d = int64 if type is builtins.int else type
+        if not isinstance(d, dtype) or d.is_floating_point or d is bool or d.name.startswith("complex") \
+                or isinstance(d, _QuantizedDtype):
+            raise TypeError("iinfo: expected an integer dtype, got %r" % (d,))
+        import numpy as np
+        info = np.iinfo(d.numpy)
+        self.bits, self.min, self.max, self.dtype = info.bits, builtins.int(info.min), builtins.int(info.max), d.name
+
+    def __repr__(self):
+        return "iinfo(min=%d, max=%d, dtype=%s)" % (self.min, self.max, self.dtype)

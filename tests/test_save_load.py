@@ -59,12 +59,12 @@ def test_a_tensor_and_nested_structures_round_trip(tmp_path):
             same(obj, loaded)
 
 
-def test_numpy_arrays_load_as_tensors():
-    buf = io.BytesIO()
-    ac.save({"a": [np.arange(3, dtype=np.float32)]}, buf)
+def test_numpy_arrays_load_as_arrays_of_their_dtype():
+    buf = io.BytesIO()   # as torch.load gives back a saved ndarray (float64 stays float64)
+    ac.save({"a": [np.arange(3, dtype=np.float64)]}, buf)
     buf.seek(0)
     loaded = ac.load(buf)["a"][0]
-    assert isinstance(loaded, ac.Tensor) and loaded.tolist() == [0.0, 1.0, 2.0]
+    assert isinstance(loaded, np.ndarray) and loaded.dtype == np.float64 and loaded.tolist() == [0.0, 1.0, 2.0]
 
 
 def test_model_state_dict_round_trips_through_a_file_object():
@@ -129,14 +129,12 @@ def test_optimizer_state_dict_round_trips(tmp_path, make):
         assert np.array_equal(p.numpy(), q.numpy())
 
 
-def test_a_module_is_refused_with_a_pointer_to_state_dict(tmp_path):
-    with pytest.raises(TypeError, match=r"state_dict\(\)"):
-        ac.save(ac.nn.Linear(2, 2), tmp_path / "m.safetensors")
-    with pytest.raises(TypeError, match=r"at \['opt'\]"):
-        ac.save({"opt": ac.optim.SGD(ac.nn.Linear(2, 2).parameters(), lr=0.1)}, io.BytesIO())
+def test_a_whole_module_round_trips_and_unsavable_values_are_refused(tmp_path):
+    ac.save(ac.nn.Linear(2, 2), tmp_path / "m.safetensors")   # as torch.save(model): tests/test_checkpoint_io.py
+    assert isinstance(ac.load(tmp_path / "m.safetensors"), ac.nn.Linear)
     with pytest.raises(TypeError, match="cannot save a complex"):
-        ac.save([1j], io.BytesIO())
-    assert not (tmp_path / "m.safetensors").exists()
+        ac.save([1j], tmp_path / "c.safetensors")
+    assert not (tmp_path / "c.safetensors").exists()
 
 
 def structured_file(structure, tensors=b""):

@@ -10,10 +10,10 @@ import numbers
 import numpy as np
 
 from aicraft.data.dataloader import make_rng, stack_samples
-from aicraft.data.sampler import library_rng
+from aicraft.data.sampler import numpy_rng
 from aicraft.tensor import Tensor
 
-__all__ = ["Dataset", "TensorDataset", "Subset", "random_split"]
+__all__ = ["Dataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
 
 
 class Dataset:
@@ -24,6 +24,9 @@ class Dataset:
 
     def __len__(self):
         raise NotImplementedError("%s must define __len__" % type(self).__name__)
+
+    def __add__(self, other):
+        return ConcatDataset([self, other])
 
 
 class TensorDataset(Dataset):
@@ -110,12 +113,40 @@ def random_split(dataset, lengths, generator=None, seed=None):
     """Split dataset into non-overlapping random Subsets of the given lengths.
 
     lengths: ints summing to len(dataset), or fractions summing to 1.
-    Drawn from generator (a numpy.random.Generator), from seed, or else from
-    aicraft's generator (ac.manual_seed makes it repeat).
+    Drawn from generator (an aicraft.Generator or a numpy.random.Generator), from
+    seed, or else from aicraft's generator (ac.manual_seed makes it repeat).
     """
     n = len(dataset)
     sizes = _split_lengths(n, lengths)
     rng = make_rng(generator, seed, "random_split")
-    order = (library_rng() if rng is None else rng).permutation(n)
+    order = numpy_rng(rng).permutation(n)
     offsets = np.cumsum([0] + sizes)
     return [Subset(dataset, order[offsets[i]:offsets[i + 1]]) for i in range(len(sizes))]
+
+
+class ConcatDataset(Dataset):
+    """Datasets one after the other, as torch.utils.data.ConcatDataset (dataset_a + dataset_b)."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise AssertionError("datasets should not be an empty iterable")
+        self.cumulative_sizes = []
+        total = 0
+        for d in self.datasets:
+            total += len(d)
+            self.cumulative_sizes.append(total)
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, index):
+        import bisect
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError("ConcatDataset: index %d is out of range for %d samples" % (index, n))
+        index %= n
+        which = bisect.bisect_right(self.cumulative_sizes, index)
+        start = self.cumulative_sizes[which - 1] if which else 0
+        return self.datasets[which][index - start]
+

@@ -5,11 +5,19 @@ The built-in samplers also answer `epoch_indices()`: the whole epoch as one
 NumPy int64 array, so the DataLoader slices batches without a Python loop
 per sample.
 
-Randomness: a sampler given a numpy.random.Generator draws from it; without
-one, each epoch draws a fresh seed from aicraft's own generator, so
+Randomness: a sampler given a numpy.random.Generator draws from it; given an
+aicraft.Generator, each epoch draws a fresh seed from that; without either,
+each epoch draws a fresh seed from aicraft's own generator, so
 `ac.manual_seed(s)` makes every shuffle reproducible, as torch.manual_seed
 does for PyTorch's samplers.
+
+Samplers draw lazily: `index_chunks()` yields an epoch's indices a NumPy chunk
+at a time (RandomSampler with replacement 32,768 draws at a time, without it
+one permutation at a time), so RandomSampler(ds, replacement=True,
+num_samples=10**10) allocates nothing up front; BatchSampler cuts batches
+from the chunks as they come. `epoch_indices()` still gives a whole epoch.
 """
+import itertools
 import numbers
 
 import numpy as np
@@ -17,19 +25,32 @@ import numpy as np
 from aicraft.creation import rand
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler",
-           "DistributedSampler", "library_rng", "check_generator"]
+           "WeightedRandomSampler", "DistributedSampler", "library_rng", "check_generator", "numpy_rng"]
+
+_CHUNK = 32768
 
 
-def library_rng():
-    """A numpy Generator seeded from aicraft's generator (the state ac.manual_seed sets)."""
-    bits = rand(4).numpy().view(np.uint32)   # 4 draws of float32 bits: 128 bits of seed material
+def library_rng(generator=None):
+    """A numpy Generator seeded from aicraft's generator (the state ac.manual_seed sets),
+    or from generator (an aicraft.Generator) when given."""
+    bits = rand(4, generator=generator).numpy().view(np.uint32)   # 128 bits of seed material
     return np.random.default_rng(bits)
 
 
 def check_generator(generator, what):
-    if generator is not None and not isinstance(generator, np.random.Generator):
-        raise TypeError("%s: generator must be a numpy.random.Generator, not %s" % (what, type(generator).__name__))
+    from aicraft.creation import Generator
+    if generator is not None and not isinstance(generator, (np.random.Generator, Generator)):
+        raise TypeError("%s: generator must be an aicraft.Generator or a numpy.random.Generator, not %s"
+                        % (what, type(generator).__name__))
     return generator
+
+
+def numpy_rng(generator):
+    """The numpy Generator to draw an epoch from: generator itself when it is one,
+    else one seeded from the aicraft generator (given, or the thread's)."""
+    if isinstance(generator, np.random.Generator):
+        return generator
+    return library_rng(generator)
 
 
 def _positive_int(value, what):
@@ -50,6 +71,10 @@ class Sampler:
     def epoch_indices(self):
         """This epoch's indices as a NumPy int64 array."""
         return np.fromiter(iter(self), dtype=np.int64)
+
+    def index_chunks(self):
+        """This epoch's indices as NumPy int64 arrays, a chunk at a time."""
+        yield self.epoch_indices()
 
 
 class SequentialSampler(Sampler):
@@ -89,20 +114,28 @@ class RandomSampler(Sampler):
     def num_samples(self):
         return len(self.data_source) if self._num_samples is None else int(self._num_samples)
 
-    def epoch_indices(self):
+    def index_chunks(self):
         n, count = len(self.data_source), self.num_samples
-        rng = self.generator if self.generator is not None else library_rng()
+        rng = numpy_rng(self.generator)
         if self.replacement:
             if n == 0:
                 raise ValueError("RandomSampler: cannot draw %d samples from an empty dataset" % count)
-            return rng.integers(0, n, size=count, dtype=np.int64)
-        if n == 0:
-            return np.empty(0, np.int64)
-        rounds = -(-count // n)
-        return np.concatenate([rng.permutation(n) for _ in range(rounds)])[:count].astype(np.int64)
+            for start in range(0, count, _CHUNK):
+                yield rng.integers(0, n, size=min(_CHUNK, count - start), dtype=np.int64)
+            return
+        left = count if n else 0
+        while left > 0:
+            order = rng.permutation(n).astype(np.int64)
+            yield order[:left]
+            left -= len(order[:left])
+
+    def epoch_indices(self):
+        chunks = list(self.index_chunks())
+        return np.concatenate(chunks) if chunks else np.empty(0, np.int64)
 
     def __iter__(self):
-        return iter(self.epoch_indices().tolist())
+        for chunk in self.index_chunks():
+            yield from chunk.tolist()
 
     def __len__(self):
         return self.num_samples
@@ -116,8 +149,7 @@ class SubsetRandomSampler(Sampler):
         self.generator = check_generator(generator, "SubsetRandomSampler")
 
     def epoch_indices(self):
-        rng = self.generator if self.generator is not None else library_rng()
-        return self.indices[rng.permutation(len(self.indices))]
+        return self.indices[numpy_rng(self.generator).permutation(len(self.indices))]
 
     def __iter__(self):
         return iter(self.epoch_indices().tolist())
@@ -136,12 +168,33 @@ class BatchSampler(Sampler):
         self.sampler = sampler
         self.drop_last = drop_last
 
+    def _chunks(self):
+        get = getattr(self.sampler, "index_chunks", None)
+        if get is not None:
+            return get()
+        return self._python_chunks()
+
+    def _python_chunks(self):
+        """A sampler of our own making's indices, _CHUNK at a time, without holding the epoch."""
+        it = iter(self.sampler)
+        while True:
+            chunk = np.fromiter(itertools.islice(it, _CHUNK), dtype=np.int64)
+            if not len(chunk):
+                return
+            yield chunk
+
     def epoch_batches(self):
-        """This epoch's batches as NumPy int64 arrays (slices of one epoch array)."""
-        get = getattr(self.sampler, "epoch_indices", None)
-        order = get() if get is not None else np.fromiter(iter(self.sampler), dtype=np.int64)
-        stop = len(order) - len(order) % self.batch_size if self.drop_last else len(order)
-        return [order[start:start + self.batch_size] for start in range(0, stop, self.batch_size)]
+        """This epoch's batches as NumPy int64 arrays, cut lazily from the sampler's chunks."""
+        size, pending = self.batch_size, np.empty(0, np.int64)
+        for chunk in self._chunks():
+            if len(pending):
+                chunk = np.concatenate([pending, chunk])
+            stop = len(chunk) - len(chunk) % size
+            for start in range(0, stop, size):
+                yield chunk[start:start + size]
+            pending = chunk[stop:]
+        if len(pending) and not self.drop_last:
+            yield pending
 
     def __iter__(self):
         return (batch.tolist() for batch in self.epoch_batches())
@@ -150,6 +203,48 @@ class BatchSampler(Sampler):
         if self.drop_last:
             return len(self.sampler) // self.batch_size
         return -(-len(self.sampler) // self.batch_size)
+
+
+class WeightedRandomSampler(Sampler):
+    """num_samples indices drawn with probability proportional to weights (with
+    replacement by default), as torch.utils.data.WeightedRandomSampler; drawn lazily."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        num_samples = _positive_int(num_samples, "WeightedRandomSampler: num_samples")
+        if not isinstance(replacement, bool):
+            raise ValueError("WeightedRandomSampler: replacement should be a boolean value, but got "
+                             "replacement=%r" % (replacement,))
+        w = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
+        if w.ndim != 1:
+            raise ValueError("WeightedRandomSampler: weights should be a 1-d sequence, got shape %s" % (w.shape,))
+        if not len(w) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+            raise ValueError("WeightedRandomSampler: weights must be finite, non-negative and not all zero")
+        if not replacement and num_samples > np.count_nonzero(w):
+            raise ValueError("WeightedRandomSampler: cannot draw %d samples without replacement from %d "
+                             "non-zero weights" % (num_samples, np.count_nonzero(w)))
+        self.weights = w
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = check_generator(generator, "WeightedRandomSampler")
+
+    def index_chunks(self):
+        rng = numpy_rng(self.generator)
+        p = self.weights / self.weights.sum()
+        if not self.replacement:
+            yield rng.choice(len(p), size=self.num_samples, replace=False, p=p).astype(np.int64)
+            return
+        for start in range(0, self.num_samples, _CHUNK):
+            yield rng.choice(len(p), size=min(_CHUNK, self.num_samples - start), p=p).astype(np.int64)
+
+    def epoch_indices(self):
+        return np.concatenate(list(self.index_chunks()))
+
+    def __iter__(self):
+        for chunk in self.index_chunks():
+            yield from chunk.tolist()
+
+    def __len__(self):
+        return self.num_samples
 
 
 class DistributedSampler(Sampler):

@@ -22,13 +22,16 @@ from aicraft.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Los
 from aicraft.nn.module import Module, Parameter
 from aicraft.nn.norm import LayerNorm
 from aicraft.nn.rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
-from aicraft.nn.transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from aicraft.nn.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
+                                    TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 # ---- activations (activation.py): SiLU, LeakyReLU, GELU(approximate=), PReLU, ... ----
 from aicraft.nn import activation as _activation
 from aicraft.nn.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid,  # noqa: F811
                                    Hardswish, Hardtanh, LeakyReLU, LogSigmoid, Mish, PReLU, ReLU6,
                                    RReLU, SiLU, Softmin, Softplus, Softshrink, Softsign, Tanhshrink,
                                    Threshold)
+# ---- containers (container.py) ----
+from aicraft.nn.container import ModuleDict, ParameterDict, ParameterList
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", "Sigmoid", "Tanh",
            "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "MSELoss", "L1Loss",
@@ -81,9 +84,13 @@ __all__ += ["AdaptiveMaxPool3d", "AvgPool3d", "BatchNorm3d", "Conv3d", "MaxPool3
             "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
             "TripletMarginWithDistanceLoss"]
 # ---- end nnops ----
+__all__ += ["ModuleDict", "ParameterDict", "ParameterList", "Transformer", "TransformerDecoder",
+            "TransformerDecoderLayer"]
 
 
 def __getattr__(name: str) -> object:
     if name == "parallel":   # on first use: DistributedDataParallel is for training on several ranks
         return importlib.import_module("aicraft.nn.parallel")
+    if name == "modules":    # torch.nn.modules' import paths (scripts helper)
+        return importlib.import_module("aicraft.nn.modules")
     raise AttributeError("module 'aicraft.nn' has no attribute %r" % name)

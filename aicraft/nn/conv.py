@@ -21,7 +21,7 @@ from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
@@ -158,13 +158,6 @@ def _dropout_probability(p):
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-def _factory_kwargs(module, device, dtype):
-    """A constructor's device= and dtype=: float32 on any device aicraft has (the module
-    moves there); anything else raises, as Module.to does."""
-    if device is not None or dtype is not None:
-        module.to(device=device, dtype=dtype)
-
-
 class Conv2d(Module):
     """2-D convolution over (N, C, H, W) input, as torch.nn.Conv2d (padding_mode 'zeros',
     'reflect', 'replicate' or 'circular').
@@ -219,7 +212,7 @@ class Conv2d(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
-        _factory_kwargs(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def _tuple(self, value, what):
         return _pair(value, "%s: %s" % (type(self).__name__, what))
@@ -309,7 +302,7 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
-        _factory_kwargs(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_running_stats(self):
         if self.track_running_stats:

@@ -13,7 +13,8 @@ from aicraft._wrapping import _wrap
 from aicraft.creation import zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.conv import (Conv2d, _c_int, _factory_kwargs, _optional_arg, _pair, _tensor_arg,
+from aicraft.nn.module import factory_kwargs
+from aicraft.nn.conv import (Conv2d, _c_int, _optional_arg, _pair, _tensor_arg,
                              conv2d)
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
@@ -173,7 +174,7 @@ class _ConvTranspose(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
-        _factory_kwargs(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))

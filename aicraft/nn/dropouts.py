@@ -14,7 +14,8 @@ from aicraft._wrapping import _wrap
 from aicraft.creation import ones, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.conv import _dropout_probability, _factory_kwargs
+from aicraft.nn.module import factory_kwargs
+from aicraft.nn.conv import _dropout_probability
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter
 from aicraft.tensor import Tensor
@@ -189,7 +190,7 @@ class Bilinear(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
-        _factory_kwargs(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         bound = 1.0 / math.sqrt(self.in1_features) if self.in1_features > 0 else 0.0

@@ -14,7 +14,7 @@ from aicraft._wrapping import _wrap
 from aicraft.creation import zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 
 __all__ = ["Linear", "ReLU", "Sigmoid", "Tanh", "GELU", "Softmax", "LogSoftmax", "Flatten",
            "Identity", "Sequential", "ModuleList"]
@@ -32,7 +32,8 @@ class Linear(Module):
 
     Initialised as PyTorch's: W and b uniform in [-1/sqrt(in), 1/sqrt(in)]."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
         super().__init__()
         self.in_features = _as_int(in_features, "Linear: in_features")
         self.out_features = _as_int(out_features, "Linear: out_features")
@@ -45,6 +46,7 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         # kaiming_uniform_ with a = sqrt(5) is U(-1/sqrt(fan_in), 1/sqrt(fan_in)).

@@ -20,7 +20,7 @@ from aicraft.tensor import Tensor
 
 M = TypeVar("M", bound="Module")
 
-__all__ = ["Parameter", "Module"]
+__all__ = ["Parameter", "Module", "factory_kwargs"]
 
 
 class Parameter(Tensor):
@@ -53,6 +53,16 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        copy = Parameter(Tensor.__deepcopy__(self, {}), self.requires_grad)
+        memo[id(self)] = copy
+        return copy
+
+    def __reduce__(self):
+        return Parameter, (self.detach(), self.requires_grad)
+
     __str__ = __repr__
 
 
@@ -67,6 +77,21 @@ def _root_tensor(value, what):
         raise TypeError("cannot assign '%s' as %s (a Tensor or None expected)"
                         % (type(value).__name__, what))
     return value if value._scope is None else value.keep()
+
+
+def factory_kwargs(module, device, dtype):
+    """A constructor's `device=`/`dtype=` (PyTorch's factory keywords), applied to module's
+    parameters and buffers once they are built: dtype must be None or float32 (aicraft's
+    modules compute in float32; any other dtype raises TypeError rather than being ignored),
+    device moves them (DeviceError when it cannot be used). Every layer calls this last."""
+    what = type(module).__name__
+    if dtype is not None and dtypes.checked(dtype, what) is not dtypes.float32:
+        raise TypeError("%s: aicraft modules hold float32 parameters only, not %r" % (what, dtype))
+    if device is not None:
+        target = dtypes.checked_device(device, what)
+        if target != dtypes.CPU:
+            module.to(target)
+    return module
 
 
 def _addindent(text, spaces):
@@ -246,6 +271,36 @@ class Module:
         for _, buf in self.named_buffers(recurse=recurse):
             yield buf
 
+    def get_submodule(self, target=""):
+        """The module at dotted path target ("" is self); AttributeError naming the missing part."""
+        if not isinstance(target, str):
+            raise TypeError("get_submodule: target must be a str, not %s" % type(target).__name__)
+        module = self
+        if target == "":
+            return module
+        for part in target.split("."):
+            child = module._modules.get(part) if isinstance(module, Module) else None
+            if child is None:
+                raise AttributeError("%s has no attribute `%s`" % (type(module).__name__, part))
+            module = child
+        return module
+
+    def _get_member(self, target, registry, kind):
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        members = getattr(module, registry)
+        if name not in members:
+            raise AttributeError("%s has no %s `%s`" % (type(module).__name__, kind, name))
+        return members[name]
+
+    def get_parameter(self, target):
+        """The parameter at dotted path target ("layer.0.weight")."""
+        return self._get_member(target, "_parameters", "parameter")
+
+    def get_buffer(self, target):
+        """The buffer at dotted path target ("bn.running_mean")."""
+        return self._get_member(target, "_buffers", "buffer")
+
     def apply(self, fn):
         """Call fn on every submodule, then on self (for custom initialisation)."""
         for module in self.children():
@@ -297,6 +352,28 @@ class Module:
     def float(self):
         """Returns self: parameters are already float32."""
         return self
+
+    def _refuse_dtype(self, name):
+        raise TypeError("Module.%s(): aicraft modules hold float32 parameters only; %s is not "
+                        "supported (keep the model in float32)" % (name, name))
+
+    def double(self):
+        """Refused: aicraft computes in float32 (TypeError, never a silent float32 model)."""
+        self._refuse_dtype("double")
+
+    def half(self):
+        """Refused: aicraft computes in float32."""
+        self._refuse_dtype("half")
+
+    def bfloat16(self):
+        """Refused: aicraft computes in float32."""
+        self._refuse_dtype("bfloat16")
+
+    def type(self, dst_type):
+        """self for float32 (or "aicraft.FloatTensor"); any other type raises TypeError."""
+        if dst_type in (dtypes.float32, "aicraft.FloatTensor", "torch.FloatTensor"):
+            return self
+        raise TypeError("Module.type(): aicraft modules hold float32 parameters only, not %r" % (dst_type,))
 
     def share_memory(self):
         """Returns self. Parameters already live in libac's memory, which every thread

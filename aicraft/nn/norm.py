@@ -13,7 +13,7 @@ from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["LayerNorm", "layer_norm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm",
@@ -77,7 +77,7 @@ class LayerNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
-        _to(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         if self.weight is not None:
@@ -232,7 +232,7 @@ class GroupNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
-        _to(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         if self.affine:
@@ -272,7 +272,7 @@ class _InstanceNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
-        _to(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def forward(self, input):
         if not isinstance(input, Tensor):
@@ -322,7 +322,7 @@ class RMSNorm(Module):
             self.weight = Parameter(ones(*self.normalized_shape))
         else:
             self.register_parameter("weight", None)
-        _to(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         if self.weight is not None:
@@ -349,9 +349,3 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return "%d, alpha=%s, beta=%s, k=%s" % (self.size, self.alpha, self.beta, self.k)
-
-
-def _to(module, device, dtype):
-    """A constructor's device= and dtype=: float32 on a device aicraft has, else an error."""
-    if device is not None or dtype is not None:
-        module.to(device=device, dtype=dtype)

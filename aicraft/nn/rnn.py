@@ -17,7 +17,7 @@ from aicraft.autograd import no_grad
 from aicraft.creation import cat, stack, tensor, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "embedding"]
@@ -74,7 +74,7 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
-                 _freeze=False):
+                 _freeze=False, device=None, dtype=None):
         super().__init__()
         if max_norm is not None:
             _unsupported("Embedding", "max_norm")
@@ -96,6 +96,7 @@ class Embedding(Module):
                 raise ShapeError("Embedding: _weight %s does not match (%d, %d)"
                                  % (tuple(_weight.shape), self.num_embeddings, self.embedding_dim))
             self.weight = Parameter(_weight, requires_grad=not _freeze)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         init.normal_(self.weight)
@@ -200,6 +201,7 @@ class _RNNBase(Module):
                     setattr(self, prefix + suffix, Parameter(zeros(*shape)))
                 self._layer_weights.append(suffix)
         self.reset_parameters()
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         bound = 1.0 / math.sqrt(self.hidden_size)
@@ -311,7 +313,7 @@ class RNN(_RNNBase):
                  batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
         c_fn = _plain_rnn_fn(nonlinearity, "RNN")
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional)
+                         bidirectional, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
         self._c_fn = c_fn
 
@@ -380,6 +382,7 @@ class _CellBase(Module):
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
         self.reset_parameters()
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         bound = 1.0 / math.sqrt(self.hidden_size)
@@ -429,7 +432,7 @@ class RNNCell(_CellBase):
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
                  dtype=None):
         c_fn = _plain_rnn_fn(nonlinearity, "RNNCell")
-        super().__init__(input_size, hidden_size, bias)
+        super().__init__(input_size, hidden_size, bias, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
         self._c_fn = c_fn
 

@@ -16,7 +16,7 @@ import numpy as np
 from aicraft.creation import from_numpy, zeros
 from aicraft.errors import ShapeError
 from aicraft.nn import init
-from aicraft.nn.conv import _factory_kwargs
+from aicraft.nn.module import factory_kwargs
 from aicraft.nn.module import Module, Parameter
 from aicraft.nn.rnn import Embedding as _RnnEmbedding
 from aicraft.tensor import Tensor
@@ -150,7 +150,7 @@ class EmbeddingBag(Module):
             if tuple(_weight.shape) != (self.num_embeddings, self.embedding_dim):
                 raise ShapeError("Shape of weight does not match num_embeddings and embedding_dim")
             self.weight = Parameter(_weight)
-        _factory_kwargs(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         init.normal_(self.weight)
@@ -235,7 +235,7 @@ class Embedding(_RnnEmbedding):
                          scale_grad_by_freq, sparse, _weight, _freeze)
         self.max_norm = None if max_norm is None else float(max_norm)
         self.norm_type = float(norm_type)
-        _factory_kwargs(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def forward(self, input):
         if self.max_norm is None:

@@ -9,6 +9,7 @@ encoder `layers.<i>` and `norm`. Masks are float and added to the attention
 scores (0 keeps, -inf hides, as generate_square_subsequent_mask makes them);
 bool masks need bool tensors, which aicraft does not have yet.
 """
+import copy
 import math
 
 from aicraft.errors import ShapeError
@@ -16,14 +17,15 @@ from aicraft.nn import functional as F
 from aicraft.nn import init
 from aicraft.nn.conv import Dropout
 from aicraft.nn.layers import Linear, ModuleList
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.nn.norm import LayerNorm
 from aicraft.creation import zeros
 from aicraft.dtypes import bool as bool_, float32
 from aicraft._args import _as_int
 from aicraft.tensor import Tensor
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
 
 
 def _unsupported(what, arg):
@@ -83,6 +85,7 @@ class MultiheadAttention(Module):
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(self.embed_dim, self.embed_dim, bias=bias)
         self._reset_parameters()
+        factory_kwargs(self, device, dtype)
 
     def _reset_parameters(self):
         init.xavier_uniform_(self.in_proj_weight)
@@ -204,6 +207,7 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = activation_fn
+        factory_kwargs(self, device, dtype)
 
     def _attention_block(self, x, mask, key_padding_mask, is_causal):
         x = self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=key_padding_mask,
@@ -239,14 +243,7 @@ class TransformerEncoder(Module):
             raise ValueError("TransformerEncoder: num_layers must be >= 0, got %d" % self.num_layers)
         if norm is not None and not isinstance(norm, Module):
             raise TypeError("TransformerEncoder: norm must be a Module or None")
-        state = encoder_layer.state_dict()
-        layers = []
-        for _ in range(self.num_layers):
-            layer = TransformerEncoderLayer(**encoder_layer._config)
-            layer.load_state_dict(state)
-            layer.train(encoder_layer.training)
-            layers.append(layer)
-        self.layers = ModuleList(layers)
+        self.layers = _clones(encoder_layer, self.num_layers)
         self.norm = norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
@@ -255,3 +252,178 @@ class TransformerEncoder(Module):
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                       is_causal=bool(is_causal))
         return x if self.norm is None else self.norm(x)
+
+
+def _clones(layer, n):
+    """n deep copies of layer (its class, weights and settings), as PyTorch's."""
+    return ModuleList([copy.deepcopy(layer) for _ in range(n)])
+
+
+def _activation(activation, what):
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError("%s: activation should be relu/gelu, not %r" % (what, activation))
+        return _ACTIVATIONS[activation]
+    if callable(activation):
+        return activation
+    raise TypeError("%s: activation must be 'relu', 'gelu' or callable" % what)
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention, attention over the encoder's output (memory) and a feed-forward
+    block, each with a residual connection and LayerNorm (after it, or before it with
+    norm_first), as torch.nn.TransformerDecoderLayer.
+
+    forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        activation_fn = _activation(activation, "TransformerDecoderLayer")
+        dropout = _check_dropout(dropout, "TransformerDecoderLayer")
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm_first = bool(norm_first)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = activation_fn
+        factory_kwargs(self, device, dtype)
+
+    def _self_block(self, x, mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _cross_block(self, x, memory, mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, memory, memory, attn_mask=mask, key_padding_mask=key_padding_mask,
+                                need_weights=False, is_causal=is_causal)[0]
+        return self.dropout2(x)
+
+    def _feed_forward_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._self_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._cross_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                                      memory_is_causal)
+            return x + self._feed_forward_block(self.norm3(x))
+        x = self.norm1(x + self._self_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._cross_block(x, memory, memory_mask, memory_key_padding_mask,
+                                             memory_is_causal))
+        return self.norm3(x + self._feed_forward_block(x))
+
+
+class TransformerDecoder(Module):
+    """num_layers copies of decoder_layer run in turn over (tgt, memory), then norm when given.
+
+    forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False)."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        if not isinstance(decoder_layer, Module):
+            raise TypeError("TransformerDecoder: decoder_layer must be a Module, not %s"
+                            % type(decoder_layer).__name__)
+        self.num_layers = _as_int(num_layers, "TransformerDecoder: num_layers")
+        if self.num_layers < 0:
+            raise ValueError("TransformerDecoder: num_layers must be >= 0, got %d" % self.num_layers)
+        if norm is not None and not isinstance(norm, Module):
+            raise TypeError("TransformerDecoder: norm must be a Module or None")
+        self.layers = _clones(decoder_layer, self.num_layers)
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """The encoder-decoder Transformer of "Attention Is All You Need", as torch.nn.Transformer:
+    encoder (TransformerEncoder with a final LayerNorm) and decoder (TransformerDecoder with
+    one), or custom_encoder/custom_decoder; weights with more than one dim xavier-uniform.
+
+    forward(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+    tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None,
+    tgt_is_causal=None, memory_is_causal=False) -> (T, N, E) ((N, T, E) with batch_first)."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+                 bias=True, device=None, dtype=None):
+        super().__init__()
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                                            layer_norm_eps, batch_first, norm_first, bias)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                                            layer_norm_eps, batch_first, norm_first, bias)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self._reset_parameters()
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+        factory_kwargs(self, device, dtype)
+
+    def _reset_parameters(self):
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                src_is_causal=None, tgt_is_causal=None, memory_is_causal=False):
+        batch_dim = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """(sz, sz) float mask: 0 on and below the diagonal, -inf above (hides the future)."""
+        return generate_square_subsequent_mask(sz, device, dtype)
+
+
+def generate_square_subsequent_mask(sz, device=None, dtype=None):
+    """(sz, sz) float32 mask: 0 on and below the diagonal, -inf above."""
+    import numpy as np
+    from aicraft.creation import tensor
+    if dtype is not None and dtype is not float32:
+        raise TypeError("generate_square_subsequent_mask: aicraft masks are float32, not %r" % (dtype,))
+    n = _as_int(sz, "generate_square_subsequent_mask: sz")
+    if n < 0:
+        raise ValueError("generate_square_subsequent_mask: sz must be >= 0, got %d" % n)
+    return tensor(np.triu(np.full((n, n), -np.inf, np.float32), 1), device=device)

@@ -14,7 +14,8 @@ import numpy as np
 
 from aicraft.errors import ShapeError
 from aicraft.nn import init
-from aicraft.nn.conv import _c_int, _factory_kwargs, conv2d
+from aicraft.nn.module import factory_kwargs
+from aicraft.nn.conv import _c_int, conv2d
 from aicraft.nn.module import Module, Parameter
 from aicraft.tensor import Tensor
 
@@ -222,7 +223,7 @@ class Conv3d(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
-        _factory_kwargs(self, device, dtype)
+        factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))

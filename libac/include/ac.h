@@ -162,6 +162,20 @@ AcTensor *ac_eye(int64_t n, int64_t m);
 AcTensor *ac_rand(const int64_t *shape, int ndim);                 /* uniform [0, 1) */
 AcTensor *ac_randn(const int64_t *shape, int ndim);                /* standard normal */
 int ac_manual_seed(uint64_t seed);                                 /* this thread's generator */
+/* ---- scripts helper: generator state, permutations and sampling ---- */
+/* This thread's generator state, whole (4 xoshiro words, a spare-normal flag and its
+   float bits): a caller saves it, runs draws from another state, and restores it. */
+#define AC_RNG_STATE_WORDS 6
+int ac_rng_get_state(uint32_t state[AC_RNG_STATE_WORDS]);
+int ac_rng_set_state(const uint32_t state[AC_RNG_STATE_WORDS]);
+/* int64 (n,): a uniformly random permutation of 0..n-1 (Fisher-Yates). */
+AcTensor *ac_randperm(int64_t n);
+/* int64 indices drawn from the categories of probs (float32 (C,) or (R, C), rows of
+   non-negative finite weights, not all zero): (num_samples,) or (R, num_samples).
+   Without replacement each row's draws are distinct and num_samples may not exceed
+   the row's non-zero weights. */
+AcTensor *ac_multinomial(const AcTensor *probs, int64_t num_samples, int replacement);
+/* ---- end scripts helper ---- */
 int ac_tensor_free(AcTensor *t);         /* drop a reference; a scoped tensor may be reused (above) */
 int ac_tensor_retain(AcTensor *t);       /* add a reference; a scoped tensor then lives to its scope's end */
 AcTensor *ac_tensor_clone(const AcTensor *t);   /* a differentiable copy */

@@ -103,6 +103,31 @@ int ac_manual_seed(uint64_t seed)
     return AC_OK;
 }
 
+/* The generator's whole state (ac.Generator swaps its own in and out around an op). */
+int ac_rng_get_state(uint32_t state[AC_RNG_STATE_WORDS])
+{
+    uint32_t spare_bits;
+    if (!state) return error_set(AC_ERR_ARG, "rng_get_state: state is NULL");
+    memcpy(state, rng_state, sizeof rng_state);
+    memcpy(&spare_bits, &rng_spare, sizeof spare_bits);
+    state[4] = (uint32_t)rng_has_spare;
+    state[5] = spare_bits;
+    return AC_OK;
+}
+
+int ac_rng_set_state(const uint32_t state[AC_RNG_STATE_WORDS])
+{
+    if (!state) return error_set(AC_ERR_ARG, "rng_set_state: state is NULL");
+    if (state[4] > 1) return error_set(AC_ERR_ARG, "rng_set_state: word 4 (has spare) is %u, not 0 or 1",
+                                       (unsigned)state[4]);
+    if (!(state[0] | state[1] | state[2] | state[3]))
+        return error_set(AC_ERR_ARG, "rng_set_state: an all-zero xoshiro state never leaves zero");
+    memcpy(rng_state, state, sizeof rng_state);
+    rng_has_spare = (int)state[4];
+    memcpy(&rng_spare, &state[5], sizeof rng_spare);
+    return AC_OK;
+}
+
 float rng_uniform(void) { return uniform_from_bits(rng_next()); }
 
 uint64_t rng_next64(void)

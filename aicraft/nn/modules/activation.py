@@ -1,0 +1,6 @@
+"""torch.nn.modules.activation's import path: its names resolve to aicraft.nn's objects."""
+
+
+def __getattr__(name):
+    from aicraft import nn
+    return getattr(nn, name)
