@@ -13,11 +13,10 @@ from aicraft._wrapping import _wrap
 from aicraft.creation import zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.module import factory_kwargs
 from aicraft.nn.conv import (Conv2d, _c_int, _optional_arg, _pair, _tensor_arg,
                              conv2d)
 from aicraft.nn.layers import _not_a_tensor
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["conv1d", "conv_transpose1d", "conv_transpose2d", "Conv1d", "ConvTranspose1d",

@@ -14,10 +14,9 @@ from aicraft._wrapping import _wrap
 from aicraft.creation import ones, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.module import factory_kwargs
 from aicraft.nn.conv import _dropout_probability
 from aicraft.nn.layers import _not_a_tensor
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",

@@ -16,8 +16,7 @@ import numpy as np
 from aicraft.creation import from_numpy, zeros
 from aicraft.errors import ShapeError
 from aicraft.nn import init
-from aicraft.nn.module import factory_kwargs
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.nn.rnn import Embedding as _RnnEmbedding
 from aicraft.tensor import Tensor
 

@@ -14,9 +14,8 @@ import numpy as np
 
 from aicraft.errors import ShapeError
 from aicraft.nn import init
-from aicraft.nn.module import factory_kwargs
 from aicraft.nn.conv import _c_int, conv2d
-from aicraft.nn.module import Module, Parameter
+from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["conv3d", "max_pool3d", "avg_pool3d", "adaptive_max_pool3d", "Conv3d", "MaxPool3d",
