@@ -6,7 +6,6 @@ zero, as torch's integer division). The float32 paths stay libac's C kernels; th
 are for correctness where a float32 kernel would round, and carry no gradient (integer
 tensors have none). The loops run over kernel offsets, never over elements.
 """
-import numpy as np
 
 from aicraft.creation import from_numpy
 from aicraft.errors import ShapeError
@@ -20,6 +19,7 @@ def is_integer(*tensors):
 
 
 def _array(t, fn, what):
+    import numpy as np
     if t.dtype == "bool" or t.dtype == "float32":
         raise TypeError("%s: %s is %s while another argument is an integer tensor; torch needs "
                         "one dtype" % (fn, what, t.dtype))
@@ -27,11 +27,13 @@ def _array(t, fn, what):
 
 
 def _out(values, dtype):
+    import numpy as np
     out = from_numpy(np.ascontiguousarray(values.astype(np.int64)))
     return out.to(dtype) if dtype != "int64" else out
 
 
 def conv2d(input, weight, bias, stride, padding, dilation, groups, fn="conv2d"):
+    import numpy as np
     x, w = _array(input, fn, "input"), _array(weight, fn, "weight")
     unbatched = x.ndim == 3
     if unbatched:
@@ -65,6 +67,7 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups, fn="conv2d"):
 
 def conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation,
                      fn="conv_transpose2d"):
+    import numpy as np
     x, w = _array(input, fn, "input"), _array(weight, fn, "weight")
     unbatched = x.ndim == 3
     if unbatched:
@@ -95,6 +98,7 @@ def conv_transpose2d(input, weight, bias, stride, padding, output_padding, group
 
 
 def bilinear(input1, input2, weight, bias):
+    import numpy as np
     fn = "bilinear"
     a, b, w = _array(input1, fn, "input1"), _array(input2, fn, "input2"), _array(weight, fn, "weight")
     out = np.einsum("...i,oij,...j->...o", a, w, b)
@@ -106,6 +110,7 @@ def bilinear(input1, input2, weight, bias):
 def max_pool_indices(x, k, s, p, d, out_sizes):
     """torch's scan for each window's first maximum over the trailing len(k) dims of x (any
     dtype; padding never wins), as indices into those dims flattened."""
+    import numpy as np
     dims = len(k)
     sizes = x.shape[-dims:]
     lowest = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
@@ -135,6 +140,7 @@ def max_pool_indices(x, k, s, p, d, out_sizes):
 def gather_at(input, index, dims):
     """input's elements at index (into its trailing dims flattened), and index as a Tensor;
     the gradient (float input) goes exactly where the index points."""
+    import numpy as np
     lead = tuple(input.shape[:-dims])
     flat = input.reshape(*lead, -1)
     at = from_numpy(np.ascontiguousarray(index.reshape(*lead, -1)))
@@ -145,6 +151,7 @@ def gather_at(input, index, dims):
 def avg_pool(input, k, s, p, out_sizes, divisors):
     """Window sums over the trailing dims (zero padding), divided by divisors (broadcast to
     the output) with truncation toward zero, as torch's integer avg_pool."""
+    import numpy as np
     x = input.numpy().astype(np.int64)
     dims = len(k)
     padded = np.pad(x, [(0, 0)] * (x.ndim - dims) + [
