@@ -5,8 +5,6 @@ enable_gqa. A row whose every score is masked gives zeros, as torch's.
 """
 import math
 
-import numpy as np
-
 from aicraft.tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention"]
@@ -25,6 +23,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value for query (..., L, E), key (..., S, E),
     value (..., S, Ev), as torch's F.scaled_dot_product_attention."""
+    import numpy as np
     fn = "scaled_dot_product_attention"
     for t, what in ((query, "query"), (key, "key"), (value, "value")):
         if not isinstance(t, Tensor):

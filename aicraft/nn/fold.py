@@ -7,8 +7,6 @@ stacks them as (N, C * kH * kW, L). fold is its adjoint, a transposed convolutio
 (ops/conv_transpose.c) with one-hot filters, one group per channel, which sums
 overlapping windows as torch's col2im does.
 """
-import numpy as np
-
 from aicraft.errors import ShapeError
 from aicraft.nn.conv import _pair
 from aicraft.nn.module import Module
@@ -67,6 +65,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Columns (N, C kH kW, L) or (C kH kW, L) summed back into (N, C, H, W), as torch's
     F.fold (unfold's adjoint)."""
+    import numpy as np
     fn = "fold"
     if not isinstance(input, Tensor):
         raise TypeError("%s(): argument 'input' must be Tensor, not %s" % (fn, type(input).__name__))

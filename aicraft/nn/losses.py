@@ -13,8 +13,6 @@ aicraft.nn.functional re-exports every one; nn.*Loss modules (loss.py) call them
 """
 import math
 
-import numpy as np
-
 import aicraft.functional as _base
 from aicraft.errors import ShapeError
 from aicraft.functional import _input, _reduction
@@ -107,6 +105,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     """Cross entropy of logits (N, C, d1, ...) or (C,) against class indices (N, d1, ...) or
     class probabilities (input's shape), as torch's F.cross_entropy."""
+    import numpy as np
     fn = "cross_entropy"
     _input(input, fn)
     reduction = _legacy(size_average, reduce, reduction)
@@ -421,6 +420,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                       reduce=None, reduction="mean"):
     """sum over i != y of max(0, margin - input[y] + input[i])^p / C (times weight[y]), as
     torch's F.multi_margin_loss, for input (N, C) or (C,)."""
+    import numpy as np
     fn = "multi_margin_loss"
     x = _float(input, fn, "input")
     p = int(p)
@@ -453,6 +453,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     """sum over target classes j and non-target classes i of max(0, 1 - (x[j] - x[i])) / C,
     the targets each row's class indices up to its first -1, as torch's
     F.multilabel_margin_loss."""
+    import numpy as np
     fn = "multilabel_margin_loss"
     x = _float(input, fn, "input")
     if x.ndim > 2:

@@ -7,8 +7,6 @@ the source element of every output position along that dim, or -1 for the
 constant, computed here (a few numbers per position, NumPy); the copy and its
 gradient (the scatter back) run in C. Negative pads crop, as in torch.
 """
-import numpy as np
-
 from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
@@ -27,6 +25,7 @@ _NULL = ffi.NULL
 def _resample(input, dim, index, weight=None, fill=0.0):
     """libac's resample of input along dim: index (out, taps) int64, weight (out, taps)
     float32 or None; -1 in index reads fill."""
+    import numpy as np
     index = np.ascontiguousarray(index, dtype=np.int64)
     out, taps = index.shape if index.ndim == 2 else (index.shape[0], 1)
     idx_ptr = ffi.cast("int64_t *", ffi.from_buffer(index)) if index.size else _NULL
@@ -44,6 +43,7 @@ def _resample(input, dim, index, weight=None, fill=0.0):
 def _source_index(n, before, after, mode):
     """For one dim of size n padded by (before, after): each output position's source
     index in [0, n), or -1 for the constant."""
+    import numpy as np
     j = np.arange(n + before + after, dtype=np.int64) - before
     if mode == "constant":
         return np.where((j >= 0) & (j < n), j, -1)

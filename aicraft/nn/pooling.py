@@ -9,8 +9,6 @@ Each pool is one C call (libac's pool.c); the 1-d pools are the 2-d ones on
 ceil_mode's partial windows, divisor_override) are one multiply by a constant
 (oh, ow) factor computed here.
 """
-import numpy as np
-
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
 from aicraft.errors import ShapeError, raise_error
@@ -192,6 +190,7 @@ def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
 
 def _divisors(size, k, s, p, out, count_include_pad):
     """torch's avg_pool divisor along one axis, per output position."""
+    import numpy as np
     start = np.arange(out) * s - p
     end = np.minimum(start + k, size + p)
     pool = end - start
@@ -201,6 +200,7 @@ def _divisors(size, k, s, p, out, count_include_pad):
 
 def _avg_pool(fn, dims, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override):
+    import numpy as np
     _rank(input, fn, dims)
     (kh, kw), (sh, sw), (ph, pw) = _window(fn, kernel_size, stride, padding, dims)
     x = input.unsqueeze(-2) if dims == 1 else input
@@ -233,6 +233,7 @@ def _avg_pool(fn, dims, input, kernel_size, stride, padding, ceil_mode, count_in
 
 
 def _integer_avg_pool(fn, x, k, s, p, ceil_mode, count_include_pad, divisor_override):
+    import numpy as np
     from aicraft.nn import _integer
     dims = len(k)
     for i in range(dims):
@@ -281,6 +282,7 @@ def _adaptive_avg_separable(input, sizes, fn):
     """Adaptive averages one trailing dim at a time (they are separable): a resample whose
     taps are each window's elements, weighted 1/len, the shorter windows' spare taps reading
     a zero fill."""
+    import numpy as np
     from aicraft.nn.padding import _resample
     _tensor_arg(input, fn, "input")
     k = len(sizes)
@@ -361,6 +363,7 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 def _max_unpool(fn, dims, input, indices, kernel_size, stride, padding, output_size):
     """Each value of input put at its index in a zero plane: a gather from input (with one
     zero appended per plane) by the inverse of indices, so the gradient is a scatter."""
+    import numpy as np
     from aicraft.creation import cat, from_numpy, zeros
     _rank(input, fn, dims)
     if not isinstance(indices, Tensor) or indices.dtype != "int64":

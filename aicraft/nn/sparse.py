@@ -11,8 +11,6 @@ embeddings.
 """
 import math
 
-import numpy as np
-
 from aicraft.creation import from_numpy, zeros
 from aicraft.errors import ShapeError
 from aicraft.nn import init
@@ -25,6 +23,7 @@ __all__ = ["embedding_bag", "EmbeddingBag", "embedding", "Embedding"]
 
 
 def _ids(value, fn, what):
+    import numpy as np
     ids = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
     if ids.dtype.kind not in "iu":
         raise TypeError("%s: %s must hold integers (int64), got dtype %s" % (fn, what, ids.dtype))
@@ -36,6 +35,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                   padding_idx=None):
     """The sum, mean or max of each bag of embeddings, as torch's F.embedding_bag: input 2-D
     (bags, length) without offsets, or 1-D with offsets (each bag's start)."""
+    import numpy as np
     fn = "embedding_bag"
     if max_norm is not None:
         raise NotImplementedError("%s: max_norm is not supported by aicraft" % fn)
@@ -179,6 +179,7 @@ class EmbeddingBag(Module):
 def _renorm_rows(weight, ids, max_norm, norm_type):
     """torch's embedding_renorm_: each row ids names whose norm exceeds max_norm is scaled
     in place to max_norm / (norm + 1e-7), outside autograd."""
+    import numpy as np
     rows = np.unique(ids.reshape(-1))
     if not rows.size:
         return
@@ -201,6 +202,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     """Rows of weight (num, dim) picked by the ids in input (any shape), as torch's
     F.embedding: padding_idx's row gets no gradient; with max_norm, the rows looked up are
     first renormalised in place; an integer weight is gathered exactly."""
+    import numpy as np
     from aicraft.nn import rnn
     if scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: %s is not supported by aicraft"

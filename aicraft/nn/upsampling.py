@@ -10,8 +10,6 @@ reshape, a permute and a reshape.
 """
 import math
 
-import numpy as np
-
 from aicraft._args import _as_int
 from aicraft.nn.module import Module
 from aicraft.nn.padding import _resample
@@ -21,7 +19,6 @@ __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "
            "pixel_unshuffle", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
            "PixelShuffle", "PixelUnshuffle"]
 
-_F32 = np.float32
 _MODE_RANKS = {"linear": 3, "bilinear": 4, "bicubic": 4, "trilinear": 5}
 
 
@@ -56,10 +53,11 @@ def _output_sizes(fn, input, size, scale_factor, spatial):
 def _nearest_taps(n, out, scale, exact):
     """torch's nearest index: floor(j * s) (or floor((j + 0.5) * s)), s = 1/scale_factor
     or n/out in float32, capped at n - 1."""
-    s = _F32(1.0 / scale) if scale is not None else _F32(n) / _F32(out)
-    j = np.arange(out, dtype=_F32)
+    import numpy as np
+    s = np.float32(1.0 / scale) if scale is not None else np.float32(n) / np.float32(out)
+    j = np.arange(out, dtype=np.float32)
     if exact:
-        j = j + _F32(0.5)
+        j = j + np.float32(0.5)
     src = np.floor(j * s).astype(np.int64)
     return np.minimum(src, n - 1)
 
@@ -67,25 +65,28 @@ def _nearest_taps(n, out, scale, exact):
 def _source_coords(n, out, scale, align_corners, cubic):
     """The real source coordinate of each output position, float32, as torch's
     area_pixel_compute_source_index."""
-    j = np.arange(out, dtype=_F32)
+    import numpy as np
+    j = np.arange(out, dtype=np.float32)
     if align_corners:
-        s = _F32(n - 1) / _F32(out - 1) if out > 1 else _F32(0.0)
+        s = np.float32(n - 1) / np.float32(out - 1) if out > 1 else np.float32(0.0)
         return j * s
-    s = _F32(1.0 / scale) if scale is not None else _F32(n) / _F32(out)
-    real = s * (j + _F32(0.5)) - _F32(0.5)
-    return real if cubic else np.maximum(real, _F32(0.0))
+    s = np.float32(1.0 / scale) if scale is not None else np.float32(n) / np.float32(out)
+    real = s * (j + np.float32(0.5)) - np.float32(0.5)
+    return real if cubic else np.maximum(real, np.float32(0.0))
 
 
 def _linear_taps(n, out, scale, align_corners):
+    import numpy as np
     real = _source_coords(n, out, scale, align_corners, False)
     i0 = np.minimum(real.astype(np.int64), n - 1)
-    lam = np.clip(real - i0.astype(_F32), _F32(0), _F32(1))
+    lam = np.clip(real - i0.astype(np.float32), np.float32(0), np.float32(1))
     i1 = np.minimum(i0 + 1, n - 1)
-    return np.stack([i0, i1], 1), np.stack([_F32(1) - lam, lam], 1)
+    return np.stack([i0, i1], 1), np.stack([np.float32(1) - lam, lam], 1)
 
 
 def _cubic_taps(n, out, scale, align_corners):
-    a = _F32(-0.75)
+    import numpy as np
+    a = np.float32(-0.75)
     real = _source_coords(n, out, scale, align_corners, True)
     i = np.floor(real)
     t = real - i
@@ -97,7 +98,7 @@ def _cubic_taps(n, out, scale, align_corners):
     def far(x):        # 1 < |x| < 2
         return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
 
-    weights = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], 1).astype(_F32)
+    weights = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], 1).astype(np.float32)
     index = np.clip(np.stack([i - 1, i, i + 1, i + 2], 1), 0, n - 1)
     return index, weights
 
@@ -106,6 +107,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 recompute_scale_factor=None, antialias=False):
     """Resize input (N, C, d1, ..., dK), K = 1, 2, 3, to size or by scale_factor, as
     torch's F.interpolate."""
+    import numpy as np
     fn = "interpolate"
     if not isinstance(input, Tensor):
         raise TypeError("interpolate(): argument 'input' must be Tensor, not %s"

@@ -10,8 +10,6 @@ dim with torch's own window, padding, ceil_mode and divisor rule.
 """
 import math
 
-import numpy as np
-
 from aicraft.errors import ShapeError
 from aicraft.nn import init
 from aicraft.nn.conv import _c_int, _factory_kwargs, conv2d
@@ -135,6 +133,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """Mean over kD x kH x kW windows, as torch's F.avg_pool3d (three separable 1-d means,
     each with torch's divisor rule for its dim)."""
+    import numpy as np
     fn = "avg_pool3d"
     _volume(input, fn)
     from aicraft.nn.pooling import _divisors, _integer_avg_pool, avg_pool2d
@@ -162,6 +161,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """Max over the windows that split D x H x W into output_size cells (separable)."""
+    import numpy as np
     fn = "adaptive_max_pool3d"
     _volume(input, fn)
     from aicraft.nn.pooling import adaptive_max_pool2d
@@ -225,6 +225,7 @@ class Conv3d(Module):
         _factory_kwargs(self, device, dtype)
 
     def reset_parameters(self):
+        import numpy as np
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             fan_in = self.weight.shape[1] * int(np.prod(self.kernel_size))
