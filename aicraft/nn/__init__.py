@@ -34,7 +34,7 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
 
 # ---- nnops: convolutions, pads, pools, resizing, norms, losses (one block) ----
 from aicraft.nn.conv import BatchNorm3d  # noqa: E402
-from aicraft.nn.convnd import Conv1d, ConvTranspose1d, ConvTranspose2d  # noqa: E402
+from aicraft.nn.convnd import Conv1d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: E402
 from aicraft.nn.dropouts import (AlphaDropout, Bilinear, Dropout1d, Dropout2d,  # noqa: E402,F811
                                  Dropout3d, FeatureAlphaDropout, Unflatten)
 from aicraft.nn.fold import ChannelShuffle, Fold, Unfold  # noqa: E402
@@ -58,7 +58,8 @@ from aicraft.nn.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,  # no
                                    UpsamplingBilinear2d, UpsamplingNearest2d)
 from aicraft.nn.volumetric import AdaptiveMaxPool3d, AvgPool3d, Conv3d, MaxPool3d  # noqa: E402
 
-__all__ += ["BatchNorm3d", "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "AlphaDropout",
+__all__ += ["BatchNorm3d", "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+            "AlphaDropout",
             "Bilinear", "Dropout1d", "Dropout3d", "FeatureAlphaDropout", "Unflatten",
             "ChannelShuffle", "Fold", "Unfold", "CosineEmbeddingLoss", "GaussianNLLLoss",
             "HingeEmbeddingLoss", "HuberLoss", "KLDivLoss", "MarginRankingLoss",

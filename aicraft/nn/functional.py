@@ -176,7 +176,7 @@ from aicraft.nn.sparse import embedding, embedding_bag  # noqa: E402,F401,F811
 from aicraft.nn.upsampling import (interpolate, pixel_shuffle, pixel_unshuffle,  # noqa: E402,F401
                                    upsample, upsample_bilinear, upsample_nearest)
 from aicraft.nn.volumetric import (adaptive_max_pool3d, avg_pool3d, conv3d,  # noqa: E402,F401
-                                   max_pool3d)
+                                   conv_transpose3d, max_pool3d)
 _nll_loss, _smooth_l1_loss = nll_loss, smooth_l1_loss   # the forms losses.py builds on
 from aicraft.nn.losses import (binary_cross_entropy,  # noqa: E402,F401,F811
                                binary_cross_entropy_with_logits, cosine_embedding_loss,
