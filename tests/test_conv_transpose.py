@@ -179,3 +179,18 @@ def test_integer_convolutions_are_exact_as_torch():
     x1, w1 = rng.integers(-9, 9, (2, 4, 7)), rng.integers(-3, 3, (3, 4, 2))
     np.testing.assert_array_equal(F.conv1d(ac.tensor(x1), ac.tensor(w1)).numpy(),
                                   TF.conv1d(torch.tensor(x1), torch.tensor(w1)).numpy())
+
+
+@pytest.mark.parametrize("stride, padding, out_pad, groups, dil", [(1, 0, 0, 1, 1),
+                                                                  (2, 1, 1, 2, 1),
+                                                                  ((1, 2, 3), (0, 1, 2), (0, 1, 2),
+                                                                   1, (2, 1, 1))])
+def test_conv_transpose3d_matches_torch(stride, padding, out_pad, groups, dil):
+    x, w, b = arr(2, 4, 3, 4, 3), arr(4, 6 // groups, 2, 3, 3), arr(6)
+    run_both(F.conv_transpose3d, TF.conv_transpose3d, [x, w, b], stride, padding, out_pad, groups,
+             dil)
+    m, mt = nn.ConvTranspose3d(4, 6, 3, 2, 1, 1, groups), \
+        torch.nn.ConvTranspose3d(4, 6, 3, 2, 1, 1, groups)
+    copy_state(m, mt)
+    np.testing.assert_allclose(m(ac.tensor(x)).numpy(), mt(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-4, atol=1e-4)

@@ -524,3 +524,18 @@ def test_embedding_max_norm_renormalises_rows_as_torch():
     assert nn.Embedding.from_pretrained(ac.tensor(w), max_norm=1.0).max_norm == 1.0
     integers = F.embedding(ac.tensor(ids), ac.tensor(np.arange(24).reshape(6, 4)))
     assert integers.dtype == ac.int64 and integers.numpy()[0, 1].tolist() == [8, 9, 10, 11]
+
+
+def test_embedding_scale_grad_by_freq_and_bag_max_norm_match_torch():
+    w = arr(7, 3) * 3
+    ids = np.array([1, 2, 2, 5, 1, 1, 0, 6])
+    run_both(lambda v: F.embedding(ac.tensor(ids), v, scale_grad_by_freq=True, sparse=True),
+             lambda v: TF.embedding(torch.tensor(ids), v, scale_grad_by_freq=True), [w])
+    for mode in ("sum", "mean", "max"):
+        run_both(lambda v: F.embedding_bag(ac.tensor(ids), v, ac.tensor([0, 3, 5]), max_norm=1.0,
+                                           mode=mode, padding_idx=1),
+                 lambda v: TF.embedding_bag(torch.tensor(ids), v, torch.tensor([0, 3, 5]),
+                                            max_norm=1.0, mode=mode, padding_idx=1), [w.copy()])
+    with pytest.raises(NotImplementedError, match="scale_grad_by_freq"):
+        F.embedding_bag(ac.tensor(ids), ac.tensor(w), ac.tensor([0]), scale_grad_by_freq=True)
+    assert nn.Embedding(7, 3, scale_grad_by_freq=True)(ac.tensor(ids)).shape == (8, 3)

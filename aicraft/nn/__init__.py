@@ -42,47 +42,47 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
            "init", "parallel", "utils"] + [n for n in _activation.__all__ if n != "GELU"]
 
 # ---- nnops: convolutions, pads, pools, resizing, norms, losses (one block) ----
-from aicraft.nn.convnd import Conv1d, ConvTranspose1d, ConvTranspose2d  # noqa: E402
+from aicraft.nn.conv import BatchNorm3d  # noqa: E402
+from aicraft.nn.convnd import Conv1d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: E402
+from aicraft.nn.dropouts import (AlphaDropout, Bilinear, Dropout1d, Dropout2d,  # noqa: E402,F811
+                                 Dropout3d, FeatureAlphaDropout, Unflatten)
+from aicraft.nn.fold import ChannelShuffle, Fold, Unfold  # noqa: E402
+from aicraft.nn.loss import (CosineEmbeddingLoss, GaussianNLLLoss,  # noqa: E402
+                             HingeEmbeddingLoss, HuberLoss, KLDivLoss, MarginRankingLoss,
+                             MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
+                             PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss,
+                             TripletMarginWithDistanceLoss)
+from aicraft.nn.norm import (GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: E402
+                             LocalResponseNorm, RMSNorm)
 from aicraft.nn.padding import (CircularPad1d, CircularPad2d, CircularPad3d,  # noqa: E402
                                 ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
                                 ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
                                 ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
                                 ZeroPad3d)
-from aicraft.nn.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,  # noqa: E402
-                                AdaptiveMaxPool2d, AvgPool1d, LPPool1d, LPPool2d, MaxPool1d,
-                                MaxUnpool1d, MaxUnpool2d)
+from aicraft.nn.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool3d,  # noqa: E402
+                                AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, LPPool1d,
+                                LPPool2d, MaxPool1d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
+from aicraft.nn.sparse import Embedding, EmbeddingBag  # noqa: E402,F811
 from aicraft.nn.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,  # noqa: E402
                                    UpsamplingBilinear2d, UpsamplingNearest2d)
-__all__ += ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "CircularPad1d", "CircularPad2d",
-            "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
+from aicraft.nn.volumetric import AdaptiveMaxPool3d, AvgPool3d, Conv3d, MaxPool3d  # noqa: E402
+
+__all__ += ["BatchNorm3d", "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+            "AlphaDropout",
+            "Bilinear", "Dropout1d", "Dropout3d", "FeatureAlphaDropout", "Unflatten",
+            "ChannelShuffle", "Fold", "Unfold", "CosineEmbeddingLoss", "GaussianNLLLoss",
+            "HingeEmbeddingLoss", "HuberLoss", "KLDivLoss", "MarginRankingLoss",
+            "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",
+            "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
+            "TripletMarginWithDistanceLoss", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+            "LocalResponseNorm", "RMSNorm", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+            "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
             "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
             "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "AdaptiveAvgPool1d",
-            "AdaptiveAvgPool3d",
-            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "LPPool1d", "LPPool2d",
-            "MaxPool1d", "MaxUnpool1d", "MaxUnpool2d", "PixelShuffle", "PixelUnshuffle",
-            "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
-from aicraft.nn.dropouts import (AlphaDropout, Bilinear, Dropout1d, Dropout2d,  # noqa: E402,F811
-                                 Dropout3d, FeatureAlphaDropout, Unflatten)
-from aicraft.nn.fold import ChannelShuffle, Fold, Unfold  # noqa: E402
-from aicraft.nn.sparse import Embedding, EmbeddingBag  # noqa: E402,F811
-from aicraft.nn.volumetric import AdaptiveMaxPool3d, AvgPool3d, Conv3d, MaxPool3d  # noqa: E402
-from aicraft.nn.conv import BatchNorm3d  # noqa: E402
-from aicraft.nn.pooling import MaxUnpool3d  # noqa: E402
-from aicraft.nn.norm import (GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: E402
-                             LocalResponseNorm, RMSNorm)
-from aicraft.nn.loss import (CosineEmbeddingLoss, GaussianNLLLoss,  # noqa: E402
-                             HingeEmbeddingLoss, HuberLoss, KLDivLoss, MarginRankingLoss,
-                             MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
-                             PoissonNLLLoss,
-                             SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
-__all__ += ["AdaptiveMaxPool3d", "AvgPool3d", "BatchNorm3d", "Conv3d", "MaxPool3d", "MaxUnpool3d",
-            "MultiLabelMarginLoss",
-            "ChannelShuffle", "EmbeddingBag", "Fold", "Unfold", "AlphaDropout", "Bilinear", "Dropout1d", "Dropout3d", "FeatureAlphaDropout",
-            "Unflatten", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LocalResponseNorm",
-            "RMSNorm", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "HuberLoss",
-            "KLDivLoss", "MarginRankingLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",
-            "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
-            "TripletMarginWithDistanceLoss"]
+            "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d",
+            "LPPool1d", "LPPool2d", "MaxPool1d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+            "EmbeddingBag", "PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingBilinear2d",
+            "UpsamplingNearest2d", "AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "MaxPool3d"]
 # ---- end nnops ----
 __all__ += ["ModuleDict", "ParameterDict", "ParameterList", "Transformer", "TransformerDecoder",
             "TransformerDecoderLayer"]

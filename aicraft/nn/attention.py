@@ -5,7 +5,6 @@ enable_gqa. A row whose every score is masked gives zeros, as torch's.
 """
 import math
 
-
 from aicraft.tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention"]

@@ -20,7 +20,7 @@ from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
 __all__ = ["conv1d", "conv_transpose1d", "conv_transpose2d", "Conv1d", "ConvTranspose1d",
-           "ConvTranspose2d"]
+           "ConvTranspose2d", "ConvTranspose3d"]
 
 
 def _single(value, what):
@@ -145,7 +145,10 @@ class _ConvTranspose(Module):
         name = type(self).__name__
         if padding_mode != "zeros":
             raise ValueError('Only "zeros" padding mode is supported for %s' % name)
-        tup = _pair if self._dims == 2 else _single
+        if self._dims == 3:
+            from aicraft.nn.volumetric import _triple as tup
+        else:
+            tup = _pair if self._dims == 2 else _single
         self.in_channels = _c_int(in_channels, name + ": in_channels")
         self.out_channels = _c_int(out_channels, name + ": out_channels")
         self.groups = _c_int(groups, name + ": groups")
@@ -249,3 +252,17 @@ class ConvTranspose1d(_ConvTranspose):
         op = self._output_padding(input, output_size)
         return conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, op,
                                 self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """Transposed 3-D convolution over (N, C, D, H, W) input, as torch.nn.ConvTranspose3d."""
+
+    _dims = 3
+
+    def forward(self, input, output_size=None):
+        from aicraft.nn.volumetric import conv_transpose3d
+        if not isinstance(input, Tensor):
+            raise _not_a_tensor(self, input)
+        return conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                self._output_padding(input, output_size), self.groups,
+                                self.dilation)

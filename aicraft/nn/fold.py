@@ -7,7 +7,6 @@ stacks them as (N, C * kH * kW, L). fold is its adjoint, a transposed convolutio
 (ops/conv_transpose.c) with one-hot filters, one group per channel, which sums
 overlapping windows as torch's col2im does.
 """
-
 from aicraft.errors import ShapeError
 from aicraft.nn.conv import _pair
 from aicraft.nn.module import Module

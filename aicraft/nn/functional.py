@@ -168,34 +168,33 @@ from aicraft.shapes import one_hot  # noqa: E402,F401
 # Norms and distances (aicraft/linalg.py).
 from aicraft.linalg import cosine_similarity, normalize, pairwise_distance, pdist  # noqa: E402,F401
 
-# ---- nnops: convolutions, pads, pools, resizing (one block) ----
-from aicraft.nn.convnd import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402,F401
-from aicraft.nn.padding import pad  # noqa: E402,F401
-from aicraft.nn.pooling import (adaptive_avg_pool1d, adaptive_avg_pool3d,  # noqa: E402,F401
-                                adaptive_max_pool1d,
-                                adaptive_max_pool1d_with_indices, adaptive_max_pool2d,
-                                adaptive_max_pool2d_with_indices, avg_pool1d, lp_pool1d,
-                                lp_pool2d, max_pool1d, max_pool1d_with_indices,
-                                max_pool2d_with_indices, max_unpool1d, max_unpool2d,
-                                max_unpool3d)
-from aicraft.nn.upsampling import (interpolate, pixel_shuffle, pixel_unshuffle,  # noqa: E402,F401
-                                   upsample, upsample_bilinear, upsample_nearest)
-from aicraft.nn.norm import (group_norm, instance_norm, local_response_norm,  # noqa: E402,F401
-                             rms_norm)
+# ---- nnops: convolutions, pads, pools, resizing, norms, attention, losses (one block) ----
 from aicraft.nn.attention import scaled_dot_product_attention  # noqa: E402,F401
-from aicraft.nn.fold import channel_shuffle, fold, unfold  # noqa: E402,F401
-from aicraft.nn.sparse import embedding, embedding_bag  # noqa: E402,F401,F811
-from aicraft.nn.volumetric import (adaptive_max_pool3d, avg_pool3d, conv3d,  # noqa: E402,F401
-                                   max_pool3d)
+from aicraft.nn.convnd import conv1d, conv_transpose1d, conv_transpose2d  # noqa: E402,F401
 from aicraft.nn.dropouts import (alpha_dropout, bilinear, dropout1d, dropout2d,  # noqa: E402,F401
                                  dropout3d, feature_alpha_dropout)
+from aicraft.nn.fold import channel_shuffle, fold, unfold  # noqa: E402,F401
+from aicraft.nn.norm import (group_norm, instance_norm, local_response_norm,  # noqa: E402,F401
+                             rms_norm)
+from aicraft.nn.padding import pad  # noqa: E402,F401
+from aicraft.nn.pooling import (adaptive_avg_pool1d, adaptive_avg_pool3d,  # noqa: E402,F401
+                                adaptive_max_pool1d, adaptive_max_pool1d_with_indices,
+                                adaptive_max_pool2d, adaptive_max_pool2d_with_indices,
+                                avg_pool1d, lp_pool1d, lp_pool2d, max_pool1d,
+                                max_pool1d_with_indices, max_pool2d_with_indices, max_unpool1d,
+                                max_unpool2d, max_unpool3d)
+from aicraft.nn.sparse import embedding, embedding_bag  # noqa: E402,F401,F811
+from aicraft.nn.upsampling import (interpolate, pixel_shuffle, pixel_unshuffle,  # noqa: E402,F401
+                                   upsample, upsample_bilinear, upsample_nearest)
+from aicraft.nn.volumetric import (adaptive_max_pool3d, avg_pool3d, conv3d,  # noqa: E402,F401
+                                   conv_transpose3d, max_pool3d)
 _nll_loss, _smooth_l1_loss = nll_loss, smooth_l1_loss   # the forms losses.py builds on
 from aicraft.nn.losses import (binary_cross_entropy,  # noqa: E402,F401,F811
                                binary_cross_entropy_with_logits, cosine_embedding_loss,
                                cross_entropy, gaussian_nll_loss, hinge_embedding_loss, huber_loss,
                                kl_div, l1_loss, margin_ranking_loss, mse_loss, multi_margin_loss,
-                               multilabel_margin_loss,
-                               multilabel_soft_margin_loss, nll_loss, pairwise_distance,
-                               poisson_nll_loss, smooth_l1_loss, soft_margin_loss,
-                               triplet_margin_loss, triplet_margin_with_distance_loss)
+                               multilabel_margin_loss, multilabel_soft_margin_loss, nll_loss,
+                               pairwise_distance, poisson_nll_loss, smooth_l1_loss,
+                               soft_margin_loss, triplet_margin_loss,
+                               triplet_margin_with_distance_loss)
 # ---- end nnops ----

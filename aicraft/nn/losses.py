@@ -13,7 +13,6 @@ aicraft.nn.functional re-exports every one; nn.*Loss modules (loss.py) call them
 """
 import math
 
-
 import aicraft.functional as _base
 from aicraft.errors import ShapeError
 from aicraft.functional import _input, _reduction

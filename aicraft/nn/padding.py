@@ -7,7 +7,6 @@ the source element of every output position along that dim, or -1 for the
 constant, computed here (a few numbers per position, NumPy); the copy and its
 gradient (the scatter back) run in C. Negative pads crop, as in torch.
 """
-
 from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap

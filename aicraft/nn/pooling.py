@@ -9,7 +9,6 @@ Each pool is one C call (libac's pool.c); the 1-d pools are the 2-d ones on
 ceil_mode's partial windows, divisor_override) are one multiply by a constant
 (oh, ow) factor computed here.
 """
-
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
 from aicraft.errors import ShapeError, raise_error

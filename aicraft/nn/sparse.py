@@ -11,7 +11,6 @@ embeddings.
 """
 import math
 
-
 from aicraft.creation import from_numpy, zeros
 from aicraft.errors import ShapeError
 from aicraft.nn import init
@@ -34,16 +33,14 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
                   padding_idx=None):
     """The sum, mean or max of each bag of embeddings, as torch's F.embedding_bag: input 2-D
-    (bags, length) without offsets, or 1-D with offsets (each bag's start)."""
+    (bags, length) without offsets, or 1-D with offsets (each bag's start). max_norm as in
+    embedding; sparse=True gives a dense gradient; scale_grad_by_freq is refused."""
     import numpy as np
     fn = "embedding_bag"
-    if max_norm is not None:
-        raise NotImplementedError("%s: max_norm is not supported by aicraft" % fn)
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("%s: %s is not supported by aicraft"
-                                  % (fn, "scale_grad_by_freq" if scale_grad_by_freq else "sparse"))
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
+    if scale_grad_by_freq:   # torch's bag gradients are not scaled by each id's count
+        raise NotImplementedError("%s: scale_grad_by_freq is not supported by aicraft" % fn)
     if not isinstance(weight, Tensor) or weight.ndim != 2:
         raise ShapeError("%s: weight must be a 2-D Tensor (num_embeddings, embedding_dim)" % fn)
     if per_sample_weights is not None and mode != "sum":
@@ -78,6 +75,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if flat.size and (flat.min() < 0 or flat.max() >= num):
         bad = flat[(flat < 0) | (flat >= num)][0]
         raise IndexError("%s: index %d is out of range for %d embeddings" % (fn, bad, num))
+    if max_norm is not None:
+        _renorm_rows(weight, flat, float(max_norm), norm_type)
     pad_row = -1 if padding_idx is None else int(padding_idx) % num if num else -1
     ends = np.append(starts[1:], flat.size) if starts.size else starts
     lengths = ends - starts
@@ -130,13 +129,13 @@ class EmbeddingBag(Module):
                  scale_grad_by_freq=False, mode="mean", sparse=False, _weight=None,
                  include_last_offset=False, padding_idx=None, device=None, dtype=None):
         super().__init__()
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("EmbeddingBag: max_norm, scale_grad_by_freq and sparse are "
-                                      "not supported by aicraft")
         if mode not in ("sum", "mean", "max"):
             raise ValueError("mode has to be one of sum, mean or max")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         self.mode = mode
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.norm_type = float(norm_type)
+        self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), bool(sparse)
         self.include_last_offset = bool(include_last_offset)
         if padding_idx is not None:
             if not -self.num_embeddings <= padding_idx < self.num_embeddings:
@@ -162,7 +161,8 @@ class EmbeddingBag(Module):
                 self.weight.copy_(from_numpy(values))
 
     def forward(self, input, offsets=None, per_sample_weights=None):
-        return embedding_bag(input, self.weight, offsets, mode=self.mode,
+        return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                             self.scale_grad_by_freq, self.mode, self.sparse,
                              per_sample_weights=per_sample_weights,
                              include_last_offset=self.include_last_offset,
                              padding_idx=self.padding_idx)
@@ -201,12 +201,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of weight (num, dim) picked by the ids in input (any shape), as torch's
     F.embedding: padding_idx's row gets no gradient; with max_norm, the rows looked up are
-    first renormalised in place; an integer weight is gathered exactly."""
+    first renormalised in place; scale_grad_by_freq divides each row's gradient by its
+    id's count; an integer weight is gathered exactly. sparse=True is taken, and the
+    gradient is dense (the same values; aicraft has no sparse tensors)."""
     import numpy as np
     from aicraft.nn import rnn
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: %s is not supported by aicraft"
-                                  % ("scale_grad_by_freq" if scale_grad_by_freq else "sparse"))
     if not isinstance(weight, Tensor):
         raise TypeError("embedding: weight must be a Tensor, not %s" % type(weight).__name__)
     if max_norm is not None:
@@ -222,7 +221,23 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
             raise IndexError("embedding: an id is out of range for %d embeddings" % weight.shape[0])
         picked = weight.index_select(0, from_numpy(np.ascontiguousarray(ids.reshape(-1))))
         return picked.reshape(*ids.shape, weight.shape[1])
-    return rnn.embedding(input, weight, padding_idx)
+    out = rnn.embedding(input, weight, padding_idx)
+    if scale_grad_by_freq and out.requires_grad:
+        ids = _ids(input, "embedding", "input")
+        out = _scaled_gradient(out, ids, weight.shape[0])
+    return out
+
+
+def _scaled_gradient(rows, ids, num):
+    """rows (.., dim) looked up by ids, their values unchanged and their gradient divided by
+    how often each id occurs in ids (torch's scale_grad_by_freq): rows.detach() plus
+    (rows - rows.detach()) times the scale, whose value is zero."""
+    import numpy as np
+    flat = ids.reshape(-1)
+    counts = np.bincount(flat[(flat >= 0) & (flat < num)], minlength=num + 1)
+    scale = 1.0 / np.maximum(counts[np.clip(flat, 0, num)], 1)
+    scale = from_numpy(scale.astype(np.float32).reshape(*ids.shape, 1))
+    return rows.detach() + (rows - rows.detach()) * scale
 
 
 class Embedding(_RnnEmbedding):
@@ -233,16 +248,18 @@ class Embedding(_RnnEmbedding):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
-        super().__init__(num_embeddings, embedding_dim, padding_idx, None, norm_type,
-                         scale_grad_by_freq, sparse, _weight, _freeze)
+        super().__init__(num_embeddings, embedding_dim, padding_idx, None, norm_type, False,
+                         False, _weight, _freeze)
         self.max_norm = None if max_norm is None else float(max_norm)
         self.norm_type = float(norm_type)
+        self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), bool(sparse)
         factory_kwargs(self, device, dtype)
 
     def forward(self, input):
-        if self.max_norm is None:
+        if self.max_norm is None and not self.scale_grad_by_freq:
             return super().forward(input)
-        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
+        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                         self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self):
         text = super().extra_repr()

@@ -10,7 +10,6 @@ reshape, a permute and a reshape.
 """
 import math
 
-
 from aicraft._args import _as_int
 from aicraft.nn.module import Module
 from aicraft.nn.padding import _resample

@@ -10,14 +10,13 @@ dim with torch's own window, padding, ceil_mode and divisor rule.
 """
 import math
 
-
 from aicraft.errors import ShapeError
 from aicraft.nn import init
 from aicraft.nn.conv import _c_int, conv2d
 from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
-__all__ = ["conv3d", "max_pool3d", "avg_pool3d", "adaptive_max_pool3d", "Conv3d", "MaxPool3d",
+__all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_max_pool3d", "Conv3d", "MaxPool3d",
            "AvgPool3d", "AdaptiveMaxPool3d"]
 
 
@@ -85,6 +84,47 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     out = conv2d(slab, weight.reshape(f, cg * kd, kh, kw), bias, (sh, sw), (ph, pw), (dh, dw),
                  groups)
     out = out.reshape(n, od, f, *out.shape[-2:]).permute(0, 2, 1, 3, 4)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """Transposed 3-D convolution of input (N, C_in, D, H, W) or (C_in, D, H, W) with weight
+    (C_in, C_out/groups, kD, kH, kW), as torch's F.conv_transpose3d: conv3d (stride 1) of the
+    input with zeros inserted between its elements, padded by dilation * (k - 1) - padding
+    (plus output_padding after), with the filters flipped and in and out swapped."""
+    fn = "conv_transpose3d"
+    unbatched = _volume(input, fn)
+    if not isinstance(weight, Tensor) or weight.ndim != 5:
+        raise ShapeError("%s: weight must be (in_channels, out_channels/groups, kD, kH, kW)" % fn)
+    import numpy as np
+    from aicraft.nn.padding import _resample, pad
+    x = input.unsqueeze(0) if unbatched else input
+    s, p = _triple(stride, fn + ": stride"), _triple(padding, fn + ": padding")
+    op, d = _triple(output_padding, fn + ": output_padding"), _triple(dilation, fn + ": dilation")
+    g = _c_int(groups, fn + ": groups")
+    cin, cout_g = weight.shape[:2]
+    k = tuple(weight.shape[2:])
+    if g < 1 or cin % g or x.shape[1] != cin:
+        raise ShapeError("%s: input %s has %d channels, weight %s expects %d (groups %d)"
+                         % (fn, tuple(input.shape), x.shape[1], tuple(weight.shape), cin, g))
+    if min(s) < 1 or min(d) < 1 or min(p) < 0 or min(op) < 0 or \
+            any(o >= st and o >= dl for o, st, dl in zip(op, s, d)):
+        raise ValueError("%s: stride %s and dilation %s must be >= 1, padding %s >= 0 and "
+                         "output_padding %s smaller than stride or dilation" % (fn, s, d, p, op))
+    for i in range(3):                      # zeros between the elements: stride s
+        n = x.shape[2 + i]
+        if s[i] > 1 and n > 0:
+            j = np.arange((n - 1) * s[i] + 1)
+            x = _resample(x, 2 + i, np.where(j % s[i] == 0, j // s[i], -1))
+    edges = [d[i] * (k[i] - 1) - p[i] for i in range(3)]
+    x = pad(x, (edges[2], edges[2] + op[2], edges[1], edges[1] + op[1], edges[0], edges[0] + op[0]))
+    flipped = weight
+    for i in range(3):
+        flipped = _resample(flipped, 2 + i, np.arange(k[i])[::-1].copy())
+    flipped = flipped.reshape(g, cin // g, cout_g, *k).transpose(1, 2).reshape(g * cout_g,
+                                                                                cin // g, *k)
+    out = conv3d(x, flipped, bias, 1, 0, d, g)
     return out.squeeze(0) if unbatched else out
 
 
