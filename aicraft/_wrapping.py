@@ -134,8 +134,10 @@ def _number(value):
         return value
     if isinstance(value, Tensor) or _is_numpy(value, "ndarray"):
         return None
+    if _is_numpy(value, "bool_"):
+        return bool(value)
     if isinstance(value, _numbers.Integral):
-        return bool(value) if _is_numpy(value, "bool_") else int(value)
+        return int(value)
     if isinstance(value, _numbers.Real):
         return float(value)
     return None
@@ -204,12 +206,11 @@ def _binary(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callab
         elif type(other) is float or type(other) is int:
             p = scalar_fn(self._ptr, other)
         else:
-            operand = _operand(other)
-            if operand is NotImplemented:
-                return NotImplemented
-            if not isinstance(operand, Tensor):
+            if _number(other) is not None:
                 return _general(code, self, other)
-            other = operand
+            other = _operand(other)
+            if other is NotImplemented:
+                return NotImplemented
             p = tensor_fn(self._ptr, other._ptr)
         if p:
             if _open_scopes:
@@ -231,12 +232,11 @@ def _reflected(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Cal
         if type(other) is float or type(other) is int:
             p = scalar_fn(self._ptr, other)
         else:
-            operand = _operand(other)
-            if operand is NotImplemented:
-                return NotImplemented
-            if not isinstance(operand, Tensor):
+            if _number(other) is not None:
                 return _general(code, self, other, True)
-            other = operand
+            other = _operand(other)
+            if other is NotImplemented:
+                return NotImplemented
             p = tensor_fn(other._ptr, self._ptr)
         if p:
             return _wrap(p)
@@ -251,12 +251,10 @@ def _typed(name: str, code: int, reflected: bool = False) -> Callable[["Tensor",
     """self <op> other (other <op> self when reflected) by lib.ac_binary alone:
     //, %, bitwise ops and shifts."""
     def method(self, other):
-        if not isinstance(other, Tensor):
-            operand = _operand(other)
-            if operand is NotImplemented:
+        if not isinstance(other, Tensor) and _number(other) is None:
+            other = _operand(other)
+            if other is NotImplemented:
                 return NotImplemented
-            if isinstance(operand, Tensor):
-                other = operand
         return _general(code, self, other, reflected)
     method.__name__ = name
     return method

@@ -52,7 +52,7 @@ def _sub_scalar_(p, s):
 
 
 def _rpow_scalar(p, base):
-    if p and p.dtype != 0:       # integers: lib.ac_binary's promotion (the caller's fallback)
+    if p != _NULL and p.dtype != 0:   # integers: lib.ac_binary's promotion (the caller's fallback)
         return _NULL
     base = _full_scalar(base)    # held in a local: the C call must not outlive it
     return _pow(base._ptr, p)

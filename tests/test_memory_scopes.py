@@ -180,6 +180,13 @@ CALL_ARGS = {
     "__mul__": (2.0,), "__rmul__": (2.0,), "__truediv__": (2.0,), "__rtruediv__": (2.0,),
     "__pow__": (2.0,), "__rpow__": (2.0,), "__iadd__": (1.0,), "__isub__": (1.0,),
     "__imul__": (2.0,), "__itruediv__": (2.0,),
+    # integer and bool operators (dtypes)
+    "__floordiv__": (2,), "__rfloordiv__": (2,), "__mod__": (2,), "__rmod__": (2,),
+    "__and__": (1,), "__rand__": (1,), "__or__": (1,), "__ror__": (1,), "__xor__": (1,),
+    "__rxor__": (1,), "__lshift__": (1,), "__rlshift__": (1,), "__rshift__": (1,),
+    "__rrshift__": (1,), "bitwise_and": (1,), "bitwise_or": (1,), "bitwise_xor": (1,),
+    "bitwise_left_shift": (1,), "bitwise_right_shift": (1,), "floor_divide": (2,),
+    "remainder": (2,),
     "add": (1.0,), "sub": (1.0,), "mul": (2.0,), "div": (2.0,), "pow": (2.0,),
     "add_": (1.0,), "sub_": (1.0,), "mul_": (2.0,), "div_": (2.0,), "fill_": (1.0,),
     "__matmul__": "live(2, 2)", "__rmatmul__": "array(2, 2)", "matmul": "live(2, 2)",
