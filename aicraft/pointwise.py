@@ -318,20 +318,22 @@ _METHODS["mvlgamma_"] = _inplace_of(mvlgamma, "mvlgamma_")
 @_method
 def real(input):
     """input itself: aicraft's tensors are real."""
-    return _tensor_arg(input, "real")
+    _live(_tensor_arg(input, "real"))
+    return input
 
 
 @_method
 def imag(input):
     """Refused, as torch refuses it for real tensors."""
-    _tensor_arg(input, "imag")
+    _live(_tensor_arg(input, "imag"))
     raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
 
 
 @_method
 def conj(input):
     """input itself: the conjugate of a real tensor."""
-    return _tensor_arg(input, "conj")
+    _live(_tensor_arg(input, "conj"))
+    return input
 
 
 _METHODS["conj_physical"] = conj
