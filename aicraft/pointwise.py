@@ -69,8 +69,11 @@ def _scalar_tensor(value, like):
     if isinstance(value, builtins.bool):
         return tensor(value, dtype=dtypes.bool)
     if isinstance(value, int) and _live(like).dtype != _F32:
-        return tensor(value, dtype=dtypes.uint8 if _live(like).dtype == _U8 and 0 <= value < 256
-                      else dtypes.int64)
+        if _live(like).dtype == _U8:
+            if not 0 <= value < 256:
+                raise ValueError("value %d cannot be converted to uint8 without overflow" % value)
+            return tensor(value, dtype=dtypes.uint8)
+        return tensor(value, dtype=dtypes.int64)
     s = _scalar(value)
     if s is None:
         return None
