@@ -95,3 +95,9 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean",
     if p:
         return _wrap(p)
     raise_error(input, target)
+
+
+# ---- activations (pointwise.py): silu, leaky_relu, softplus, gelu(approximate=), softmax(dtype=),
+# ... with torch.nn.functional's signatures ----
+from aicraft import pointwise as _pointwise  # noqa: E402
+globals().update(_pointwise.functional_functions())

@@ -217,6 +217,21 @@ CALL_ARGS = {
     "scatter_reduce_": "dim, index(2, 2), live(2, 2), sum",
     "masked_select": "mask(2, 2) only", "take": "index(2)", "put": "index(2) and live(2)",
     "put_": "index(2) and live(2)",
+    # pointwise.py
+    "addcdiv": "two live(2, 2)", "addcdiv_": "two live(2, 2)", "addcmul": "two live(2, 2)",
+    "addcmul_": "two live(2, 2)", "lerp": "live(2, 2) and 0.5", "lerp_": "live(2, 2) and 0.5",
+    "allclose": "live(2, 2)", "isclose": "live(2, 2)", "equal": "live(2, 2)", "atan2": "live(2, 2)",
+    "atan2_": "live(2, 2)", "arctan2": "live(2, 2)", "arctan2_": "live(2, 2)",
+    "copysign": "live(2, 2)", "copysign_": "live(2, 2)", "fmax": "live(2, 2)", "fmin": "live(2, 2)",
+    "fmod": "live(2, 2)", "fmod_": "live(2, 2)", "hypot": "live(2, 2)", "hypot_": "live(2, 2)",
+    "heaviside": "live(2, 2)", "heaviside_": "live(2, 2)", "logaddexp": "live(2, 2)",
+    "logaddexp2": "live(2, 2)", "maximum": "live(2, 2)", "minimum": "live(2, 2)",
+    "nextafter": "live(2, 2)", "nextafter_": "live(2, 2)", "xlogy": "live(2, 2)",
+    "xlogy_": "live(2, 2)", "gcd": "live(2, 2)", "gcd_": "live(2, 2)", "lcm": "live(2, 2)",
+    "lcm_": "live(2, 2)", "prelu": "live(1)", "clamp_": (0.0, 1.0), "clip_": (0.0, 1.0),
+    "clamp_min": (0.0,), "clamp_min_": (0.0,), "clamp_max": (1.0,), "clamp_max_": (1.0,),
+    "ldexp": (1.0,), "ldexp_": (1.0,), "mvlgamma": (1,), "mvlgamma_": (1,), "polygamma": (1,),
+    "polygamma_": (1,),
 }
 CALL_KWARGS = {"nonzero_static": {"size": 2}}
 # Attributes that are not tensor operations.
@@ -262,6 +277,12 @@ def resolve(args):
         return (0, ac.zeros(2, dtype=ac.int64))
     if args == "mask and live(2, 2)":
         return (ac.ones(2, 2) > 0, ac.ones(2, 2))
+    if args == "two live(2, 2)":
+        return (ac.ones(2, 2), ac.ones(2, 2))
+    if args == "live(2, 2) and 0.5":
+        return (ac.ones(2, 2), 0.5)
+    if args == "live(1)":
+        return (ac.ones(1),)
     index2 = ac.zeros(2, dtype=ac.int64)
     table = {
         "live(2, 2) twice": (ac.ones(2, 2), ac.ones(2, 2)),

@@ -78,9 +78,12 @@ def test_activations_pass_nan_through():
         assert np.isnan(fn(x).item())
 
 
-def test_gelu_rejects_the_tanh_approximation():
+def test_gelu_takes_the_tanh_approximation_and_refuses_others():
+    x = 1.0
+    tanh_form = 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    assert F.gelu(ac.tensor([x]), approximate="tanh").item() == pytest.approx(tanh_form, rel=1e-6)
     with pytest.raises(ValueError):
-        F.gelu(ac.tensor([1.0]), approximate="tanh")
+        F.gelu(ac.tensor([1.0]), approximate="fast")
 
 
 # ---- softmax and log_softmax ----------------------------------------------------

@@ -25,7 +25,6 @@ from aicraft.nn.rnn import GRU, LSTM, RNN, Embedding, GRUCell, LSTMCell, RNNCell
 from aicraft.nn.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
                                     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 # ---- activations (activation.py): SiLU, LeakyReLU, GELU(approximate=), PReLU, ... ----
-from aicraft.nn import activation as _activation
 from aicraft.nn.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid,  # noqa: F811
                                    Hardswish, Hardtanh, LeakyReLU, LogSigmoid, Mish, PReLU, ReLU6,
                                    RReLU, SiLU, Softmin, Softplus, Softshrink, Softsign, Tanhshrink,
@@ -39,7 +38,11 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "ReLU", 
            "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "Dropout", "Dropout2d", "Embedding", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "functional",
-           "init", "parallel", "utils"] + [n for n in _activation.__all__ if n != "GELU"]
+           "init", "parallel", "utils",
+           # activation.py
+           "SiLU", "LeakyReLU", "Softplus", "ELU", "CELU", "SELU", "Hardtanh", "ReLU6", "Mish",
+           "Hardswish", "Hardsigmoid", "Hardshrink", "Softshrink", "Tanhshrink", "Softsign",
+           "LogSigmoid", "GLU", "PReLU", "RReLU", "Threshold", "Softmin"]
 
 # ---- nnops: convolutions, pads, pools, resizing, norms, losses (one block) ----
 from aicraft.nn.conv import BatchNorm3d  # noqa: E402

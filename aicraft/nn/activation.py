@@ -8,7 +8,7 @@ The elementwise ones run one C call per forward (ac_pointwise, ops/pointwise.c).
 `inplace=True` is accepted, as torch code passes it, and changes nothing: the result
 is always a new tensor (as ReLU's), which `x = act(x)` cannot tell apart.
 """
-from aicraft import pointwise as P
+from aicraft import activations as P
 from aicraft._ffi import lib
 from aicraft._wrapping import _wrap
 from aicraft.errors import raise_error
