@@ -899,9 +899,12 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     return out if self.dim() else out.reshape(())
 
 
-def nonzero_static(self, *, size, fill_value=-1):
+def nonzero_static(self, *, size=None, fill_value=-1):
     """nonzero's rows, cut or padded with fill_value to exactly size rows."""
     from aicraft.creation import full
+    _live(self)
+    if size is None:
+        raise TypeError("nonzero_static() missing the keyword argument 'size'")
     size = _as_int(size, "size")
     if size < 0:
         raise ValueError("nonzero_static: size must be non-negative, got %d" % size)
