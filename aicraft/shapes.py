@@ -101,18 +101,7 @@ def repeat(self, *sizes):
                          % (len(reps), tuple(shape), len(shape)))
     if any(r < 0 for r in reps):
         raise ValueError("repeat: repeats must be non-negative, got %s" % (tuple(reps),))
-    shape = [1] * (len(reps) - len(shape)) + shape
-    x = self.reshape(shape)
-    if all(r == 1 for r in reps):
-        return x.clone()
-    for d, r in enumerate(reps):
-        if r == 1:
-            continue
-        outer, block = _prod(shape[:d]), _prod(shape[d:])
-        x = x.reshape(outer, 1, block).expand(outer, r, block)
-        shape[d] *= r
-        x = x.reshape(shape)
-    return x
+    return _wrapped(lib.ac_repeat(_live(self), ffi.new("int64_t[]", reps or [0]), len(reps)), self)
 
 
 def tile(self, *dims):
