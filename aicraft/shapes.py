@@ -101,18 +101,7 @@ def repeat(self, *sizes):
                          % (len(reps), tuple(shape), len(shape)))
     if any(r < 0 for r in reps):
         raise ValueError("repeat: repeats must be non-negative, got %s" % (tuple(reps),))
-    shape = [1] * (len(reps) - len(shape)) + shape
-    x = self.reshape(shape)
-    if all(r == 1 for r in reps):
-        return x.clone()
-    for d, r in enumerate(reps):
-        if r == 1:
-            continue
-        outer, block = _prod(shape[:d]), _prod(shape[d:])
-        x = x.reshape(outer, 1, block).expand(outer, r, block)
-        shape[d] *= r
-        x = x.reshape(shape)
-    return x
+    return _wrapped(lib.ac_repeat(_live(self), ffi.new("int64_t[]", reps or [0]), len(reps)), self)
 
 
 def tile(self, *dims):
@@ -899,9 +888,12 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     return out if self.dim() else out.reshape(())
 
 
-def nonzero_static(self, *, size, fill_value=-1):
+def nonzero_static(self, *, size=None, fill_value=-1):
     """nonzero's rows, cut or padded with fill_value to exactly size rows."""
     from aicraft.creation import full
+    _live(self)
+    if size is None:
+        raise TypeError("nonzero_static() missing the keyword argument 'size'")
     size = _as_int(size, "size")
     if size < 0:
         raise ValueError("nonzero_static: size must be non-negative, got %d" % size)

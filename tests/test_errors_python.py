@@ -112,6 +112,8 @@ CASES = [
     ("list index out of range", lambda: t23()[[0, 2]], IndexError),
     ("float tensor index", lambda: t23()[ac.tensor(0.0)], IndexError),      # as PyTorch
     ("bool index", lambda: t23()[True], IndexError),
+
+    ("two advanced indices, one out of range", lambda: t23()[[0], [3]], IndexError),
     ("slice step 0", lambda: t23()[::0], ValueError),
     ("negative slice step", lambda: t23()[::-1], ValueError),
     ("slice float bound", lambda: t23()[0.5:], TypeError),

@@ -234,6 +234,27 @@ CALL_ARGS = {
     "polygamma_": (1,),
 }
 CALL_KWARGS = {"nonzero_static": {"size": 2}}
+
+# ---- shapes.py's methods ----
+_I1, _I22, _ONES = ac.tensor([0]), ac.zeros(2, 2, dtype=ac.int64), ac.ones(2, 2)
+for _name, _args in {
+    "broadcast_to": ((2, 2),), "diagonal_scatter": (ac.ones(2),), "dsplit": (1,), "hsplit": (1,),
+    "vsplit": (1,), "index_add": (0, _I1, ac.ones(1, 2)), "index_copy": (0, _I1, ac.ones(1, 2)),
+    "index_reduce": (0, _I1, ac.ones(1, 2), "amax"), "index_fill": (0, _I1, 1.0),
+    "index_put": ((_I1,), ac.ones(2)), "masked_scatter": "mask and live(2, 2)",
+    "masked_select": (ac.ones(2, 2) > 0,), "moveaxis": (0, 1), "movedim": (0, 1),
+    "narrow_copy": (0, 0, 1), "put": (_I1, ac.ones(1)), "reshape_as": "live(2, 2)", "roll": (1,),
+    "scatter": (0, _I22, _ONES), "scatter_add": (0, _I22, _ONES), "scatter_reduce": (0, _I22, _ONES, "sum"),
+    "select": (0, 0), "select_scatter": (ac.ones(2), 0, 0), "slice_scatter": (_ONES,),
+    "split_with_sizes": ([1, 1],), "split_with_sizes_copy": ([1, 1],), "swapaxes": (0, 1),
+    "swapdims": (0, 1), "take": (_I1,), "take_along_dim": (_I22,), "tensor_split": (2,),
+    "transpose_copy": (0, 1), "unflatten": (0, (1, 2)), "unfold": (0, 1, 1), "unfold_copy": (0, 1, 1),
+    "unsafe_chunk": (2,), "unsafe_split": (1,), "unsqueeze_copy": (0,),
+}.items():
+    CALL_ARGS[_name] = _args
+    if _name in ("index_add", "index_copy", "index_reduce", "index_fill", "index_put", "masked_scatter",
+                 "put", "scatter", "scatter_add", "scatter_reduce"):
+        CALL_ARGS[_name + "_"] = _args
 # Attributes that are not tensor operations.
 NOT_OPS = {"__del__", "__init__", "__slots__", "__module__", "__doc__", "__array_ufunc__",
            "__qualname__", "__firstlineno__", "__static_attributes__", "__weakref__", "__dict__",

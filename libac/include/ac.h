@@ -441,6 +441,9 @@ AcTensor *ac_unfold(const AcTensor *a, int dim, int64_t size, int64_t step);
 /* The coordinates in a tensor of shape (shape, ndim) of each flat int64 index, as a
    last dim of ndim (PyTorch's unravel_index: indices past the ends wrap around). */
 AcTensor *ac_unravel_index(const AcTensor *indices, const int64_t *shape, int ndim);
+/* a tiled repeats[d] times along each of n dims (n >= a's ndim: leading dims are
+   added; PyTorch's Tensor.repeat); the gradient sums over the tiles. */
+AcTensor *ac_repeat(const AcTensor *a, const int64_t *repeats, int n);
 /* The int64 coordinates (n, a's ndim) of a's non-zero elements, row-major; not
    differentiable. */
 AcTensor *ac_nonzero(const AcTensor *a);

@@ -95,6 +95,7 @@
     X("set_grad_enabled", set_grad_enabled_replay, 0, 0, "0") \
     /* ---- layout.c, scatter.c (shapes) ---- */ \
     X("flip", flip_replay, 1, 1, "n") \
+    X("repeat", repeat_replay, 1, 1, "n") \
     X("tril", tril_replay, 1, 1, "i") \
     X("triu", triu_replay, 1, 1, "i") \
     X("diagonal", diagonal_replay, 1, 1, "iii") \

@@ -1,6 +1,6 @@
 /*
  * test_layout_scatter.c - layout.c and scatter.c from C: flip, tril/triu,
- * diagonal/diag_embed, unfold, nonzero, scatter with each reduction, one_hot and the
+ * diagonal/diag_embed, unfold, repeat, nonzero, scatter with each reduction, one_hot and the
  * index helpers against plain loops, int64 values kept exact, gradients by
  * ac_gradient_check, and every bad input failing with its code, nothing leaked.
  */
@@ -122,9 +122,12 @@ static AcTensor *layout_case(AcTensor *const *in, int n, void *user)
     int dims[1] = {1};
     AcTensor *a = ac_flip(in[0], dims, 1), *b = a ? ac_tril(a, 0) : NULL;
     AcTensor *c = b ? ac_diag_embed(b, 1, 0, 2) : NULL, *e = c ? ac_diagonal(c, 0, 1, 2) : NULL;
-    AcTensor *d = e ? ac_unfold(e, 1, 2, 1) : NULL;   /* overlapping windows add up */
+    int64_t reps[3] = {2, 1, 2};
+    AcTensor *f = e ? ac_unfold(e, 1, 2, 1) : NULL;   /* overlapping windows add up */
+    AcTensor *d = f ? ac_repeat(f, reps, 3) : NULL;
     (void)n;
     (void)user;
+    ac_tensor_free(f);
     ac_tensor_free(e);
     ac_tensor_free(a);
     ac_tensor_free(b);
@@ -197,6 +200,10 @@ static void test_bad_input_fails_cleanly(void)
     CHECK(!ac_unfold(x, 1, 2, 0) && ac_last_error_code() == AC_ERR_ARG);
     CHECK(!ac_unfold(x, 2, 1, 1) && ac_last_error_code() == AC_ERR_INDEX);
     CHECK(!ac_unfold(NULL, 0, 1, 1) && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(!ac_repeat(x, one, 1) && ac_last_error_code() == AC_ERR_SHAPE);
+    CHECK(!ac_repeat(x, neg_v, 1) && ac_last_error_code() == AC_ERR_SHAPE);
+    CHECK(!ac_repeat(vec, neg_v, 1) && ac_last_error_code() == AC_ERR_ARG);
+    CHECK(!ac_repeat(x, NULL, 2) && ac_last_error_code() == AC_ERR_SHAPE);
     CHECK(!ac_scatter(x, 0, index, src, AC_SCATTER_SUM, 1) && ac_last_error_code() == AC_ERR_INDEX);
     CHECK(!ac_scatter(x, 0, ok, src, AC_SCATTER_NONE, 1) && ac_last_error_code() == AC_ERR_INDEX);
     CHECK(!ac_scatter(x, 0, src, src, AC_SCATTER_NONE, 1) && ac_last_error_code() == AC_ERR_DTYPE);

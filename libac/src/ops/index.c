@@ -26,6 +26,34 @@ static void store(void *out, int dtype, int64_t i, const AcTensor *src, int64_t 
     elem_set(out, dtype, i, elem_get(src, at));
 }
 
+/* broadcast_into's copy for one dtype, a row of the last dim at a time: a memcpy
+   when the last dim is src's own, copies of one element doubling when it is broadcast. */
+static void broadcast_rows(const AcTensor *src, const int64_t *shape, int ndim, const int64_t *strides,
+                           void *out)
+{
+    int64_t index[AC_MAX_DIMS] = {0}, at = 0, inner = shape[ndim - 1], rows = 1, row;
+    size_t esize = elem_size(src), row_bytes = (size_t)inner * esize, done;
+    int d;
+    for (d = 0; d < ndim - 1; d++) rows *= shape[d];
+    for (row = 0; row < rows; row++) {
+        char *dst = (char *)out + (size_t)row * row_bytes;
+        const char *from = (const char *)src->data + (size_t)at * esize;
+        if (strides[ndim - 1]) {
+            memcpy(dst, from, row_bytes);
+        } else {
+            memcpy(dst, from, esize);
+            for (done = esize; done < row_bytes; done *= 2)
+                memcpy(dst + done, dst, done < row_bytes - done ? done : row_bytes - done);
+        }
+        for (d = ndim - 2; d >= 0; d--) {
+            at += strides[d];
+            if (++index[d] < shape[d]) break;
+            at -= strides[d] * shape[d];
+            index[d] = 0;
+        }
+    }
+}
+
 int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, int ndim, int dtype,
                    void *out)
 {
@@ -46,6 +74,10 @@ int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, in
     }
     if (src->size == size && src->dtype == dtype) {
         memcpy(out, src->data, (size_t)size * elem_size(src));
+        return AC_OK;
+    }
+    if (src->dtype == dtype && ndim > 0 && size > 0) {
+        broadcast_rows(src, shape, ndim, strides, out);
         return AC_OK;
     }
     for (i = 0; i < size; i++) {

@@ -1,12 +1,13 @@
 /*
  * layout.c - ops that move elements of any dtype to new places, byte for byte:
- * flip, tril/triu, diagonal and diag_embed (each the other's backward), unfold, and
- * nonzero (the int64 coordinates of the non-zero elements). Each forward has
- * its backward next to it.
+ * flip, tril/triu, diagonal and diag_embed (each the other's backward), unfold,
+ * repeat, nonzero (the int64 coordinates of the non-zero elements), and the
+ * index helpers of repeat_interleave, index_put and unravel_index. Each forward
+ * has its backward next to it.
  *
  * Not here: views and transposes (shape.c), cat and stack (join.c), picks by
- * index (index.c), writes by index (scatter.c). repeat, roll, tile and the
- * other compositions of these are Python (aicraft/shapes.py).
+ * index (index.c), writes by index (scatter.c). roll, tile and the
+ * other compositions are Python (aicraft/shapes.py).
  */
 #include "graph.h"
 #include "kernels/kernels.h"
@@ -602,5 +603,159 @@ AcTensor *ac_unravel_index(const AcTensor *indices, const int64_t *shape, int nd
             v = q;
         }
     }
+    return out;
+}
+
+/* ---- repeat: tiles of a ----------------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    int64_t repeats[AC_MAX_DIMS];
+} RepeatCtx;
+
+/* a's shape padded with leading ones to n dims, its rows' strides (in rows of the
+   last dim), and the output shape. */
+static void repeat_shapes(const AcTensor *a, const int64_t *repeats, int n, int64_t *in_shape,
+                          int64_t *row_stride, int64_t *out_shape)
+{
+    int64_t s = 1;
+    int d;
+    for (d = 0; d < n; d++) {
+        in_shape[d] = d < n - a->ndim ? 1 : a->shape[d - (n - a->ndim)];
+        out_shape[d] = in_shape[d] * repeats[d];
+    }
+    for (d = n - 2; d >= 0; d--) {
+        row_stride[d] = s;
+        s *= in_shape[d];
+    }
+}
+
+/* Walk the output's rows (all dims but the last), calling visit with each output row
+   and the input row it tiles (the last dim: in_shape[n - 1] elements, repeated). */
+typedef void (*RowVisit)(void *ctx, int64_t out_row, int64_t in_row);
+
+static void repeat_rows(const int64_t *in_shape, const int64_t *row_stride, const int64_t *out_shape, int n,
+                        RowVisit visit, void *ctx)
+{
+    int64_t coord[AC_MAX_DIMS] = {0}, rows = 1, row;
+    int d;
+    for (d = 0; d < n - 1; d++) rows *= out_shape[d];
+    for (row = 0; row < rows; row++) {
+        int64_t in_row = 0;
+        for (d = 0; d < n - 1; d++) in_row += (coord[d] % in_shape[d]) * row_stride[d];
+        visit(ctx, row, in_row);
+        for (d = n - 2; d >= 0; d--) {
+            if (++coord[d] < out_shape[d]) break;
+            coord[d] = 0;
+        }
+    }
+}
+
+typedef struct {
+    const char *in;
+    char *out;
+    size_t row_bytes;       /* one input row */
+    int64_t times;          /* repeats of the last dim */
+    const float *gout;      /* backward: the output gradient */
+    float *gin;
+    int64_t inner;
+} RepeatJob;
+
+static void repeat_copy_row(void *ctx, int64_t out_row, int64_t in_row)
+{
+    const RepeatJob *job = ctx;
+    char *dst = job->out + (size_t)out_row * job->row_bytes * (size_t)job->times;
+    int64_t k;
+    for (k = 0; k < job->times; k++)
+        memcpy(dst + (size_t)k * job->row_bytes, job->in + (size_t)in_row * job->row_bytes, job->row_bytes);
+}
+
+static void repeat_add_row(void *ctx, int64_t out_row, int64_t in_row)
+{
+    const RepeatJob *job = ctx;
+    const float *g = job->gout + out_row * job->inner * job->times;
+    float *dst = job->gin + in_row * job->inner;
+    int64_t k, j;
+    for (k = 0; k < job->times; k++)
+        for (j = 0; j < job->inner; j++) dst[j] += g[k * job->inner + j];
+}
+
+/* The gradient sums the output gradient over the tiles. */
+static int repeat_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const RepeatCtx *ctx = node->context;
+    const AcTensor *a = node->inputs[0];
+    int64_t in_shape[AC_MAX_DIMS] = {0}, row_stride[AC_MAX_DIMS] = {0}, out_shape[AC_MAX_DIMS] = {0};
+    RepeatJob job;
+    gin[0] = tensor_alloc("repeat", a->shape, a->ndim);
+    if (!gin[0]) return ac_last_error_code();
+    memset(gin[0]->data, 0, (size_t)a->size * sizeof(float));
+    if (gout->size == 0) return AC_OK;
+    if (ctx->n == 0) {
+        gin[0]->data[0] = gout->data[0];
+        return AC_OK;
+    }
+    repeat_shapes(a, ctx->repeats, ctx->n, in_shape, row_stride, out_shape);
+    job.gout = gout->data;
+    job.gin = gin[0]->data;
+    job.inner = in_shape[ctx->n - 1];
+    job.times = ctx->repeats[ctx->n - 1];
+    repeat_rows(in_shape, row_stride, out_shape, ctx->n, repeat_add_row, &job);
+    return AC_OK;
+}
+
+int repeat_replay(AcTensor **t, const double *attr)
+{
+    int64_t repeats[AC_MAX_DIMS];
+    int i, n = (int)attr[0];
+    for (i = 0; i < n; i++) repeats[i] = (int64_t)attr[1 + i];
+    return graph_made(t[1] = ac_repeat(t[0], repeats, n));
+}
+
+AcTensor *ac_repeat(const AcTensor *a, const int64_t *repeats, int n)
+{
+    if (ops_observed && (repeats || !n) && n >= 0 && n <= AC_MAX_DIMS) {
+        double attr[1 + AC_MAX_DIMS];
+        int k;
+        attr[0] = n;
+        for (k = 0; k < n; k++) attr[1 + k] = (double)repeats[k];
+        return graph_op("repeat", repeat_replay, 1, &a, attr, 1 + n);
+    }
+    const char *op = "repeat";
+    int64_t in_shape[AC_MAX_DIMS] = {0}, row_stride[AC_MAX_DIMS] = {0}, out_shape[AC_MAX_DIMS] = {0};
+    RepeatCtx *ctx;
+    RepeatJob job;
+    AcTensor *out;
+    int d;
+    if (tensor_check_any(op, a, "input") || cpu_only(op, &a, 1)) return NULL;
+    if (n < a->ndim || n > AC_MAX_DIMS || (n > 0 && !repeats))
+        return error_null(AC_ERR_SHAPE, "%s: %d repeats for a tensor of shape %s (needs %d to %d)", op, n,
+                          tensor_shape_str(a), a->ndim, AC_MAX_DIMS);
+    for (d = 0; d < n; d++)
+        if (repeats[d] < 0 || repeats[d] > INT64_MAX / 8)
+            return error_null(AC_ERR_ARG, "%s: repeats %s must be non-negative", op, shape_str(repeats, n));
+    repeat_shapes(a, repeats, n, in_shape, row_stride, out_shape);
+    for (d = 0; d < n; d++)
+        if (in_shape[d] > 0 && repeats[d] > INT64_MAX / 8 / in_shape[d])
+            return error_null(AC_ERR_MEMORY, "%s: the result of repeating %s by %s is too large", op,
+                              tensor_shape_str(a), shape_str(repeats, n));
+    if (shape_check(op, out_shape, n, NULL)) return NULL;
+    out = op_output_as(op, a->dtype, out_shape, n, &a, 1, repeat_backward, sizeof(RepeatCtx));
+    if (!out) return NULL;
+    ctx = op_context(out);
+    if (ctx) {
+        ctx->n = n;
+        memcpy(ctx->repeats, repeats, (size_t)n * sizeof(int64_t));
+    }
+    if (out->size == 0) return out;
+    if (n == 0) {
+        memcpy(out->data, a->data, elem_size(a));
+        return out;
+    }
+    job.in = (const char *)a->data;
+    job.out = (char *)out->data;
+    job.row_bytes = (size_t)in_shape[n - 1] * elem_size(a);
+    job.times = repeats[n - 1];
+    repeat_rows(in_shape, row_stride, out_shape, n, repeat_copy_row, &job);
     return out;
 }
