@@ -21,7 +21,7 @@ from aicraft.tensor import Tensor
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "multi_dot", "matmul", "vecdot", "det", "inv",
            "solve", "slogdet", "svdvals", "matrix_rank", "cond", "matrix_power", "vander", "tensorinv",
-           "tensorsolve", "cholesky", "solve_triangular"]
+           "tensorsolve", "cholesky", "solve_triangular", "eigvalsh"]
 
 
 def _tensor(x, op, what="input"):
@@ -262,6 +262,21 @@ def cholesky(A, *, upper=False, out=None):
         raise_error(A)
     L = _wrap(p)
     return L.transpose(-2, -1) if upper else L
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """The eigenvalues, ascending, of symmetric matrices, read from one triangle (UPLO 'L'
+    or 'U'); differentiable."""
+    from aicraft._wrapping import _wrap
+    A = _square(A, "linalg.eigvalsh")
+    if UPLO not in ("L", "U"):
+        raise ValueError("linalg.eigvalsh: UPLO must be 'L' or 'U', got %r" % (UPLO,))
+    if UPLO == "U":
+        A = A.transpose(-2, -1)
+    p = lib.ac_eigvalsh(_live(A))
+    if not p:
+        raise_error(A)
+    return _wrap(p)
 
 
 def torch_cholesky(input, upper=False, *, out=None):

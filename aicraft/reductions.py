@@ -841,6 +841,7 @@ def sum_to_size(self, *size):
 
 def _method(fn):
     def method(self, *args, **kwargs):
+        _live(self)            # a tensor whose scope ended: ScopeError before any argument error
         return fn(self, *args, **kwargs)
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__

@@ -446,3 +446,10 @@ def test_cholesky_and_solve_triangular(shape, upper):
 def test_cholesky_refuses_what_is_not_positive_definite():
     with pytest.raises(ValueError):
         ac.linalg.cholesky(ac.tensor([[1.0, 2.0], [2.0, 1.0]]))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (2, 3, 3)])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigvalsh(shape, uplo):
+    a = floats(*shape)        # only one triangle is read: the other is noise
+    check(lambda t: ac.linalg.eigvalsh(t, uplo), lambda t: torch.linalg.eigvalsh(t, uplo), a, rtol=1e-3, atol=1e-4)

@@ -344,6 +344,9 @@ AcTensor *ac_svdvals(const AcTensor *a);
 /* The lower Cholesky factor L (A = L L^T) of symmetric positive-definite matrices (..., n, n),
    read from their lower triangles; AC_ERR_ARG for one that is not positive-definite. */
 AcTensor *ac_cholesky(const AcTensor *a);
+/* The eigenvalues, ascending, of symmetric matrices (..., n, n) read from their lower
+   triangles (cyclic Jacobi, in double): (..., n); differentiable. */
+AcTensor *ac_eigvalsh(const AcTensor *a);
 
 /* ---- Losses -------------------------------------------------------------- */
 
