@@ -48,13 +48,14 @@ NVCCFLAGS := -O3 -std=c++20 -gencode arch=compute_90,code=[sm_90,compute_90] -We
 CU_SRC    := $(sort $(wildcard libac/src/kernels/cuda/*.cu))
 CU_OBJ    := $(CU_SRC:libac/src/%.cu=build/cuda/%.o)
 CUDA_DEF  := -DAC_HAVE_CUDA=1
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+# CUDA's static runtime is one object, archived into libac.a beside our own, so a C
+# program links libac.a with -lm -lpthread alone, CUDA build or not.
+CUDART    := build/cuda/cudart_static.o
 endif
-LDLIBS    += $(CUDA_LIBS)
 
 SRC       := $(sort $(wildcard libac/src/*.c libac/src/*/*.c libac/src/*/*/*.c))
-OBJ       := $(SRC:libac/src/%.c=build/obj/%.o) $(CU_OBJ)
-ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o) $(CU_OBJ)
+OBJ       := $(SRC:libac/src/%.c=build/obj/%.o) $(CU_OBJ) $(CUDART)
+ASAN_OBJ  := $(SRC:libac/src/%.c=build/asan/%.o) $(CU_OBJ) $(CUDART)
 # build/cuda.flag holds AC_CUDA: switching it rebuilds everything.
 HEADERS   := libac/include/ac.h $(wildcard libac/src/*.h libac/src/*/*.h libac/src/*/*/*.h) build/cuda.flag
 CTESTS    := $(sort $(wildcard tests/c/test_*.c))
@@ -93,6 +94,10 @@ build/obj/%.o: libac/src/%.c $(HEADERS)
 build/cuda/%.o: libac/src/%.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(INC) -c $< -o $@
+
+build/cuda/cudart_static.o: build/cuda.flag
+	@mkdir -p $(dir $@)
+	cd $(dir $@) && ar x $(CUDA_HOME)/lib64/libcudart_static.a cudart_static.o
 
 build/libac.a: $(OBJ)
 	rm -f $@
@@ -135,7 +140,7 @@ asan: $(CTESTS:tests/c/%.c=build/tests-asan/%)
 # ThreadSanitizer over the tests that run libac from several threads at once
 # (die_after_fork=0: test_threads checks that a forked child can use the pool).
 TSAN       := -fsanitize=thread -fno-omit-frame-pointer -g -O1
-TSAN_OBJ   := $(SRC:libac/src/%.c=build/tsan/%.o) $(CU_OBJ)
+TSAN_OBJ   := $(SRC:libac/src/%.c=build/tsan/%.o) $(CU_OBJ) $(CUDART)
 TSAN_TESTS := test_threads test_train_threads
 
 build/tsan/%.o: libac/src/%.c $(HEADERS)
@@ -274,7 +279,7 @@ install: lib
 	install -m 644 build/libac.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 build/libac.so $(DESTDIR)$(PREFIX)/lib/
 	for pc in aicraft aicraft-static; do \
-	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CUDA_LIBS@|$(CUDA_LIBS)|' $$pc.pc.in \
+	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $$pc.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; done
 
 # Packaging is checked here, not in `make test`: building and installing twice

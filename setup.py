@@ -27,8 +27,8 @@ class build_ext_with_libac(build_ext):
     """build_ext, then libac.a from the extension's libac objects and ac.h, in the package
     (in build_lib; --inplace copies them to the source tree with the extension). With
     CUDA (build_ffi.NVCC), the .cu files are compiled by nvcc first and linked in, and
-    libcudart_static.a goes beside libac.a, so C programs link with
-    -L get_lib() -lac -lcudart_static -ldl -lrt -lm -lpthread and no CUDA install."""
+    libac.a carries CUDA's static runtime (its one object, cudart_static.o), so C programs
+    link with get_lib()/libac.a -lm -lpthread and no CUDA install, CUDA build or not."""
 
     def build_extension(self, ext):
         sys.path.insert(0, ROOT)
@@ -53,12 +53,11 @@ class build_ext_with_libac(build_ext):
         package_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
         os.makedirs(os.path.join(package_dir, "lib"), exist_ok=True)
         os.makedirs(os.path.join(package_dir, "include"), exist_ok=True)
-        self.compiler.create_static_lib(objects + cuda_objects, "ac", output_dir=os.path.join(package_dir, "lib"))
-        cudart = os.path.join(os.path.join(package_dir, "lib"), "libcudart_static.a")
         if cuda_objects:
-            shutil.copy(os.path.join(build_ffi.CUDA_LIB_DIR, "libcudart_static.a"), cudart)
-        elif os.path.exists(cudart):
-            os.remove(cudart)
+            subprocess.run(["ar", "x", os.path.join(build_ffi.CUDA_LIB_DIR, "libcudart_static.a"),
+                            "cudart_static.o"], cwd=self.build_temp, check=True)
+            cuda_objects.append(os.path.join(self.build_temp, "cudart_static.o"))
+        self.compiler.create_static_lib(objects + cuda_objects, "ac", output_dir=os.path.join(package_dir, "lib"))
         shutil.copy(os.path.join(ROOT, "libac", "include", "ac.h"), os.path.join(package_dir, "include"))
 
     def copy_extensions_to_source(self):   # build_ext --inplace

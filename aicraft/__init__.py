@@ -83,6 +83,6 @@ def get_include() -> str:
 
 def get_lib() -> str:
     """The folder holding libac.a, the C library the extension is built from: link a C
-    program with get_lib()/libac.a -lm -lpthread. A build with CUDA carries CUDA's
-    libcudart_static.a there too: add -L<get_lib()> -lcudart_static -ldl -lrt."""
+    program with get_lib()/libac.a -lm -lpthread (a build with CUDA carries CUDA's static
+    runtime inside libac.a)."""
     return _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib")

@@ -55,11 +55,6 @@ def check_gradients(ac_fn, f64_fn, arrays, rtol=1e-4, atol=1e-5, seed=0):
 
 
 def c_link_libs():
-    """What a C program linking libac.a statically adds after it: CUDA's runtime when
-    this build has CUDA (the package carries libcudart_static.a beside libac.a), then
-    libm and pthreads."""
-    import aicraft as ac
-    cuda = []
-    if os.path.exists(os.path.join(ac.get_lib(), "libcudart_static.a")):
-        cuda = ["-L" + ac.get_lib(), "-lcudart_static", "-ldl", "-lrt"]
-    return cuda + ["-lm", "-lpthread"]
+    """What a C program linking libac.a statically adds after it: libm and pthreads, and
+    nothing more, CUDA build or not (libac.a carries CUDA's static runtime)."""
+    return ["-lm", "-lpthread"]

@@ -71,3 +71,11 @@ def test_pkg_config_shared_route_links_libac_so(prefix, tmp_path):
     needed = subprocess.run(["readelf", "-d", exe], capture_output=True, text=True).stdout
     assert "libac.so" in needed
     assert pkg_config(prefix, "--modversion", "aicraft") == [aicraft.__version__]
+
+
+def test_static_library_carries_cuda_runtime_exactly_when_built_with_cuda():
+    """libac.a links with -lm -lpthread alone: in a CUDA build it holds cudart itself."""
+    from aicraft._ffi import lib as libac
+    symbols = subprocess.run(["nm", "--defined-only", os.path.join(aicraft.get_lib(), "libac.a")],
+                             capture_output=True, text=True, check=True).stdout
+    assert (" T cudaMalloc\n" in symbols) == bool(libac.ac_cuda_is_built())
