@@ -141,6 +141,8 @@ def _svd_norm(A, kind, dims, keepdim):
     row, col = dims
     rest = [d for d in range(A.ndim) if d not in (row, col)]
     moved = A.permute(*(rest + [row, col])) if rest + [row, col] != list(range(A.ndim)) else A
+    if moved.requires_grad and lib.ac_is_grad_enabled():
+        _refuse_degenerate(moved, kind)
     p = lib.ac_svd_norm(_live(moved), kind)
     if not p:
         raise_error(moved)
@@ -149,6 +151,33 @@ def _svd_norm(A, kind, dims, keepdim):
         for d in sorted(dims):
             out = out.unsqueeze(d)
     return out
+
+
+def _refuse_degenerate(A, kind):
+    """The gradient of these norms is not unique where the singular values it follows are
+    (a zero one for 'nuc', a repeated largest or smallest for 2 and -2): PyTorch's is then
+    whatever basis its SVD returns. aicraft refuses rather than give a different one."""
+    import numpy as np
+    from aicraft.autograd import no_grad
+    with no_grad():
+        s = svdvals(A).numpy()
+    if s.size == 0:
+        return
+    s = s.reshape(-1, s.shape[-1])
+    top = np.maximum(s[:, :1], np.finfo(np.float32).tiny)
+    tol = 1e-5 * top
+    if kind == 0:
+        degenerate = (s <= tol).any()
+    elif s.shape[1] < 2:
+        degenerate = False
+    elif kind == 1:
+        degenerate = (np.abs(s[:, 0:1] - s[:, 1:2]) <= tol).any()
+    else:
+        degenerate = (np.abs(s[:, -1:] - s[:, -2:-1]) <= tol).any()
+    if degenerate:
+        raise NotImplementedError("matrix_norm: the gradient of the %s norm at a matrix with %s singular "
+                                  "values is not unique; aicraft does not pick one"
+                                  % (("nuclear", "2", "-2")[kind], "zero" if kind == 0 else "repeated"))
 
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):

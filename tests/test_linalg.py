@@ -453,3 +453,14 @@ def test_cholesky_refuses_what_is_not_positive_definite():
 def test_eigvalsh(shape, uplo):
     a = floats(*shape)        # only one triangle is read: the other is noise
     check(lambda t: ac.linalg.eigvalsh(t, uplo), lambda t: torch.linalg.eigvalsh(t, uplo), a, rtol=1e-3, atol=1e-4)
+
+
+def test_norms_refuse_a_gradient_that_is_not_unique():
+    rank_one = np.outer(floats(3), floats(3)).astype(np.float32)
+    a = to_ac(rank_one, True)
+    with pytest.raises(NotImplementedError):
+        ac.linalg.matrix_norm(a, "nuc")
+    with pytest.raises(NotImplementedError):
+        ac.linalg.matrix_norm(to_ac(np.eye(3, dtype=np.float32), True), 2)
+    with ac.no_grad():         # the value alone is fine
+        same(ac.linalg.matrix_norm(a, "nuc"), torch.linalg.matrix_norm(torch.from_numpy(rank_one), "nuc"))
