@@ -37,6 +37,7 @@ globals().update(_REDUCTIONS)
 globals().update(_PRODUCTS)
 from aicraft.linalg import cdist, dist, torch_norm as norm  # noqa: E402
 from aicraft.linalg import det, inv as inverse, logdet, slogdet, torch_cholesky as cholesky  # noqa: E402
+from aicraft.linalg import cholesky_inverse, cholesky_solve, matrix_exp, triangular_solve  # noqa: E402
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -57,6 +58,8 @@ __all__ = [
     "profiler", "quantization", "utils",
 ]
 __all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm", "det", "inverse", "cholesky",
+                                                            "cholesky_inverse", "cholesky_solve",
+                                                            "matrix_exp", "triangular_solve",
                                                             "logdet", "slogdet"]
 
 

@@ -21,7 +21,7 @@ from aicraft.tensor import Tensor
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "multi_dot", "matmul", "vecdot", "det", "inv",
            "solve", "slogdet", "svdvals", "matrix_rank", "cond", "matrix_power", "vander", "tensorinv",
-           "tensorsolve", "cholesky", "solve_triangular", "eigvalsh"]
+           "tensorsolve", "cholesky", "solve_triangular", "eigvalsh", "matrix_exp"]
 
 
 def _tensor(x, op, what="input"):
@@ -303,6 +303,39 @@ def eigvalsh(A, UPLO="L", *, out=None):
     if UPLO == "U":
         A = A.transpose(-2, -1)
     p = lib.ac_eigvalsh(_live(A))
+    if not p:
+        raise_error(A)
+    return _wrap(p)
+
+
+def cholesky_inverse(L, upper=False, *, out=None):
+    """The inverse of A from its Cholesky factor L (A = L L^T, or U^T U when upper)."""
+    L = _square(L, "cholesky_inverse")
+    Lt = L.transpose(-2, -1)
+    return inv(Lt.matmul(L) if upper else L.matmul(Lt))
+
+
+def cholesky_solve(B, L, upper=False, *, out=None):
+    """X with A X = B, A given by its Cholesky factor L."""
+    L = _square(L, "cholesky_solve")
+    Lt = L.transpose(-2, -1)
+    return solve(Lt.matmul(L) if upper else L.matmul(Lt), B)
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, out=None):
+    """torch.triangular_solve: (X with op(A) X = b, a copy of A), op(A) = A^T if transpose."""
+    from collections import namedtuple
+    A = _square(A, "triangular_solve")
+    T = A.transpose(-2, -1) if transpose else A
+    x = solve_triangular(T, b, upper=upper != bool(transpose), unitriangular=unitriangular)
+    return namedtuple("triangular_solve", ["solution", "cloned_coefficient"])(x, A.clone())
+
+
+def matrix_exp(A):
+    """exp(A) of square matrices (C, in double: scaling and squaring), differentiable."""
+    from aicraft._wrapping import _wrap
+    A = _square(A, "matrix_exp")
+    p = lib.ac_matrix_exp(_live(A))
     if not p:
         raise_error(A)
     return _wrap(p)

@@ -464,3 +464,24 @@ def test_norms_refuse_a_gradient_that_is_not_unique():
         ac.linalg.matrix_norm(to_ac(np.eye(3, dtype=np.float32), True), 2)
     with ac.no_grad():         # the value alone is fine
         same(ac.linalg.matrix_norm(a, "nuc"), torch.linalg.matrix_norm(torch.from_numpy(rank_one), "nuc"))
+
+
+@pytest.mark.parametrize("shape,scale", [((1, 1), 1.0), ((3, 3), 0.3), ((2, 4, 4), 2.0), ((3, 3), 8.0)])
+def test_matrix_exp(shape, scale):
+    a = floats(*shape) * scale
+    check(ac.matrix_exp, torch.matrix_exp, a, rtol=1e-4, atol=1e-4)
+    check(ac.linalg.matrix_exp, torch.linalg.matrix_exp, a, grad=False, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_inverse_solve_and_triangular_solve(upper):
+    m = floats(3, 3)
+    spd = m @ m.T + 3 * np.eye(3, dtype=np.float32)
+    L = torch.linalg.cholesky(torch.from_numpy(spd), upper=upper).numpy()
+    b = floats(3, 2)
+    check(lambda t: ac.cholesky_inverse(t, upper), lambda t: torch.cholesky_inverse(t, upper), L, rtol=1e-3, atol=1e-4)
+    check(lambda x, t: ac.cholesky_solve(x, t, upper), lambda x, t: torch.cholesky_solve(x, t, upper), b, L,
+          rtol=1e-3, atol=1e-4)
+    for transpose in (False, True):
+        check(lambda x, t: ac.triangular_solve(x, t, upper, transpose).solution,
+              lambda x, t: torch.triangular_solve(x, t, upper, transpose).solution, b, L, rtol=1e-3, atol=1e-4)

@@ -347,6 +347,9 @@ AcTensor *ac_cholesky(const AcTensor *a);
 /* The eigenvalues, ascending, of symmetric matrices (..., n, n) read from their lower
    triangles (cyclic Jacobi, in double): (..., n); differentiable. */
 AcTensor *ac_eigvalsh(const AcTensor *a);
+/* exp of square matrices (..., n, n): scaling and squaring around a Taylor polynomial, in
+   double; differentiable (the gradient from the exponential of a 2n x 2n block matrix). */
+AcTensor *ac_matrix_exp(const AcTensor *a);
 
 /* ---- Losses -------------------------------------------------------------- */
 
