@@ -39,6 +39,7 @@ globals().update(_REDUCTIONS)
 globals().update(_PRODUCTS)
 from aicraft.linalg import cdist, dist, torch_norm as norm  # noqa: E402
 from aicraft.linalg import det, inv as inverse, logdet, slogdet, torch_cholesky as cholesky  # noqa: E402
+from aicraft.linalg import cholesky_inverse, cholesky_solve, matrix_exp, triangular_solve  # noqa: E402
 
 # What training scripts reach beyond operators (amp, creation.py's random functions).
 from aicraft import amp
@@ -67,6 +68,8 @@ __all__ = [
     "amp", "Generator", "bernoulli", "multinomial", "normal", "randint_like", "randperm", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
 ]
 __all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm", "det", "inverse", "cholesky",
+                                                            "cholesky_inverse", "cholesky_solve",
+                                                            "matrix_exp", "triangular_solve",
                                                             "logdet", "slogdet"]
 
 

@@ -21,7 +21,7 @@ from aicraft.tensor import Tensor
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "multi_dot", "matmul", "vecdot", "det", "inv",
            "solve", "slogdet", "svdvals", "matrix_rank", "cond", "matrix_power", "vander", "tensorinv",
-           "tensorsolve", "cholesky", "solve_triangular"]
+           "tensorsolve", "cholesky", "solve_triangular", "eigvalsh", "matrix_exp"]
 
 
 def _tensor(x, op, what="input"):
@@ -141,6 +141,8 @@ def _svd_norm(A, kind, dims, keepdim):
     row, col = dims
     rest = [d for d in range(A.ndim) if d not in (row, col)]
     moved = A.permute(*(rest + [row, col])) if rest + [row, col] != list(range(A.ndim)) else A
+    if moved.requires_grad and lib.ac_is_grad_enabled():
+        _refuse_degenerate(moved, kind)
     p = lib.ac_svd_norm(_live(moved), kind)
     if not p:
         raise_error(moved)
@@ -149,6 +151,33 @@ def _svd_norm(A, kind, dims, keepdim):
         for d in sorted(dims):
             out = out.unsqueeze(d)
     return out
+
+
+def _refuse_degenerate(A, kind):
+    """The gradient of these norms is not unique where the singular values it follows are
+    (a zero one for 'nuc', a repeated largest or smallest for 2 and -2): PyTorch's is then
+    whatever basis its SVD returns. aicraft refuses rather than give a different one."""
+    import numpy as np
+    from aicraft.autograd import no_grad
+    with no_grad():
+        s = svdvals(A).numpy()
+    if s.size == 0:
+        return
+    s = s.reshape(-1, s.shape[-1])
+    top = np.maximum(s[:, :1], np.finfo(np.float32).tiny)
+    tol = 1e-5 * top
+    if kind == 0:
+        degenerate = (s <= tol).any()
+    elif s.shape[1] < 2:
+        degenerate = False
+    elif kind == 1:
+        degenerate = (np.abs(s[:, 0:1] - s[:, 1:2]) <= tol).any()
+    else:
+        degenerate = (np.abs(s[:, -1:] - s[:, -2:-1]) <= tol).any()
+    if degenerate:
+        raise NotImplementedError("matrix_norm: the gradient of the %s norm at a matrix with %s singular "
+                                  "values is not unique; aicraft does not pick one"
+                                  % (("nuclear", "2", "-2")[kind], "zero" if kind == 0 else "repeated"))
 
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -262,6 +291,54 @@ def cholesky(A, *, upper=False, out=None):
         raise_error(A)
     L = _wrap(p)
     return L.transpose(-2, -1) if upper else L
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """The eigenvalues, ascending, of symmetric matrices, read from one triangle (UPLO 'L'
+    or 'U'); differentiable."""
+    from aicraft._wrapping import _wrap
+    A = _square(A, "linalg.eigvalsh")
+    if UPLO not in ("L", "U"):
+        raise ValueError("linalg.eigvalsh: UPLO must be 'L' or 'U', got %r" % (UPLO,))
+    if UPLO == "U":
+        A = A.transpose(-2, -1)
+    p = lib.ac_eigvalsh(_live(A))
+    if not p:
+        raise_error(A)
+    return _wrap(p)
+
+
+def cholesky_inverse(L, upper=False, *, out=None):
+    """The inverse of A from its Cholesky factor L (A = L L^T, or U^T U when upper)."""
+    L = _square(L, "cholesky_inverse")
+    Lt = L.transpose(-2, -1)
+    return inv(Lt.matmul(L) if upper else L.matmul(Lt))
+
+
+def cholesky_solve(B, L, upper=False, *, out=None):
+    """X with A X = B, A given by its Cholesky factor L."""
+    L = _square(L, "cholesky_solve")
+    Lt = L.transpose(-2, -1)
+    return solve(Lt.matmul(L) if upper else L.matmul(Lt), B)
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, out=None):
+    """torch.triangular_solve: (X with op(A) X = b, a copy of A), op(A) = A^T if transpose."""
+    from collections import namedtuple
+    A = _square(A, "triangular_solve")
+    T = A.transpose(-2, -1) if transpose else A
+    x = solve_triangular(T, b, upper=upper != bool(transpose), unitriangular=unitriangular)
+    return namedtuple("triangular_solve", ["solution", "cloned_coefficient"])(x, A.clone())
+
+
+def matrix_exp(A):
+    """exp(A) of square matrices (C, in double: scaling and squaring), differentiable."""
+    from aicraft._wrapping import _wrap
+    A = _square(A, "matrix_exp")
+    p = lib.ac_matrix_exp(_live(A))
+    if not p:
+        raise_error(A)
+    return _wrap(p)
 
 
 def torch_cholesky(input, upper=False, *, out=None):

@@ -524,6 +524,7 @@ def bind(cls):
         fn = FUNCTIONS[name]
 
         def method(self, *args, _fn=fn, **kwargs):
+            _live(self)        # a tensor whose scope ended: ScopeError before any argument error
             return _fn(self, *args, **kwargs)
         method.__name__ = name
         method.__doc__ = fn.__doc__

@@ -398,8 +398,8 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
         if q.ndim > 1:
             raise ValueError("%s: q must be a scalar or a 1-d tensor" % op)
         scalar_q = q.ndim == 0
-        qt = _as_float(q).reshape(-1).detach()
-    qv = qt.numpy()
+        qt = _as_float(q).reshape(-1)        # differentiable in q too, as PyTorch
+    qv = qt.detach().numpy()
     if qv.size and (not ((qv >= 0) & (qv <= 1)).all()):
         raise ValueError("%s: q values must be in the range [0, 1]" % op)
     if x.numel() == 0 and dim is None:
@@ -542,6 +542,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     'right' puts it after equal elements."""
     from aicraft.creation import tensor
     _no_out(out, "searchsorted")
+    if out_int32:
+        raise NotImplementedError("searchsorted: out_int32=True is not supported (aicraft holds no int32 "
+                                  "tensors); leave it False for int64 positions")
     seq = _tensor(sorted_sequence, "searchsorted", "sorted_sequence")
     if side is not None:
         if side not in ("left", "right"):
@@ -573,7 +576,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
     b = _tensor(boundaries, "bucketize", "boundaries")
     if b.ndim != 1:
         raise ShapeError("bucketize: boundaries must be 1-d, got %s" % (b.shape,))
-    return searchsorted(b, input, right=right, out=out)
+    return searchsorted(b, input, out_int32=out_int32, right=right, out=out)
 
 
 # ---- scans ------------------------------------------------------------------------
@@ -831,6 +834,8 @@ def sum_to_size(self, *size):
     if lead < 0 or builtins.any(s != 1 and s != x.shape[lead + i] for i, s in enumerate(shape)):
         raise ShapeError("sum_to_size: %s cannot be summed to size %s" % (x.shape, tuple(shape)))
     dims = list(range(lead)) + [lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1]
+    if not shape:           # size (): a sum of everything (int64 for integers), as PyTorch
+        return x.sum()
     if not dims:
         return x
     out = x.sum(dims, keepdim=True)
@@ -841,6 +846,7 @@ def sum_to_size(self, *size):
 
 def _method(fn):
     def method(self, *args, **kwargs):
+        _live(self)            # a tensor whose scope ended: ScopeError before any argument error
         return fn(self, *args, **kwargs)
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__

@@ -781,4 +781,9 @@ Tensor.norm = _linalg.torch_norm
 Tensor.det, Tensor.inverse = _linalg.det, _linalg.inv
 Tensor.slogdet = _linalg.slogdet
 Tensor.cholesky = lambda self, upper=False: _linalg.cholesky(self, upper=upper)
+Tensor.cholesky_inverse = lambda self, upper=False: _linalg.cholesky_inverse(self, upper)
+Tensor.cholesky_solve = lambda self, *args, **kwargs: _linalg.cholesky_solve(_live(self) and self, *args, **kwargs)
+Tensor.triangular_solve = lambda self, *args, **kwargs: _linalg.triangular_solve(_live(self) and self, *args,
+                                                                                **kwargs)
+Tensor.matrix_exp = lambda self: _linalg.matrix_exp(self)
 Tensor.logdet = lambda self: _linalg.logdet(self)

@@ -446,3 +446,42 @@ def test_cholesky_and_solve_triangular(shape, upper):
 def test_cholesky_refuses_what_is_not_positive_definite():
     with pytest.raises(ValueError):
         ac.linalg.cholesky(ac.tensor([[1.0, 2.0], [2.0, 1.0]]))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (2, 3, 3)])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigvalsh(shape, uplo):
+    a = floats(*shape)        # only one triangle is read: the other is noise
+    check(lambda t: ac.linalg.eigvalsh(t, uplo), lambda t: torch.linalg.eigvalsh(t, uplo), a, rtol=1e-3, atol=1e-4)
+
+
+def test_norms_refuse_a_gradient_that_is_not_unique():
+    rank_one = np.outer(floats(3), floats(3)).astype(np.float32)
+    a = to_ac(rank_one, True)
+    with pytest.raises(NotImplementedError):
+        ac.linalg.matrix_norm(a, "nuc")
+    with pytest.raises(NotImplementedError):
+        ac.linalg.matrix_norm(to_ac(np.eye(3, dtype=np.float32), True), 2)
+    with ac.no_grad():         # the value alone is fine
+        same(ac.linalg.matrix_norm(a, "nuc"), torch.linalg.matrix_norm(torch.from_numpy(rank_one), "nuc"))
+
+
+@pytest.mark.parametrize("shape,scale", [((1, 1), 1.0), ((3, 3), 0.3), ((2, 4, 4), 2.0), ((3, 3), 8.0)])
+def test_matrix_exp(shape, scale):
+    a = floats(*shape) * scale
+    check(ac.matrix_exp, torch.matrix_exp, a, rtol=1e-4, atol=1e-4)
+    check(ac.linalg.matrix_exp, torch.linalg.matrix_exp, a, grad=False, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_inverse_solve_and_triangular_solve(upper):
+    m = floats(3, 3)
+    spd = m @ m.T + 3 * np.eye(3, dtype=np.float32)
+    L = torch.linalg.cholesky(torch.from_numpy(spd), upper=upper).numpy()
+    b = floats(3, 2)
+    check(lambda t: ac.cholesky_inverse(t, upper), lambda t: torch.cholesky_inverse(t, upper), L, rtol=1e-3, atol=1e-4)
+    check(lambda x, t: ac.cholesky_solve(x, t, upper), lambda x, t: torch.cholesky_solve(x, t, upper), b, L,
+          rtol=1e-3, atol=1e-4)
+    for transpose in (False, True):
+        check(lambda x, t: ac.triangular_solve(x, t, upper, transpose).solution,
+              lambda x, t: torch.triangular_solve(x, t, upper, transpose).solution, b, L, rtol=1e-3, atol=1e-4)

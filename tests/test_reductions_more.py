@@ -578,3 +578,22 @@ def test_cumsum_dtype_converts_the_input_first():
     same(to_ac(x).cumsum(0, dtype=ac.int64), to_torch(x).cumsum(0, dtype=torch.int64))
     i = ints(5)
     same(ac.cumsum(to_ac(i), 0, dtype=ac.float32), torch.cumsum(to_torch(i), 0, dtype=torch.float32))
+
+
+def test_quantile_is_differentiable_in_q():
+    x = floats(3, 7)
+    q = np.array([0.1, 0.55, 0.9], np.float32)
+    grads_match(lambda a, b: ac.quantile(a, b, 1), lambda t, u: torch.quantile(t, u, 1), x, q)
+
+
+def test_searchsorted_refuses_int32_output():
+    with pytest.raises(NotImplementedError):
+        ac.searchsorted(ac.tensor([1, 2, 3]), ac.tensor([2]), out_int32=True)
+    with pytest.raises(NotImplementedError):
+        ac.bucketize(ac.tensor([2.0]), ac.tensor([1.0, 3.0]), out_int32=True)
+
+
+def test_sum_to_size_of_nothing_sums_everything():
+    b = ints(2, 3) > 0
+    same(to_ac(b).sum_to_size(()), to_torch(b).sum_to_size(()))
+    same(to_ac(b).sum_to_size(2, 3), to_torch(b).sum_to_size(2, 3))

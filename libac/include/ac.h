@@ -514,6 +514,12 @@ AcTensor *ac_svdvals(const AcTensor *a);
 /* The lower Cholesky factor L (A = L L^T) of symmetric positive-definite matrices (..., n, n),
    read from their lower triangles; AC_ERR_ARG for one that is not positive-definite. */
 AcTensor *ac_cholesky(const AcTensor *a);
+/* The eigenvalues, ascending, of symmetric matrices (..., n, n) read from their lower
+   triangles (cyclic Jacobi, in double): (..., n); differentiable. */
+AcTensor *ac_eigvalsh(const AcTensor *a);
+/* exp of square matrices (..., n, n): scaling and squaring around a Taylor polynomial, in
+   double; differentiable (the gradient from the exponential of a 2n x 2n block matrix). */
+AcTensor *ac_matrix_exp(const AcTensor *a);
 
 /* ---- Losses -------------------------------------------------------------- */
 

@@ -98,6 +98,11 @@ static void test_det_inv_and_norms(void)
     CHECK(ac_inv(zero) == NULL && ac_last_error_code() == AC_ERR_ARG);
     CHECK(ac_cholesky(zero) == NULL && ac_last_error_code() == AC_ERR_ARG);
     {
+        AcTensor *e = ac_matrix_exp(zero), *w = ac_eigvalsh(a);   /* exp(0) = I */
+        CHECK(e && e->data[0] == 1.0f && e->data[1] == 0.0f && e->data[3] == 1.0f);
+        CHECK(w && w->size == 2 && w->data[0] <= w->data[1]);
+    }
+    {
         AcTensor *s = ac_svdvals(a);
         CHECK(s && s->size == 2 && s->data[0] >= s->data[1]);
         CHECK_NEAR((double)s->data[0] * s->data[1], 10.0, 1e-4);
@@ -141,6 +146,7 @@ static void test_bad_arguments_are_refused(void)
     CHECK(ac_inv(NULL) == NULL && ac_svd_norm(x, 3) == NULL && ac_svd_norm(n, 0) == NULL);
     CHECK(ac_cholesky(x) == NULL && ac_last_error_code() == AC_ERR_SHAPE);
     CHECK(ac_svdvals(n) == NULL && ac_last_error_code() == AC_ERR_DTYPE);
+    CHECK(ac_matrix_exp(x) == NULL && ac_eigvalsh(NULL) == NULL);
     ac_memory_stats(&after);
     CHECK(after.live_tensors == before.live_tensors);
     ac_tensor_free(x);

@@ -526,3 +526,208 @@ AcTensor *ac_cholesky(const AcTensor *a)
     scratch_free(m, (size_t)(n * n + 1) * sizeof(double));
     return out;
 }
+
+/* ---- eigenvalues of symmetric matrices ------------------------------------------------ */
+
+/* Cyclic Jacobi on the symmetric n x n m (destroyed): the eigenvalues, ascending, into w
+   and their eigenvectors as the columns of v (n x n), in double. */
+static void symmetric_eigen(double *m, int64_t n, double *w, double *v, int64_t *order)
+{
+    int64_t p, q, k, sweep, i;
+    for (i = 0; i < n * n; i++) v[i] = 0.0;
+    for (i = 0; i < n; i++) v[i * n + i] = 1.0;
+    for (sweep = 0; sweep < 100; sweep++) {
+        double off = 0.0, scale = 0.0;
+        for (p = 0; p < n; p++)
+            for (q = 0; q < n; q++) {
+                if (p != q) off += m[p * n + q] * m[p * n + q];
+                scale += m[p * n + q] * m[p * n + q];
+            }
+        if (off <= 1e-30 * scale || off == 0.0) break;
+        for (p = 0; p < n; p++)
+            for (q = p + 1; q < n; q++) {
+                double apq = m[p * n + q], theta, t, c, s;
+                if (apq == 0.0) continue;
+                theta = (m[q * n + q] - m[p * n + p]) / (2.0 * apq);
+                t = (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1.0));
+                c = 1.0 / sqrt(t * t + 1.0);
+                s = t * c;
+                for (k = 0; k < n; k++) {          /* columns p, q of m */
+                    double x = m[k * n + p], y = m[k * n + q];
+                    m[k * n + p] = c * x - s * y;
+                    m[k * n + q] = s * x + c * y;
+                }
+                for (k = 0; k < n; k++) {          /* rows p, q of m */
+                    double x = m[p * n + k], y = m[q * n + k];
+                    m[p * n + k] = c * x - s * y;
+                    m[q * n + k] = s * x + c * y;
+                }
+                for (k = 0; k < n; k++) {
+                    double x = v[k * n + p], y = v[k * n + q];
+                    v[k * n + p] = c * x - s * y;
+                    v[k * n + q] = s * x + c * y;
+                }
+            }
+    }
+    for (p = 0; p < n; p++) {                       /* ascending, by insertion */
+        int64_t at = p;
+        while (at > 0 && m[order[at - 1] * n + order[at - 1]] > m[p * n + p]) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = p;
+    }
+    for (p = 0; p < n; p++) w[p] = m[order[p] * n + order[p]];
+}
+
+static size_t eigen_scratch(int64_t n)
+{
+    return (size_t)(2 * n * n + n + 1) * sizeof(double) + (size_t)(n + 1) * sizeof(int64_t);
+}
+
+/* One matrix: its lower triangle mirrored into m, the eigen decomposition, and the
+   eigenvalues (w_out) or the gradient V diag(g) V^T (g). */
+static void eigvalsh_one(const float *a, int64_t n, double *scratch, float *w_out, const float *gw, float *g)
+{
+    double *m = scratch, *v = m + n * n, *w = v + n * n;
+    int64_t *order = (int64_t *)(void *)(w + n + 1), i, j, k;
+    for (i = 0; i < n; i++)
+        for (j = 0; j <= i; j++) m[i * n + j] = m[j * n + i] = a[i * n + j];
+    symmetric_eigen(m, n, w, v, order);
+    if (w_out)
+        for (i = 0; i < n; i++) w_out[i] = (float)w[i];
+    if (!g) return;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            double s = 0.0;
+            for (k = 0; k < n; k++) s += v[i * n + order[k]] * gw[k] * v[j * n + order[k]];
+            g[i * n + j] = (float)s;
+        }
+}
+
+static int eigvalsh_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *a = node->inputs[0];
+    int64_t n = a->shape[a->ndim - 1], b, batches = n > 0 ? a->size / (n * n) : 0;
+    double *scratch;
+    gin[0] = tensor_alloc_like("eigvalsh", a);
+    if (!gin[0]) return ac_last_error_code();
+    scratch = scratch_alloc(eigen_scratch(n));
+    if (!scratch) return ac_last_error_code();
+    for (b = 0; b < batches; b++)
+        eigvalsh_one(a->data + b * n * n, n, scratch, NULL, gout->data + b * n, gin[0]->data + b * n * n);
+    scratch_free(scratch, eigen_scratch(n));
+    return AC_OK;
+}
+
+AcTensor *ac_eigvalsh(const AcTensor *a)
+{
+    const char *op = "eigvalsh";
+    int64_t n, batches, b;
+    double *scratch;
+    AcTensor *out;
+    if (square_check(op, a, &n, &batches)) return NULL;
+    out = op_output(op, a->shape, a->ndim - 1, &a, 1, eigvalsh_backward, 0);
+    if (!out || n == 0) return out;
+    scratch = scratch_alloc(eigen_scratch(n));
+    if (!scratch) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    for (b = 0; b < batches; b++) eigvalsh_one(a->data + b * n * n, n, scratch, out->data + b * n, NULL, NULL);
+    scratch_free(scratch, eigen_scratch(n));
+    return out;
+}
+
+/* ---- matrix exponential ---------------------------------------------------------------- */
+
+/* e := exp(m) of the n x n m, in double: scaled to a 1-norm <= 1/2, a degree-18 Taylor
+   polynomial by Horner, squared back. t1 and t2 are n x n scratch. */
+static void expm_double(const double *m, int64_t n, double *e, double *t1, double *t2)
+{
+    double norm = 0.0, scale;
+    int64_t i, j, k, squarings = 0, term;
+    for (j = 0; j < n; j++) {
+        double col = 0.0;
+        for (i = 0; i < n; i++) col += fabs(m[i * n + j]);
+        if (col > norm) norm = col;
+    }
+    while (norm > 0.5 && squarings < 1000) {
+        norm *= 0.5;
+        squarings++;
+    }
+    scale = ldexp(1.0, (int)-squarings);
+    for (i = 0; i < n * n; i++) e[i] = 0.0;
+    for (i = 0; i < n; i++) e[i * n + i] = 1.0;
+    for (term = 18; term >= 1; term--) {          /* e = I + (m scale / term) e */
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                double s = 0.0;
+                for (k = 0; k < n; k++) s += m[i * n + k] * e[k * n + j];
+                t1[i * n + j] = s * scale / (double)term + (i == j ? 1.0 : 0.0);
+            }
+        memcpy(e, t1, (size_t)(n * n) * sizeof(double));
+    }
+    for (; squarings > 0; squarings--) {
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                double s = 0.0;
+                for (k = 0; k < n; k++) s += e[i * n + k] * e[k * n + j];
+                t2[i * n + j] = s;
+            }
+        memcpy(e, t2, (size_t)(n * n) * sizeof(double));
+    }
+}
+
+/* The gradient of exp at A for G: the top right block of exp([[A^T, G], [0, A^T]]). */
+static int matrix_exp_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
+{
+    const AcTensor *a = node->inputs[0];
+    int64_t n = a->shape[a->ndim - 1], b, batches = n > 0 ? a->size / (n * n) : 0, i, j, w = 2 * n;
+    size_t bytes = (size_t)(4 * w * w + 1) * sizeof(double);
+    double *m;
+    gin[0] = tensor_alloc_like("matrix_exp", a);
+    if (!gin[0]) return ac_last_error_code();
+    m = scratch_alloc(bytes);
+    if (!m) return ac_last_error_code();
+    for (b = 0; b < batches; b++) {
+        const float *x = a->data + b * n * n, *g = gout->data + b * n * n;
+        double *e = m + w * w;
+        for (i = 0; i < w * w; i++) m[i] = 0.0;
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                m[i * w + j] = m[(i + n) * w + j + n] = x[j * n + i];
+                m[i * w + j + n] = g[i * n + j];
+            }
+        expm_double(m, w, e, e + w * w, e + 2 * w * w);
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) gin[0]->data[b * n * n + i * n + j] = (float)e[i * w + j + n];
+    }
+    scratch_free(m, bytes);
+    return AC_OK;
+}
+
+AcTensor *ac_matrix_exp(const AcTensor *a)
+{
+    const char *op = "matrix_exp";
+    int64_t n, batches, b, i;
+    size_t bytes;
+    double *m;
+    AcTensor *out;
+    if (square_check(op, a, &n, &batches)) return NULL;
+    out = op_output(op, a->shape, a->ndim, &a, 1, matrix_exp_backward, 0);
+    if (!out || n == 0) return out;
+    bytes = (size_t)(4 * n * n + 1) * sizeof(double);
+    m = scratch_alloc(bytes);
+    if (!m) {
+        ac_tensor_free(out);
+        return NULL;
+    }
+    for (b = 0; b < batches; b++) {
+        for (i = 0; i < n * n; i++) m[i] = a->data[b * n * n + i];
+        expm_double(m, n, m + n * n, m + 2 * n * n, m + 3 * n * n);
+        for (i = 0; i < n * n; i++) out->data[b * n * n + i] = (float)m[n * n + i];
+    }
+    scratch_free(m, bytes);
+    return out;
+}

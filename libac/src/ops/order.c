@@ -93,28 +93,31 @@ enum { PICK_KTH, PICK_MEDIAN, PICK_NANMEDIAN, PICK_MODE };
    rearranges keys[0..n) and pos alongside so that keys[k] is the k-th smallest
    (from 0). kthvalue picks with it, so that among tied values the position it
    reports is the one PyTorch's CPU kthvalue reports. */
-static void select_kth(uint64_t *keys, int64_t *pos, int64_t n, int64_t k)
+static void select_kth(uint64_t *keys, int64_t *pos, int64_t n, int64_t k, int by_position)
 {
-    int64_t lo = 0, hi = n - 1, i, j, t;
+    int64_t lo = 0, hi = n - 1, i, j, t, pivot_pos;
     uint64_t pivot, u;
 #define SWAP(a, b) (u = keys[a], keys[a] = keys[b], keys[b] = u, t = pos[a], pos[a] = pos[b], pos[b] = t)
+/* key x at position px after key y at py: by value, then (by_position) by position */
+#define AFTER(x, px, y, py) ((x) > (y) || (by_position && (x) == (y) && (px) > (py)))
     for (;;) {
         if (hi <= lo) return;
         if (hi == lo + 1) {
-            if (keys[lo] > keys[hi]) SWAP(lo, hi);
+            if (AFTER(keys[lo], pos[lo], keys[hi], pos[hi])) SWAP(lo, hi);
             return;
         }
         i = lo + (hi - lo) / 2;
         SWAP(i, lo + 1);
-        if (keys[lo + 1] > keys[hi]) SWAP(lo + 1, hi);
-        if (keys[lo] > keys[hi]) SWAP(lo, hi);
-        if (keys[lo + 1] > keys[lo]) SWAP(lo + 1, lo);
+        if (AFTER(keys[lo + 1], pos[lo + 1], keys[hi], pos[hi])) SWAP(lo + 1, hi);
+        if (AFTER(keys[lo], pos[lo], keys[hi], pos[hi])) SWAP(lo, hi);
+        if (AFTER(keys[lo + 1], pos[lo + 1], keys[lo], pos[lo])) SWAP(lo + 1, lo);
         i = lo + 1;
         j = hi;
         pivot = keys[lo];
+        pivot_pos = pos[lo];
         for (;;) {
-            do i++; while (pivot > keys[i]);
-            do j--; while (keys[j] > pivot);
+            do i++; while (AFTER(pivot, pivot_pos, keys[i], pos[i]));
+            do j--; while (AFTER(keys[j], pos[j], pivot, pivot_pos));
             if (j < i) break;
             SWAP(i, j);
         }
@@ -122,6 +125,7 @@ static void select_kth(uint64_t *keys, int64_t *pos, int64_t n, int64_t k)
         if (j <= k) lo = i;
         if (j >= k) hi = j - 1;
     }
+#undef AFTER
 #undef SWAP
 }
 
@@ -286,13 +290,20 @@ static int64_t mode_in_row(const AcTensor *a, const uint64_t *keys, int64_t base
 
 /* The position in [0, n) that `how` picks from a row whose keys are keys[0..n),
    sorted as pos[0..n). */
-static int64_t pick_in_row(int how, const AcTensor *a, const uint64_t *keys,
-                           const int64_t *pos, int64_t n)
+/* The median's position in a row: the first NaN for median when there is one, else
+   the lower median by (value, position), the order PyTorch's nth_element uses, so
+   that among equal values the position is PyTorch's; NaN keys order last. */
+static int64_t median_in_row(int how, const AcTensor *a, uint64_t *keys, int64_t *pos, int64_t n)
 {
-    int64_t valid = n;
-    while (valid > 0 && is_nan_key(a, keys[pos[valid - 1]])) valid--;
-    if (how == PICK_MEDIAN) return valid < n ? pos[valid] : pos[(n - 1) / 2];   /* NaN wins */
-    return valid > 0 ? pos[(valid - 1) / 2] : pos[0];
+    int64_t nan_count = 0, j, k;
+    for (j = 0; j < n; j++)
+        if (is_nan_key(a, keys[j])) {
+            if (how == PICK_MEDIAN) return j;
+            nan_count++;
+        }
+    k = nan_count < n ? (n - nan_count - 1) / 2 : 0;
+    select_kth(keys, pos, n, k, 1);
+    return pos[k];
 }
 
 static AcTensor *pick_along(const char *op, int how, const AcTensor *a, int64_t k, int dim, int keepdim,
@@ -330,7 +341,7 @@ static AcTensor *pick_along(const char *op, int how, const AcTensor *a, int64_t 
                 pos[j] = j;
             }
             if (how == PICK_KTH) {
-                select_kth(keys, pos, n, k - 1);
+                select_kth(keys, pos, n, k - 1, 0);
                 data_i64(idx)[o * inner + r] = pos[k - 1];
                 continue;
             }
@@ -338,8 +349,7 @@ static AcTensor *pick_along(const char *op, int how, const AcTensor *a, int64_t 
                 data_i64(idx)[o * inner + r] = mode_in_row(a, keys, o * n * inner + r, inner, (KeyPos *)(void *)tmp, n);
                 continue;
             }
-            sort_positions(keys, pos, tmp, n);
-            data_i64(idx)[o * inner + r] = pick_in_row(how, a, keys, pos, n);
+            data_i64(idx)[o * inner + r] = median_in_row(how, a, keys, pos, n);
         }
     scratch_free(pos, bytes);
     values = ac_gather(a, dim, idx);
