@@ -18,7 +18,7 @@ from aicraft import nn, optim
 
 BANNED = (OverflowError, RecursionError, KeyError, AttributeError)
 DOCUMENTED = (ValueError, TypeError, IndexError, MemoryError, RuntimeError)
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def ended():
