@@ -108,8 +108,11 @@ def _shape_args(args, what="shape"):
 
 def _scalar(value):
     """value as a float when it is a real number (not a tensor or an array), else None."""
-    if type(value) is float or type(value) is int:
-        return float(value)
-    if isinstance(value, Real) and not _is_numpy(value, "ndarray"):
-        return float(value)
+    if type(value) is float:
+        return value
+    if type(value) is int or isinstance(value, Real) and not _is_numpy(value, "ndarray"):
+        try:
+            return float(value)
+        except OverflowError:   # 10**400: ValueError, as every value C cannot take
+            raise ValueError("the scalar %.20s... is out of a double's range" % (value,)) from None
     return None

@@ -93,20 +93,22 @@ class ParamGroup(dict):
 
     def __setitem__(self, key, value):
         try:
-            cell = self._cells.get(key)
+            cells = self._cells   # made when a recording first binds this group's lr
         except AttributeError:
-            cell = None
+            cells = None
+        cell = cells.get(key) if cells is not None else None
         if cell is not None:
             try:   # first: a value C cannot take leaves the group as it was
                 cell[0] = value
             except OverflowError:
-                raise ValueError("param group: %s=%r is out of range" % (key, value)) from None
-        elif key in self and not _same(dict.get(self, key), value):
-            changed()   # a value the recorded graph holds as a constant
+                raise ValueError("param group: %s=%r is out of a double's range" % (key, value)) from None
+        elif cells is not None and key in self and not _same(dict.get(self, key), value):
+            changed()   # a value a recorded graph holds as a constant (betas, momentum)
         dict.__setitem__(self, key, value)
 
     def __delitem__(self, key):
-        changed()
+        if hasattr(self, "_cells"):
+            changed()
         dict.__delitem__(self, key)
 
     def update(self, *args, **kwargs):

@@ -105,6 +105,9 @@ def _shape_of(p):
     return tuple(ffi.unpack(p.shape, p.ndim))
 
 
+_INT_AS_DOUBLE = 2 ** 1023   # ints past it go through _operand, whose _scalar says ValueError
+
+
 def _operand(value):
     """The other operand of a binary op: a Tensor, a float, or NotImplemented."""
     if isinstance(value, Tensor):
@@ -203,7 +206,7 @@ def _binary(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callab
     def method(self, other):
         if type(other) is Tensor:
             p = tensor_fn(self._ptr, other._ptr)
-        elif type(other) is float or type(other) is int:
+        elif type(other) is float or type(other) is int and -_INT_AS_DOUBLE < other < _INT_AS_DOUBLE:
             p = scalar_fn(self._ptr, other)
         else:
             if _number(other) is not None:
@@ -229,7 +232,7 @@ def _binary(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callab
 def _reflected(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callable[["Tensor", Any], "Tensor"]:
     """other <op> self, where other is not a Tensor."""
     def method(self, other):
-        if type(other) is float or type(other) is int:
+        if type(other) is float or type(other) is int and -_INT_AS_DOUBLE < other < _INT_AS_DOUBLE:
             p = scalar_fn(self._ptr, other)
         else:
             if _number(other) is not None:

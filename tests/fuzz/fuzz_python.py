@@ -51,7 +51,11 @@ def tensor(fdp):
     values = np.array([number(fdp) for _ in range(int(np.prod(shape)))], dtype=np.float64)
     dtype = fdp.PickValueInList(DTYPES[:3])
     with np.errstate(all="ignore"):
-        data = values.reshape(shape) if dtype is ac.float32 else np.nan_to_num(values).reshape(shape)
+        # Integer tensors stay within +-2^16: a one-element one has __index__, so
+        # Python's own `t * "x"` or `[1] * t` repeats the sequence t times (as with
+        # torch), and 2^40 repetitions are a harness OOM, not a finding.
+        data = values.reshape(shape) if dtype is ac.float32 else \
+            np.clip(np.nan_to_num(values), -(2 ** 16), 2 ** 16).reshape(shape)
         t = ac.tensor(data.astype(dtype.numpy))
     if dtype is ac.float32 and fdp.ConsumeBool():
         t.requires_grad_()
