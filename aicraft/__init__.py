@@ -35,6 +35,8 @@ from aicraft.dtypes import bfloat16, cdouble, cfloat, complex64, complex128, fin
 from aicraft.creation import Generator, bernoulli, multinomial, normal, randint_like, randperm
 from aicraft import creation as _creation
 _creation.bind_random(Tensor)
+from aicraft.creation import BoolTensor, ByteTensor, FloatTensor, LongTensor
+from aicraft.autograd import inference_mode, is_inference_mode_enabled
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -53,7 +55,8 @@ __all__ = [
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils",
-    "amp", "Generator", "bernoulli", "multinomial", "normal", "randint_like", "randperm", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
+    "amp", "BoolTensor", "ByteTensor", "FloatTensor", "LongTensor", "inference_mode",
+    "is_inference_mode_enabled", "Generator", "bernoulli", "multinomial", "normal", "randint_like", "randperm", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
 ]
 
 

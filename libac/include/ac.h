@@ -767,6 +767,18 @@ void *ac_to_dlpack(AcTensor *t, int versioned);
 AcTensor *ac_from_dlpack(void *managed, int versioned);
 int ac_dlpack_delete(void *managed, int versioned);
 
+/* ---- Custom autograd functions (scripts helper) ---------------------------- */
+/* The caller's backward of a custom function: given the output's gradient, set
+   grad_in[i] (n_inputs of them, NULL for none) to borrowed tensors of the inputs'
+   shapes; libac copies them before it returns. Negative to stop backward. */
+typedef int (*AcFunctionBackward)(void *user, const AcTensor *grad_out, AcTensor **grad_in, int n_inputs);
+/* A float32 tensor holding values' elements whose node (when grad mode is on and an
+   input requires grad) records inputs (at most AC_MAX_INPUTS - 1) and runs backward.
+   release(user) is called once when nothing can call backward any more (at once when
+   no node was made); on failure it has been called too. */
+AcTensor *ac_function_apply(const char *name, const AcTensor *values, AcTensor *const *inputs, int n_inputs,
+                            AcFunctionBackward backward, AcReleaseFn release, void *user);
+
 /* ---- Profiler ------------------------------------------------------------ */
 /* Per-op timing on the thread that starts it: each op call (those ac_graph_begin
    records, above), each node's backward, each chunk of work the thread pool runs
