@@ -37,6 +37,8 @@ from aicraft import creation as _creation
 _creation.bind_random(Tensor)
 from aicraft.creation import BoolTensor, ByteTensor, FloatTensor, LongTensor
 from aicraft.autograd import inference_mode, is_inference_mode_enabled
+from aicraft import _shared
+_shared.bind(Tensor, nn.Module)
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
