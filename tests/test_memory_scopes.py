@@ -197,7 +197,7 @@ CALL_ARGS = {
     "expand": (2, 2), "expand_as": "live(2, 2)", "view_as": "live(2, 2)", "narrow": (0, 0, 1),
     "split": (1,), "chunk": (2,), "new_zeros": (2,), "new_ones": (2,), "new_full": ((2,), 1.0),
     "new_tensor": ([1.0],), "mm": "live(2, 2)", "bmm": "live(2, 2)", "cumsum": (0,), "topk": (1,),
-    "register_post_accumulate_grad_hook": (print,),
+    "register_post_accumulate_grad_hook": (print,), "multinomial": (1,),
 }
 # Attributes that are not tensor operations.
 NOT_OPS = {"__del__", "__init__", "__slots__", "__module__", "__doc__", "__array_ufunc__",

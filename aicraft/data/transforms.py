@@ -25,13 +25,23 @@ def _like(sample, out):
     return from_numpy(out) if isinstance(sample, Tensor) else out
 
 
-def apply_batch(transform, batch):
-    """Apply transform to every sample of batch (leading dim), vectorised when it can be."""
+def _as_array(x):
+    return x.numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def apply_batch(transform, batch, as_tensors=False):
+    """Apply transform to every sample of batch (leading dim), vectorised when it can be.
+    as_tensors: a per-sample callable gets each sample as a Tensor (what it would get
+    one sample at a time after ToTensor, as in torchvision)."""
     if transform is None:
         return batch
-    if isinstance(transform, Transform):
+    if isinstance(transform, Lambda):
+        transform = transform.lambd
+    elif isinstance(transform, Transform):
         return transform.batch(batch)
-    return np.stack([np.asarray(transform(sample)) for sample in batch])
+    if as_tensors:
+        return np.stack([_as_array(transform(from_numpy(np.ascontiguousarray(sample)))) for sample in batch])
+    return np.stack([_as_array(transform(sample)) for sample in batch])
 
 
 class Transform:
@@ -63,8 +73,10 @@ class Compose(Transform):
         return sample
 
     def batch(self, samples):
+        tensors = False   # after ToTensor, per-sample callables see Tensors, as one sample at a time
         for t in self.transforms:
-            samples = apply_batch(t, samples)
+            samples = apply_batch(t, samples, tensors)
+            tensors = tensors or isinstance(t, ToTensor)
         return samples
 
     def __repr__(self):
