@@ -584,6 +584,8 @@ def bind_random(cls):
                      ("multinomial", multinomial)):
         if not hasattr(cls, name):
             setattr(cls, name, fn)
+    if not hasattr(cls, "nelement"):   # torch's other name for numel
+        cls.nelement = cls.numel
     if not hasattr(cls, "bernoulli"):
         cls.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)
 
