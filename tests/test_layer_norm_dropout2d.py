@@ -157,7 +157,7 @@ def test_dropout2d_bad_inputs():
     with pytest.raises(ValueError, match="probability"):
         F.dropout2d(ac.ones(1, 2, 3, 3), -0.1)
     with pytest.raises(ac.ShapeError, match="dropout2d"):
-        F.dropout2d(ac.ones(2, 3), 0.5)
+        F.dropout2d(ac.ones(2), 0.5)      # 2-d inputs: element-wise, as torch (test_script_api.py)
     with pytest.raises(TypeError):
         F.dropout2d([1.0], 0.5)
     with pytest.raises(TypeError):

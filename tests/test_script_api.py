@@ -263,3 +263,14 @@ def test_tensorboard_import_error_names_the_package(tmp_path):
         with SummaryWriter(str(tmp_path)) as w:
             w.add_scalar("loss", ac.tensor(0.5), 1)
         assert os.listdir(tmp_path)
+
+
+def test_dropout2d_on_2d_input_is_elementwise_dropout_with_a_warning_as_torch():
+    ac.manual_seed(0)
+    with pytest.warns(UserWarning, match="2-D input"):
+        y = nn.Dropout2d(0.5)(ac.ones(200, 50))
+    values = set(np.unique(y.numpy()).tolist())
+    assert values == {0.0, 2.0}
+    per_row = (y.numpy() == 0).sum(axis=1)
+    assert per_row.min() < 50 and per_row.max() > 0   # not whole rows: element-wise
+    assert nn.Dropout2d(0.5).eval()(ac.ones(3, 4)).tolist() == [[1.0] * 4] * 3

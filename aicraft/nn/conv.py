@@ -201,6 +201,12 @@ def _channel_dropout(input, p, fn):
     """F.dropout2d in training: zero whole (n, c) channels of (N, C, H, W); a 3-d input
     is read as (N, C, L), as PyTorch 2 still does (with a warning)."""
     _tensor_arg(input, fn, "input")
+    if input.ndim == 2:   # as PyTorch 2: deprecated, warned, and plain element-wise dropout
+        import warnings
+        warnings.warn("%s: Received a 2-D input to %s, which is deprecated and will result in an error "
+                      "in a future release. To retain the behavior and silence this warning, please use "
+                      "dropout instead." % (fn, fn), UserWarning, stacklevel=3)
+        return dropout(input, p, True)
     if input.ndim not in (3, 4):
         raise ShapeError("%s: input %s must be (N, C, H, W) or (N, C, L)" % (fn, tuple(input.shape)))
     out = lib.ac_feature_dropout(input._ptr, p, 1)
