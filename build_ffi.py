@@ -25,6 +25,8 @@ CDEF_END = "/* AC_CDEF_END */"
 PYTHON_CALLBACKS = """
 extern "Python" AcTensor *_py_gradcheck_fn(AcTensor *const *inputs, int n_inputs, void *user);
 extern "Python" int _py_grad_hook(AcTensor *leaf, void *user);
+extern "Python" int _py_function_backward(void *user, const AcTensor *grad_out, AcTensor **grad_in, int n_inputs);
+extern "Python" void _py_function_release(void *ctx);
 """
 
 

@@ -47,6 +47,10 @@ from aicraft.dtypes import bfloat16, cdouble, cfloat, complex64, complex128, fin
 from aicraft.creation import Generator, bernoulli, multinomial, normal, randint_like, randperm
 from aicraft import creation as _creation
 _creation.bind_random(Tensor)
+from aicraft.creation import BoolTensor, ByteTensor, FloatTensor, LongTensor
+from aicraft.autograd import inference_mode, is_inference_mode_enabled
+from aicraft import _shared
+_shared.bind(Tensor, nn.Module)
 
 __version__ = "0.1.0"   # the one place: setup.py and the Makefile read it here
 
@@ -65,7 +69,8 @@ __all__ = [
     "gradcheck", "save", "load", "get_include", "get_lib", "__version__",
     "data", "functional", "viz", "accelerator", "backends", "cuda", "distributed", "nn", "optim",
     "profiler", "quantization", "utils", "special",
-    "amp", "Generator", "bernoulli", "multinomial", "normal", "randint_like", "randperm", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
+    "amp", "BoolTensor", "ByteTensor", "FloatTensor", "LongTensor", "inference_mode",
+    "is_inference_mode_enabled", "Generator", "bernoulli", "multinomial", "normal", "randint_like", "randperm", "bfloat16", "complex64", "complex128", "cfloat", "cdouble", "finfo", "iinfo",
 ]
 __all__ += sorted(_REDUCTIONS) + sorted(_PRODUCTS) + ["linalg", "cdist", "dist", "norm", "det", "inverse", "cholesky",
                                                             "cholesky_inverse", "cholesky_solve",

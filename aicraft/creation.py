@@ -584,5 +584,43 @@ def bind_random(cls):
                      ("multinomial", multinomial)):
         if not hasattr(cls, name):
             setattr(cls, name, fn)
+    if not hasattr(cls, "nelement"):   # torch's other name for numel
+        cls.nelement = cls.numel
     if not hasattr(cls, "bernoulli"):
         cls.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)
+
+
+# ---- typed constructors: ac.FloatTensor, ac.LongTensor, ac.BoolTensor, ac.ByteTensor ----
+
+class _TypedTensorMeta(type):
+    """isinstance(t, ac.LongTensor) is True for an int64 Tensor, as torch's."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls._dtype
+
+
+def _typed_new(cls, *args, device=None):
+    if len(args) == 1 and not isinstance(args[0], int) or (args and isinstance(args[0], (list, tuple))
+                                                           and len(args) == 1):
+        data = args[0]
+        if isinstance(data, Tensor):
+            return data.to(cls._dtype)
+        return tensor(data, dtype=cls._dtype, device=device)
+    if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        raise TypeError("%s(): expected data (a sequence or array) or sizes (ints), got %r"
+                        % (cls.__name__, args))
+    return zeros(*args, dtype=cls._dtype, device=device)
+
+
+def _typed(name, dtype):
+    return _TypedTensorMeta(name, (), {
+        "_dtype": dtype, "__new__": _typed_new, "__module__": "aicraft",
+        "__doc__": "%s(data) or %s(*sizes): a %s Tensor from data, or zero-filled of those sizes "
+                   "(torch's legacy constructor; sizes give zeros where torch leaves memory "
+                   "uninitialised)." % (name, name, dtype.name)})
+
+
+FloatTensor = _typed("FloatTensor", dtypes.float32)
+LongTensor = _typed("LongTensor", dtypes.int64)
+BoolTensor = _typed("BoolTensor", dtypes.bool)
+ByteTensor = _typed("ByteTensor", dtypes.uint8)

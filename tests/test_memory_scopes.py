@@ -232,6 +232,7 @@ CALL_ARGS = {
     "clamp_min": (0.0,), "clamp_min_": (0.0,), "clamp_max": (1.0,), "clamp_max_": (1.0,),
     "ldexp": (1.0,), "ldexp_": (1.0,), "mvlgamma": (1,), "mvlgamma_": (1,), "polygamma": (1,),
     "polygamma_": (1,),
+    "register_post_accumulate_grad_hook": (print,), "multinomial": (1,),
 }
 CALL_KWARGS = {"nonzero_static": {"size": 2}}
 

@@ -25,8 +25,14 @@ def epochs(loader, count=2):
 def test_utils_data_is_the_same_implementation_as_aicraft_data():
     import aicraft as torch
     assert torch.utils.data.DataLoader is ac.data.DataLoader
+    import types
     for name in ud.__all__:
-        assert getattr(ud, name) is getattr(ac.data, name), name
+        value = getattr(ud, name)
+        if isinstance(value, types.ModuleType):   # torch's submodule paths: the same objects again
+            for inner in value.__all__:
+                assert getattr(value, inner) is getattr(ac.data, inner), (name, inner)
+        else:
+            assert value is getattr(ac.data, name), name
     from aicraft.utils.data import RandomSampler
     assert RandomSampler is ac.data.sampler.RandomSampler
 

@@ -16,11 +16,11 @@ Images stay uint8 until a batch is made; each batch is one C call per field.
 from aicraft.data import datasets, transforms
 from aicraft.data.dataloader import DataLoader, default_collate, get_worker_info
 from aicraft.data.dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
-from aicraft.data.datasets import MNIST, FashionMNIST
+from aicraft.data.datasets import MNIST, FakeData, FashionMNIST
 from aicraft.data.sampler import (BatchSampler, DistributedSampler, RandomSampler, Sampler,
                                   SequentialSampler, SubsetRandomSampler, WeightedRandomSampler)
 
 __all__ = ["Dataset", "TensorDataset", "Subset", "random_split", "DataLoader", "default_collate",
            "get_worker_info", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "BatchSampler", "DistributedSampler", "MNIST", "FashionMNIST", "datasets", "transforms",
-           "ConcatDataset", "WeightedRandomSampler"]
+           "ConcatDataset", "WeightedRandomSampler", "FakeData"]

@@ -5,8 +5,13 @@ Where the files are::
 
   MNIST(root)          root/MNIST/raw/ (torchvision's layout, so a folder
                        torchvision filled works as is)
-  FashionMNIST(root)   root itself; by default /usr/share/datasets/fashion-mnist,
-                       where Debian's dataset-fashion-mnist package puts them
+  FashionMNIST(root)   root/FashionMNIST/raw/ (torchvision's layout), or root
+                       itself; by default /usr/share/datasets/fashion-mnist,
+                       where Debian's dataset-fashion-mnist package puts them.
+                       download=True cannot fetch it (no mirror is reachable):
+                       with the files in place it is fine, without them it
+                       raises RuntimeError saying where to put them
+  FakeData(...)        random images made on the fly, as torchvision's
 
 Each file may be raw (`train-images-idx3-ubyte`) or gzipped (`...-ubyte.gz`);
 the raw one is taken when both exist.
@@ -36,7 +41,7 @@ from aicraft.data.transforms import apply_batch
 from aicraft.creation import tensor
 from aicraft.errors import FormatError
 
-__all__ = ["MNIST", "FashionMNIST", "read_idx", "write_idx", "download_mnist", "load_numpy_pickle",
+__all__ = ["MNIST", "FashionMNIST", "FakeData", "read_idx", "write_idx", "download_mnist", "load_numpy_pickle",
            "mnist_arrays_from_wheel", "MNIST_MD5", "FASHION_MNIST_ROOT"]
 
 FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
@@ -229,7 +234,7 @@ class MNIST(_IdxImages):
     classes = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four",
                "5 - five", "6 - six", "7 - seven", "8 - eight", "9 - nine"]
 
-    def __init__(self, root, train=True, download=False, transform=None, target_transform=None):
+    def __init__(self, root, train=True, transform=None, target_transform=None, download=False):
         self.root = os.path.expanduser(os.fspath(root))
         folder = os.path.join(self.root, "MNIST", "raw")
         names = _split_files(True) + _split_files(False)
@@ -248,10 +253,59 @@ class FashionMNIST(_IdxImages):
     classes = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 
-    def __init__(self, root=FASHION_MNIST_ROOT, train=True, transform=None, target_transform=None):
+    def __init__(self, root=FASHION_MNIST_ROOT, train=True, transform=None, target_transform=None,
+                 download=False):
         self.root = os.path.expanduser(os.fspath(root))
-        super().__init__(self.root, train, transform, target_transform,
-                         "on Debian or Ubuntu: apt-get install dataset-fashion-mnist")
+        raw = os.path.join(self.root, "FashionMNIST", "raw")   # torchvision's layout first
+        names = _split_files(True) + _split_files(False)
+        folder = raw if any(_find(raw, n) for n in names) or not any(_find(self.root, n) for n in names) \
+            else self.root
+        hint = ("put train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-images-idx3-ubyte(.gz) "
+                "and t10k-labels-idx1-ubyte(.gz) in '%s' (torchvision's layout), or on Debian or Ubuntu: "
+                "apt-get install dataset-fashion-mnist" % raw)
+        if download and any(_find(folder, n) is None for n in _split_files(train)):
+            raise RuntimeError("FashionMNIST: download=True cannot fetch Fashion-MNIST here (its mirrors are "
+                               "out of reach); %s" % hint)
+        super().__init__(folder, train, transform, target_transform, hint)
+
+
+class FakeData(Dataset):
+    """size random images, as torchvision.datasets.FakeData: image i is the same every
+    time (drawn from a generator seeded with i + random_offset), a uint8 NumPy image
+    (H, W, C) -- (H, W) for one channel -- as a PIL image would give, and an int label in
+    [0, num_classes). ToTensor turns it into (C, H, W) floats in [0, 1]. The values are
+    not torchvision's (another generator), their distribution is: normal draws
+    converted to bytes as torchvision's ToPILImage does (x * 255, wrapped to uint8)."""
+
+    def __init__(self, size=1000, image_size=(3, 224, 224), num_classes=10, transform=None,
+                 target_transform=None, random_offset=0):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError("FakeData: size must be an int >= 0, got %r" % (size,))
+        image_size = tuple(int(d) for d in image_size)
+        if len(image_size) != 3 or min(image_size) < 1:
+            raise ValueError("FakeData: image_size must be (C, H, W), got %r" % (image_size,))
+        self.size, self.image_size, self.num_classes = size, image_size, int(num_classes)
+        self.transform, self.target_transform = transform, target_transform
+        self.random_offset = int(random_offset)
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        if not -self.size <= index < self.size:
+            raise IndexError("FakeData: index %d is out of range for %d images" % (index, self.size))
+        index %= self.size
+        rng = np.random.default_rng(index + self.random_offset)
+        pixels = rng.standard_normal(self.image_size, dtype=np.float32)
+        image = np.ascontiguousarray((pixels * 255).astype(np.int64).astype(np.uint8).transpose(1, 2, 0))
+        if image.shape[2] == 1:
+            image = image[:, :, 0]
+        label = int(rng.integers(0, self.num_classes))
+        if self.transform is not None:
+            image = self.transform(image)
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return image, label
 
 
 # ---- MNIST download ---------------------------------------------------------

@@ -16,7 +16,8 @@ import numpy as np
 from aicraft.creation import from_numpy
 from aicraft.tensor import Tensor
 
-__all__ = ["Transform", "Compose", "ToTensor", "Normalize", "Flatten", "Lambda", "apply_batch"]
+__all__ = ["Transform", "Compose", "ToTensor", "Normalize", "Flatten", "Lambda", "apply_batch", "CenterCrop",
+           "Resize"]
 
 
 def _like(sample, out):
@@ -24,13 +25,23 @@ def _like(sample, out):
     return from_numpy(out) if isinstance(sample, Tensor) else out
 
 
-def apply_batch(transform, batch):
-    """Apply transform to every sample of batch (leading dim), vectorised when it can be."""
+def _as_array(x):
+    return x.numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def apply_batch(transform, batch, as_tensors=False):
+    """Apply transform to every sample of batch (leading dim), vectorised when it can be.
+    as_tensors: a per-sample callable gets each sample as a Tensor (what it would get
+    one sample at a time after ToTensor, as in torchvision)."""
     if transform is None:
         return batch
-    if isinstance(transform, Transform):
+    if isinstance(transform, Lambda):
+        transform = transform.lambd
+    elif isinstance(transform, Transform):
         return transform.batch(batch)
-    return np.stack([np.asarray(transform(sample)) for sample in batch])
+    if as_tensors:
+        return np.stack([_as_array(transform(from_numpy(np.ascontiguousarray(sample)))) for sample in batch])
+    return np.stack([_as_array(transform(sample)) for sample in batch])
 
 
 class Transform:
@@ -62,8 +73,10 @@ class Compose(Transform):
         return sample
 
     def batch(self, samples):
+        tensors = False   # after ToTensor, per-sample callables see Tensors, as one sample at a time
         for t in self.transforms:
-            samples = apply_batch(t, samples)
+            samples = apply_batch(t, samples, tensors)
+            tensors = tensors or isinstance(t, ToTensor)
         return samples
 
     def __repr__(self):
@@ -163,3 +176,140 @@ class Lambda(Transform):
 
     def __repr__(self):
         return "Lambda()"
+
+
+# ---- scripts helper: CenterCrop and Resize ----------------------------------------
+
+def _image_layout(x, batch):
+    """(array, height axis, is_tensor): a Tensor is channels-first (..., H, W); a NumPy
+    array or a PIL image is channels-last (H, W) or (H, W, C), with a leading batch dim
+    in batch()."""
+    if isinstance(x, Tensor):
+        if x.ndim < 2:
+            raise ValueError("expected a Tensor image (..., H, W), got shape %s" % (tuple(x.shape),))
+        return x.numpy(), x.ndim - 2, True
+    a = np.asarray(x)
+    first = 1 if batch else 0
+    if a.ndim not in (first + 2, first + 3):
+        raise ValueError("expected an image (H, W) or (H, W, C)%s, got shape %s"
+                         % (" with a batch dim first" if batch else "", a.shape))
+    return a, first, False
+
+
+def _size_pair(size, what):
+    if isinstance(size, int) and not isinstance(size, bool):
+        return (size, size)
+    size = tuple(size)
+    if len(size) == 1:
+        return (int(size[0]), int(size[0]))
+    if len(size) != 2:
+        raise ValueError("%s: size must be an int or (h, w), got %r" % (what, size))
+    return int(size[0]), int(size[1])
+
+
+class CenterCrop(Transform):
+    """The central (h, w) of an image (size an int for a square), as torchvision's: an
+    image smaller than that is padded with zeros first. Takes a Tensor (..., H, W), a
+    NumPy array (H, W) or (H, W, C), or a PIL image (given back as a NumPy array)."""
+
+    def __init__(self, size):
+        self.size = _size_pair(size, "CenterCrop")
+
+    def _crop(self, x, batch):
+        a, hax, tensor_in = _image_layout(x, batch)
+        th, tw = self.size
+        h, w = a.shape[hax], a.shape[hax + 1]
+        if th > h or tw > w:   # pad as torchvision does: the image centred in zeros
+            pads = [(0, 0)] * a.ndim
+            ph, pw = max(th - h, 0), max(tw - w, 0)
+            pads[hax] = (ph // 2, (ph + 1) // 2)
+            pads[hax + 1] = (pw // 2, (pw + 1) // 2)
+            a = np.pad(a, pads)
+            h, w = a.shape[hax], a.shape[hax + 1]
+        top, left = int(round((h - th) / 2.0)), int(round((w - tw) / 2.0))
+        index = [slice(None)] * a.ndim
+        index[hax], index[hax + 1] = slice(top, top + th), slice(left, left + tw)
+        out = np.ascontiguousarray(a[tuple(index)])
+        return from_numpy(out) if tensor_in else out
+
+    def __call__(self, image):
+        return self._crop(image, False)
+
+    def batch(self, images):
+        return self._crop(images, True)
+
+    def __repr__(self):
+        return "CenterCrop(size=%s)" % (self.size,)
+
+
+def _resize_weights(n_in, n_out):
+    """(n_out, n_in) weights of antialiased bilinear resampling (a triangle filter
+    widened by the downscale factor), as PIL's and torchvision's antialias=True."""
+    scale = n_in / n_out
+    support = max(scale, 1.0)
+    centers = (np.arange(n_out, dtype=np.float64) + 0.5) * scale
+    lo = np.maximum(np.floor(centers - support + 0.5), 0).astype(np.int64)
+    hi = np.minimum(np.floor(centers + support + 0.5), n_in).astype(np.int64)
+    j = np.arange(n_in, dtype=np.float64)[None, :]
+    x = (j - centers[:, None] + 0.5) / support
+    weights = np.clip(1.0 - np.abs(x), 0.0, None)
+    inside = (j >= lo[:, None]) & (j < hi[:, None])
+    weights = np.where(inside, weights, 0.0)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+class Resize(Transform):
+    """Bilinear resize, as torchvision's Resize with antialias (PIL's filter): size an
+    int resizes the shorter side to it keeping the aspect ratio (the longer side
+    int(size * long / short), at most max_size), (h, w) to exactly that. Takes a
+    Tensor (..., H, W), a NumPy array (H, W) or (H, W, C), or a PIL image (given back
+    as a NumPy array); uint8 images stay uint8 (rounded, clamped to 0-255), others
+    come back float32. Only bilinear interpolation is built (others raise
+    NotImplementedError)."""
+
+    def __init__(self, size, interpolation="bilinear", max_size=None, antialias=True):
+        mode = getattr(interpolation, "value", interpolation)
+        if mode not in ("bilinear", 2):   # 2: PIL's BILINEAR
+            raise NotImplementedError("Resize: only bilinear interpolation is supported by aicraft, not %r"
+                                      % (interpolation,))
+        if antialias is False:
+            raise NotImplementedError("Resize: antialias=False is not supported by aicraft")
+        if isinstance(size, (list, tuple)) and len(size) not in (1, 2):
+            raise ValueError("Resize: size must be an int or (h, w), got %r" % (size,))
+        self.size, self.max_size = size, max_size
+
+    def _target(self, h, w):
+        size = self.size
+        if isinstance(size, (list, tuple)) and len(size) == 2:
+            return int(size[0]), int(size[1])
+        side = int(size[0]) if isinstance(size, (list, tuple)) else int(size)
+        short, long = (h, w) if h <= w else (w, h)
+        new_short, new_long = side, int(side * long / short)
+        if self.max_size is not None and new_long > self.max_size:
+            new_short, new_long = int(self.max_size * new_short / new_long), self.max_size
+        return (new_short, new_long) if h <= w else (new_long, new_short)
+
+    def _resize(self, x, batch):
+        a, hax, tensor_in = _image_layout(x, batch)
+        h, w = a.shape[hax], a.shape[hax + 1]
+        th, tw = self._target(h, w)
+        out = a.astype(np.float64)
+        if (th, tw) != (h, w):
+            wh, ww = _resize_weights(h, th), _resize_weights(w, tw)
+            out = np.moveaxis(np.tensordot(wh, out, axes=([1], [hax])), 0, hax)
+            out = np.moveaxis(np.tensordot(ww, out, axes=([1], [hax + 1])), 0, hax + 1)
+        if a.dtype == np.uint8:
+            out = np.clip(np.rint(out), 0, 255).astype(np.uint8)
+        else:
+            out = out.astype(np.float32)
+        out = np.ascontiguousarray(out)
+        return from_numpy(out) if tensor_in else out
+
+    def __call__(self, image):
+        return self._resize(image, False)
+
+    def batch(self, images):
+        return self._resize(images, True)
+
+    def __repr__(self):
+        return "Resize(size=%s, interpolation=bilinear, max_size=%s, antialias=True)" % (self.size, self.max_size)

@@ -376,9 +376,10 @@ class Module:
         raise TypeError("Module.type(): aicraft modules hold float32 parameters only, not %r" % (dst_type,))
 
     def share_memory(self):
-        """Returns self. Parameters already live in libac's memory, which every thread
-        of this process shares; other processes (multiprocessing) do not share them."""
-        return self
+        """Put every parameter and buffer in shared memory (see aicraft.multiprocessing),
+        so processes this one forks or spawns update the same values; returns self."""
+        from aicraft._shared import share_module_memory
+        return share_module_memory(self)
 
     # ---- modes and gradients -----------------------------------------------
 

@@ -203,6 +203,9 @@ class _RNNBase(Module):
         self.reset_parameters()
         factory_kwargs(self, device, dtype)
 
+    def flatten_parameters(self):
+        """Nothing to do (torch packs cuDNN's weights here; aicraft's are used as they are)."""
+
     def reset_parameters(self):
         bound = 1.0 / math.sqrt(self.hidden_size)
         for param in self.parameters():

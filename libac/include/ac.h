@@ -997,6 +997,32 @@ void *ac_to_dlpack(AcTensor *t, int versioned);
 AcTensor *ac_from_dlpack(void *managed, int versioned);
 int ac_dlpack_delete(void *managed, int versioned);
 
+/* ---- Custom autograd functions (scripts helper) ---------------------------- */
+/* The caller's backward of a custom function: given the output's gradient, set
+   grad_in[i] (n_inputs of them, NULL for none) to borrowed tensors of the inputs'
+   shapes; libac copies them before it returns. Negative to stop backward. */
+typedef int (*AcFunctionBackward)(void *user, const AcTensor *grad_out, AcTensor **grad_in, int n_inputs);
+/* A float32 tensor holding values' elements whose node (when grad mode is on and an
+   input requires grad) records inputs (at most AC_MAX_INPUTS - 1) and runs backward.
+   release(user) is called once when nothing can call backward any more (at once when
+   no node was made); on failure it has been called too. */
+AcTensor *ac_function_apply(const char *name, const AcTensor *values, AcTensor *const *inputs, int n_inputs,
+                            AcFunctionBackward backward, AcReleaseFn release, void *user);
+
+/* ---- Shared memory (scripts helper) ------------------------------------------ */
+/* Tensors over POSIX shared memory that several processes map (Hogwild training).
+   ac_tensor_share: a new root tensor holding a copy of CPU tensor t in a new shared
+   object, unmapped (and, in the creating process, unlinked) when its last reference
+   goes; a forked child shares the mapping. ac_tensor_open_shared: a root tensor over
+   the object `name` (from ac_tensor_shared_name in another process), its elements
+   from byte offset; checked against the object's size. ac_tensor_shared_name: 1 and
+   the object's name and t's byte offset in it when t's data is in one of this
+   process's shared objects, else 0. */
+#define AC_SHARED_NAME_MAX 64
+AcTensor *ac_tensor_share(const AcTensor *t);
+AcTensor *ac_tensor_open_shared(const char *name, int64_t offset, const int64_t *shape, int ndim, int dtype);
+int ac_tensor_shared_name(const AcTensor *t, char *name, size_t name_size, int64_t *offset);
+
 /* ---- Profiler ------------------------------------------------------------ */
 /* Per-op timing on the thread that starts it: each op call (those ac_graph_begin
    records, above), each node's backward, each chunk of work the thread pool runs
