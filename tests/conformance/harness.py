@@ -28,6 +28,7 @@ EXPECTED = os.path.join(HERE, "expected.txt")
 
 STATUSES = ("pass", "partial", "xfail", "missing", "wrong", "out")
 DTYPE_NAMES = ("float32", "int64", "bool")
+SELFTEST = os.environ.get("AC_CONFORMANCE_SELFTEST") == "1"
 OP_TIMEOUT = float(os.environ.get("AC_CONFORMANCE_OP_TIMEOUT", "60"))
 # Words in the reason an OpInfo gives for skipping torch's own CPU-vs-device comparison
 # that mean its values cannot be compared between two runs (random or uninitialized).
@@ -78,6 +79,28 @@ class _MissingModule:
         raise Missing("%s.%s" % (self._name, attr))
 
 
+class _TopLevel:
+    """aicraft as op_db's code sees `torch`: aicraft.<name>, else the Tensor method
+    (torch.zero_(x) -> x.zero_()), the same rule as for OpInfo names."""
+
+    def __init__(self, ac, torch):
+        self._ac, self._torch = ac, torch
+
+    def __getattr__(self, name):
+        try:
+            return getattr(self._ac, name)
+        except AttributeError:
+            if isinstance(getattr(self._torch, name, None), types.ModuleType):
+                raise Missing("aicraft.%s" % name) from None
+            if not hasattr(self._ac.Tensor, name):
+                raise Missing("aicraft.%s or Tensor.%s" % (name, name)) from None
+            return lambda x, *args, **kwargs: getattr(x, name)(*args, **kwargs)
+
+
+def _call(fn, *args, **kwargs):
+    return fn(*args, **kwargs)
+
+
 class Worker:
     def __init__(self):
         warnings.simplefilter("ignore")
@@ -116,9 +139,18 @@ class Worker:
         if g is None:
             g = dict(fn.__globals__)
             for k, v in fn.__globals__.items():
-                if isinstance(v, types.ModuleType) and (v.__name__ == "torch" or v.__name__.startswith("torch.")):
+                if isinstance(v, types.ModuleType) and v.__name__ == "torch":
+                    g[k] = _TopLevel(self.ac, self.torch)
+                elif isinstance(v, types.ModuleType) and v.__name__.startswith("torch."):
                     g[k] = self.ac_module(v.__name__)
             self._globals[key] = g
+        return types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+
+    @staticmethod
+    def unseeded(fn):
+        """fn (op_db's own code) with wrapper_set_seed calling straight through, so two
+        runs under different seeds show whether its output is random."""
+        g = dict(fn.__globals__, wrapper_set_seed=_call)
         return types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
 
     @staticmethod
@@ -149,6 +181,31 @@ class Worker:
             return None, "no Tensor.%s" % name
         return None, "no aicraft.%s or Tensor.%s" % (name, name)
 
+    def selftest(self, op):
+        """A stand-in for aicraft that is torch itself (AC_CONFORMANCE_SELFTEST=1): converts
+        aicraft values back to torch, runs the OpInfo, converts the result to aicraft. Every
+        forward comparison should then pass; it checks the harness and times a run in
+        which every OpInfo has a counterpart. Gradients are not compared."""
+        torch, ac = self.torch, self.ac
+
+        def back(x):
+            if isinstance(x, ac.Tensor):
+                return torch.from_numpy(self.np.array(self.ac_numpy(x)))
+            if isinstance(x, (list, tuple)):
+                vals = [back(v) for v in x]
+                return type(x)(*vals) if hasattr(x, "_fields") else type(x)(vals)
+            if isinstance(x, dict):
+                return {k: back(v) for k, v in x.items()}
+            if isinstance(x, ac.dtype):
+                return getattr(torch, str(x).split(".")[-1])
+            return x
+
+        def run(*args, **kwargs):
+            with torch.no_grad():
+                out = op(*back(args), **back(kwargs))
+            return self.to_ac(out, {})
+        return run, "torch itself"
+
     def tolerance(self, op):
         """(rtol, atol) for float32: assert_close's defaults, loosened by the loosest
         toleranceOverride/precisionOverride for float32 among the OpInfo's decorators."""
@@ -166,18 +223,23 @@ class Worker:
         return rtol, atol
 
     @staticmethod
-    def values_comparable(op):
-        """False where the OpInfo's values are random or uninitialized (dropout, randn,
-        empty...): its own code seeds torch's generator (wrapper_set_seed), or it skips
-        torch's own CPU comparison for that reason. Such OpInfos compare dtypes and shapes."""
+    def seeded(op):
+        """True when the OpInfo's own code seeds torch's generator (wrapper_set_seed):
+        its output may be random (dropout, randn...) or not (item, dropout with p=0)."""
         codes = [getattr(op.op, "__code__", None)]
         while codes:
             c = codes.pop()
             if c is None:
                 continue
             if "wrapper_set_seed" in c.co_names:
-                return False
+                return True
             codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        return False
+
+    @staticmethod
+    def values_comparable(op):
+        """False where the OpInfo skips torch's own CPU comparison because its values are
+        random or uninitialized (empty, cauchy_...). Such OpInfos compare dtypes and shapes."""
         for d in op.decorators:
             if getattr(d, "cls_name", None) != "TestCommon" or d.device_type not in (None, "cpu"):
                 continue
@@ -417,9 +479,23 @@ class Worker:
             return x
         return up(sample.input), up(tuple(sample.args)), up(dict(sample.kwargs)), memo
 
-    def run_sample(self, op, fn, sample, tol, values, seed):
-        """('pass'|'error'|'wrong'|'skip'|'out', detail)."""
+    def same(self, a, b):
+        """a and b (two torch results) are identical, NaNs included."""
         torch = self.torch
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and bool(
+                ((a == b) | (a != a) & (b != b)).all())
+        if isinstance(a, (list, tuple)):
+            return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(self.same, a, b))
+        return a == b or (a != a and b != b)
+
+    def run_sample(self, op, fn, sample, tol, values, seed, seeded=None):
+        """('pass'|'error'|'wrong'|'skip'|'out', detail).
+
+        seeded: op's code with its generator seeding taken out (see unseeded()), for an
+        OpInfo that seeds: run twice under two seeds, its values count where they agree."""
+        torch = self.torch
+        op = seeded or op
         if self.out_of_scope([sample.input, list(sample.args), dict(sample.kwargs)]):
             return "out", None
         memo, unconvertible = {}, None
@@ -442,17 +518,21 @@ class Worker:
                     torch.manual_seed(seed)
                     cache["out"] = op(i64, *a64, **k64)
             return cache["out"]
-        ref = reference if values else None
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
                 expected = op(sample.input, *sample.args, **sample.kwargs)
+            if seeded is not None and values:
+                with torch.random.fork_rng():
+                    torch.manual_seed(seed + 100003)
+                    values = self.same(expected, op(sample.input, *sample.args, **sample.kwargs))
         except Exception:
             return "skip", None
         if self.out_of_scope(self.flatten(expected)):
             return "out", None
         if unconvertible is not None:
             return "error", unconvertible
+        ref = reference if values else None
         try:
             self.ac.manual_seed(seed)
             actual = fn(a_in, *a_args, **a_kwargs)
@@ -463,7 +543,7 @@ class Worker:
             return "wrong", diff
         # backward: a fixed random grad_output for each differentiable torch output
         pairs = [(t, a) for t, a in memo.values() if t.requires_grad]
-        if not pairs:
+        if not pairs or SELFTEST:
             return "pass", None
         try:
             t_outs = self.flatten(sample.output_process_fn_grad(expected))
@@ -541,10 +621,11 @@ class Worker:
         dtypes = [d for d in self.torch_dtypes if d in supported]
         if not dtypes:
             return done("out", "no float32/int64/bool samples on CPU")
-        fn, how = self.resolve(op)
+        fn, how = self.selftest(op) if SELFTEST else self.resolve(op)
         if fn is None:
             return done("missing", how)
         tol, values = self.tolerance(op), self.values_comparable(op)
+        seeded = self.unseeded(op.op) if self.seeded(op) else None
         first_error, first_wrong, missing, n, n_out = None, None, [], 0, 0
         for dt in dtypes:
             rg = dt == self.torch.float32 and op.supports_autograd
@@ -555,7 +636,7 @@ class Worker:
                 continue
             for sample in samples:
                 n += 1
-                outcome, info = self.run_sample(op, fn, sample, tol, values, seed=n)
+                outcome, info = self.run_sample(op, fn, sample, tol, values, seed=n, seeded=seeded)
                 if outcome == "skip":
                     continue
                 if outcome == "out":
@@ -579,7 +660,7 @@ class Worker:
                         "torch raises on every sample")
         if res["passed"] == res["samples"]:
             return done("pass", "")
-        if res["passed"] == 0 and missing and all(missing):
+        if res["passed"] == 0 and any(missing):
             return done("missing", "no " + missing[0])
         return done("partial" if res["passed"] else "xfail", first_error)
 
