@@ -406,6 +406,9 @@ class Worker:
             nan = tn.dtype.kind == "f"
             if an.shape == tn.shape and np.array_equal(an, tn, equal_nan=nan):
                 continue
+            diff = self.compare(t, a, tol, values, "input %d after the call" % k)
+            if not diff:
+                continue
             torch_changed = not (tn.shape == before.shape and np.array_equal(tn, before, equal_nan=nan))
             ac_changed = not (an.shape == before.shape and np.array_equal(an, before, equal_nan=nan))
             if not torch_changed:
@@ -413,9 +416,7 @@ class Worker:
             if not ac_changed:
                 return "input %d: torch changes it in place, aicraft does not" % k
             if storages.count(storages[k]) == 1:  # an input sharing storage may change with another
-                diff = self.compare(t, a, tol, values, "input %d after the in-place op" % k)
-                if diff:
-                    return diff
+                return diff
         return None
 
     def refereed(self, got, exp, ref, tol):
