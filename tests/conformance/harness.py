@@ -328,8 +328,24 @@ class Worker:
         if isinstance(x, torch.Generator):
             raise Unconvertible("aicraft has no Generator")
         if callable(x):
-            return x
+            return self.callable_to_ac(x)
         raise Unconvertible("cannot convert %s" % type(x).__name__)
+
+    def callable_to_ac(self, fn):
+        """A function a sample passes (a loss's distance_function...): op_db's own code
+        rebound to aicraft, torch's functions by name, a torch module refused."""
+        if isinstance(fn, self.torch.nn.Module):
+            raise Unconvertible("the sample passes a torch.nn.%s module" % type(fn).__name__)
+        module = getattr(fn, "__module__", None) or ""
+        if isinstance(fn, types.FunctionType) and module.startswith("torch.testing"):
+            return self.rebind(fn)
+        if module == "torch" or module.startswith("torch."):
+            owner = _TopLevel(self.ac, self.torch) if module == "torch" else self.ac_module(module)
+            try:
+                return getattr(owner, fn.__name__)
+            except AttributeError:
+                raise Unconvertible("the sample passes %s.%s, aicraft has none" % (module, fn.__name__)) from None
+        return fn
 
     def ac_numpy(self, t):
         if getattr(t, "requires_grad", False):
