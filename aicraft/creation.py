@@ -460,8 +460,10 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     from aicraft.autograd import no_grad
     with no_grad():
         u = rand(tuple(probs.shape), generator=generator, device=probs.device)
-        draws = u < probs
-    return draws.to(input.dtype)
+        draws = (u < probs).to(input.dtype)
+    if input.requires_grad and input.dtype.is_floating_point:
+        draws = draws + input * 0.0     # as torch: differentiable, with a zero gradient
+    return draws
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, device=None,
@@ -482,7 +484,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, de
         from aicraft.autograd import no_grad
         with no_grad():
             draws = randn(tuple(shape), generator=generator)
-            return draws * std + mean
+        return draws * std + mean      # differentiable in mean and std, as torch's
     if size is None:
         raise TypeError("normal: with a number mean and std, size must be given")
     std = float(std)

@@ -6,8 +6,9 @@ bytes (image pixels, a quarter of float32's memory) and wraps modulo 256, int8
 the weights of quantized layers (aicraft.quantization). Binary ops promote
 their operands as torch.result_type does (ac.result_type asks libac). float64 exists as a name so that asking for it is
 a clear error rather than a silent narrowing. Other integer data (int8, int16,
-int32, uint16, ...) is held as int64 (wider, so every value is kept); `ac.int32`
-names int64.
+int32, uint16, ...) read from NumPy is held as int64 (wider, so every value is
+kept); `ac.int32` (torch's `int`) is a name only, refused where computed with, so that
+asking for it is an error rather than an int64 labelled otherwise than torch's.
 
 A device is "cpu" or "cuda" ("cuda:1"); a CUDA one needs a GPU (ac.cuda.is_available()).
 
@@ -64,9 +65,10 @@ uint8 = dtype("uint8", 3, 1, False)
 int8 = dtype("int8", 4, 1, False)
 float64 = dtype("float64", None, 8, True)
 float16 = dtype("float16", None, 2, True)
+int32 = dtype("int32", None, 4, False)
 float = float32
 long = int64
-int = int32 = int64
+int = int32
 double = float64
 half = float16
 
@@ -105,7 +107,7 @@ def checked(d, what):
         return d
     if isinstance(d, dtype):
         raise TypeError("%s: aicraft computes in float32 and holds int64, bool and uint8; %r is not "
-                        "supported (use aicraft.float32)" % (what, d))
+                        "supported (use aicraft.%s)" % (what, d, "float32" if d.is_floating_point else "int64"))
     if d is builtins.float:
         return float32
     if d is builtins.int:

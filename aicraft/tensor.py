@@ -584,7 +584,8 @@ class Tensor:
     def long(self) -> "Tensor":
         return self.to(dtypes.int64)
 
-    int = long         # int32 is held as int64 (see dtypes.py)
+    def int(self) -> "Tensor":
+        return self.to(dtypes.int32)   # refused: aicraft holds no int32 (see dtypes.py)
 
     def bool(self) -> "Tensor":
         return self.to(dtypes.bool)

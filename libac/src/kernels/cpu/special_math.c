@@ -89,8 +89,9 @@ double trigamma_double(double x)
            inv2 / x * (1.0 / 6 - inv2 * (1.0 / 30 - inv2 * (1.0 / 42 - inv2 / 30)));
 }
 
-/* Hurwitz zeta(x, q) = sum over k >= 0 of (q + k)^-x, by Euler-Maclaurin: ten
-   terms summed, the rest as an integral and eight Bernoulli corrections. */
+/* Hurwitz zeta(x, q) = sum over k >= 0 of (q + k)^-x, by Euler-Maclaurin: at least
+   ten terms summed (more for a negative q), the rest as an integral and eight
+   Bernoulli corrections. */
 double zeta_double(double x, double q)
 {
     static const double b2j[8] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66,
@@ -103,8 +104,10 @@ double zeta_double(double x, double q)
         if (q == floor(q)) return INFINITY;
         if (x != floor(x)) return NAN;   /* q^-x of a negative q */
     }
-    for (k = 0; k < 10; k++) sum += pow(q + k, -x);
-    a = q + 10.0;
+    /* Sum directly until the tail starts past 9: the corrections diverge near
+       q + k = 0, so a negative q is first carried up to positive terms. */
+    for (k = 0; k < 10 || q + k <= 9.0; k++) sum += pow(q + k, -x);
+    a = q + k;
     sum += pow(a, 1.0 - x) / (x - 1.0) + 0.5 * pow(a, -x);
     rising = x;                          /* x (x + 1) ... (x + 2j - 2) */
     term = pow(a, -x - 1.0);
