@@ -329,11 +329,13 @@ def _join(tensors, dim, op):
     tensors, empty = _promoted(tensors, op)
     if op == "stack":
         return _creation.stack(tensors, dim)
-    if empty:   # as torch: 1-d empty tensors are skipped when joining others
-        kept = [t for t in tensors if not (t._ptr.ndim == 1 and t._ptr.shape[0] == 0)]
-        if not kept:
-            return tensors[0].clone()
-        tensors = kept
+    if empty:   # as torch: 1-d empty tensors join any others (seen as 0 rows of their shape)
+        like = next((t for t in tensors if not (t._ptr.ndim == 1 and t._ptr.shape[0] == 0)), None)
+        if like is not None:
+            shape = list(like.shape)
+            shape[_dim(like, dim, op)] = 0
+            tensors = [t.reshape(shape) if t._ptr.ndim == 1 and t._ptr.shape[0] == 0 else t
+                       for t in tensors]
     return _creation.cat(tensors, dim)
 
 
@@ -871,8 +873,6 @@ def put(self, index, source, accumulate=False):
         raise ShapeError("put: index has %d elements but source %d" % (index.numel(), source.numel()))
     if source.dtype != self.dtype:
         raise TypeError("put(): source is %s and input is %s" % (source.dtype, self.dtype))
-    if index.numel() == 0:
-        return self.clone()
     where = _wrap_negative(index.reshape(-1), self.numel(), "put")
     out = _scatter(self.reshape(-1), 0, where, source.reshape(-1), 1 if accumulate else 0, True, "put")
     return out.reshape(self.shape)
@@ -981,6 +981,42 @@ def combinations(self, r=2, with_replacement=False):
     return stack([self.index_select(0, rows[i]) for i in range(r)], 1)
 
 
+def sum_to_size(self, *size):
+    """self summed down to size (which self's shape must broadcast from), as torch."""
+    size = _shape_args(size, "size")
+    shape = list(self.shape)
+    lead = len(shape) - len(size)
+    if lead < 0 or any(s != 1 and s != n for s, n in zip(size, shape[lead:])):
+        raise ShapeError("sum_to_size: size %s is not expandable to the tensor's shape %s"
+                         % (tuple(size), tuple(shape)))
+    if not shape and not size:
+        return self.sum()   # as torch: a 0-d tensor sums (bool and uint8 become int64)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1]
+    out = self.sum(tuple(dims), keepdim=True) if dims else self
+    return out.reshape(size) if tuple(out.shape) != tuple(size) else out
+
+
+def positive(self):
+    """self (torch.positive); bool tensors are refused, as torch's."""
+    if self.dtype == dtypes.bool:
+        raise TypeError("positive: bool tensors are not supported, as in torch")
+    return self
+
+
+def fill(self, value):
+    """A tensor of self's shape and dtype holding value (out-of-place fill_); its gradient
+    with respect to self is zero."""
+    where = _positions(self).reshape(-1)
+    out = _scatter(self.reshape(-1), 0, where, _value_src(self, where, value, "fill"), 0, True, "fill")
+    return out.reshape(self.shape)
+
+
+def slice_(self, dim=0, start=None, end=None, step=1):
+    """self[..., start:end:step] along dim (aten's slice)."""
+    d = _dim(self, dim, "slice")
+    return self[(slice(None),) * d + (slice(start, end, step),)]
+
+
 def _copy_of(fn, name):
     def copy(self, *args, **kwargs):
         out = fn(self, *args, **kwargs)
@@ -1027,6 +1063,7 @@ _METHODS = {
     "new_empty": new_empty, "clone": clone, "narrow_copy": narrow_copy,
     "unfold": unfold, "select_scatter": select_scatter, "slice_scatter": slice_scatter,
     "diagonal_scatter": diagonal_scatter, "put": put, "index_reduce": index_reduce,
+    "sum_to_size": sum_to_size, "positive": positive, "fill": fill,
     "unsafe_chunk": lambda self, chunks, dim=0: self.chunk(chunks, dim),
     "unsafe_split": lambda self, split_size, dim=0: self.split(split_size, dim),
 }
@@ -1072,6 +1109,7 @@ FUNCTIONS.update({
     "broadcast_tensors": broadcast_tensors, "meshgrid": meshgrid,
     "nonzero_static": nonzero_static, "tril_indices": tril_indices, "triu_indices": triu_indices,
     "block_diag": block_diag, "cartesian_prod": cartesian_prod, "unravel_index": unravel_index,
+    "slice": _function("slice", slice_),
     "combinations": _function("combinations", combinations),
 })
 

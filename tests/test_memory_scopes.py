@@ -250,7 +250,8 @@ for _name, _args in {
     "split_with_sizes": ([1, 1],), "split_with_sizes_copy": ([1, 1],), "swapaxes": (0, 1),
     "swapdims": (0, 1), "take": (_I1,), "take_along_dim": (_I22,), "tensor_split": (2,),
     "transpose_copy": (0, 1), "unflatten": (0, (1, 2)), "unfold": (0, 1, 1), "unfold_copy": (0, 1, 1),
-    "unsafe_chunk": (2,), "unsafe_split": (1,), "unsqueeze_copy": (0,),
+    "unsafe_chunk": (2,), "unsafe_split": (1,), "unsqueeze_copy": (0,), "fill": (1.0,),
+    "sum_to_size": (1,),
 }.items():
     CALL_ARGS[_name] = _args
     if _name in ("index_add", "index_copy", "index_reduce", "index_fill", "index_put", "masked_scatter",

@@ -42,6 +42,7 @@ CASES = {
     "diagonal_scatter": (lambda m, x, s: m.diagonal_scatter(x, s[0], 1), (3, 4), (2, 3)),
     "put": (lambda m, x, s: x.put(idx(m, [[0, -1], [5, 3]]), s), (3, 4), (2, 2)),
     "put_accumulate": (lambda m, x, s: m.put(x, idx(m, [2, 2, 11]), s, accumulate=True), (3, 4), (3,)),
+    "put_empty": (lambda m, x, s: x.put(m.zeros(0, dtype=m.int64), s[:0]), (3, 4), (3,)),
 }
 
 # torch has no gradient for these (src larger than index; scatter's reduce=): values only

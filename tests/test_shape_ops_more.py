@@ -137,6 +137,14 @@ CASES = {
     "squeeze_copy": (lambda m, x: m.squeeze_copy(x, 0), (1, 3)),
     "unbind_copy": (lambda m, x: m.unbind_copy(x), (2, 3)),
     "unsafe_chunk": (lambda m, x: m.unsafe_chunk(x, 2, 1), (2, 3)),
+    "cat_all_legacy_empty": (lambda m, x: m.cat([x[0, :0], x[1, :0]]), (2, 3)),
+    "cat_legacy_empty_grad": (lambda m, x: m.cat([x, x[0, :0]], -1), (2, 3)),
+    "sum_to_size": (lambda m, x: x.sum_to_size(1, 3), (2, 3)),
+    "sum_to_size_lead": (lambda m, x: x.sum_to_size(3), (2, 3)),
+    "sum_to_size_same": (lambda m, x: x.sum_to_size((2, 3)), (2, 3)),
+    "fill": (lambda m, x: m.fill(x, 1), (2, 3)),
+    "slice": (lambda m, x: torch.ops.aten.slice(x, 1, 0, -1, 2) if m is torch else m.slice(x, 1, 0, -1, 2),
+              (2, 5)),
 }
 
 NO_GRAD = {"nonzero", "nonzero_tuple", "nonzero_0d", "argwhere", "nonzero_static_pad", "nonzero_static_cut"}
@@ -358,3 +366,10 @@ def test_gather_accepts_sparse_grad():
     x = ac.arange(4.0, requires_grad=True)
     ac.gather(x, 0, ac.tensor([1, 1]), sparse_grad=True).sum().backward()
     assert x.grad.tolist() == [0.0, 2.0, 0.0, 0.0]
+
+
+def test_positive():
+    for dtype in ("float32", "int64", "uint8"):
+        check(lambda m, x: m.positive(x), sample((2, 3), dtype))
+    with pytest.raises(TypeError):
+        ac.positive(ac.tensor([True]))
