@@ -148,14 +148,14 @@ def _number(value):
 
 def _scalar_tensor(value):
     """A 0-d tensor holding the Python number value in the dtype its kind stands
-    for in promotion: bool, int64 (an int outside int64's range: OverflowError,
-    as torch), or float32."""
+    for in promotion: bool, int64 (an int outside int64's range: ValueError, as every
+    value C cannot take; torch raises there too), or float32."""
     t = type(value)
     if t is bool:
         p = lib.ac_tensor_from_typed(ffi.new("uint8_t[1]", [value]), _NULL, 0, 2)
     elif t is int:
         if value < _INT64_MIN or value > _INT64_MAX:
-            raise OverflowError("value %d does not fit in int64" % value)
+            raise ValueError("value %d does not fit in int64" % value)
         p = lib.ac_tensor_from_typed(ffi.new("int64_t[1]", [value]), _NULL, 0, 1)
     else:
         p = lib.ac_tensor_from_typed(ffi.new("float[1]", [value]), _NULL, 0, 0)

@@ -48,6 +48,14 @@ def _channel_dropout(fn, input, p, training, spatial):
                             "" if spatial == 1 else "s"))
     if spatial == 2 and input.ndim < 2:
         raise ShapeError("%s: input %s must have at least 2 dims" % (fn, tuple(input.shape)))
+    if spatial == 2 and input.ndim not in (3, 4):
+        import warnings
+        warnings.warn("dropout2d: Received a %d-D input to dropout2d, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and silence "
+                      "this warning, please use dropout instead. Note that dropout2d exists to "
+                      "provide channel-wise dropout on inputs with 2 spatial dimensions, a channel "
+                      "dimension, and an optional batch dimension (i.e. 3D or 4D inputs)."
+                      % input.ndim, UserWarning, stacklevel=3)
     if not training or p == 0.0:
         return input
     if spatial == 2:   # torch reads any rank >= 2 as (N, C, rest): 3-D is (N, C, L)
