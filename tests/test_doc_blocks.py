@@ -32,6 +32,13 @@ def test_docs_have_python_blocks_and_few_skips():
     assert sum(1 for *_, skip in BLOCKS if skip) <= 2
 
 
+def test_readme_stays_short():
+    """The README says what aicraft is, how to start and where the guides are (issue 31);
+    everything else lives in docs/."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        assert len(f.read().splitlines()) <= 300
+
+
 def test_every_skip_marker_names_a_reason_and_sits_on_a_block():
     for name in FILES:
         text, blocks = blocks_of(name)
