@@ -20,7 +20,7 @@
 #   make install PREFIX=/usr/local   header, libraries, aicraft.pc, aicraft-static.pc
 #   make dist       sdist and wheel into dist/ (python -m build)
 #   make dist-test  dist, then install each into a fresh venv and run a smoke test
-#   make docs       the API reference (Sphinx) into build/docs/html
+#   make docs       the guides (docs/*.md) and the API reference (Sphinx, -W) into build/docs/html
 #   make clean
 
 PYTHON_SYS ?= python3

@@ -23,3 +23,25 @@ autodoc_typehints = "signature"
 myst_heading_anchors = 3
 html_theme = "alabaster"
 exclude_patterns = ["_build"]
+
+
+def literal_examples(app, what, name, obj, options, lines):
+    """The package's docstrings are plain text that show examples as indented blocks after a
+    blank line (quantization.py's); reST reads those as block quotes and warns where one ends
+    without a blank line. A bare "::" before such a block makes it a literal block, as meant."""
+    out, prev = [], None   # prev: the last non-blank line
+    for i, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip())
+        if (line.strip() and prev is not None and i > 0 and not lines[i - 1].strip()
+                and indent > len(prev) - len(prev.lstrip())
+                and not prev.rstrip().endswith("::")
+                and not re.match(r"\s*([-*+]|\d+[.)]|\.\.) ", prev)):
+            out.extend(["::", ""])
+        out.append(line)
+        if line.strip():
+            prev = line
+    lines[:] = out
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", literal_examples)
