@@ -22,6 +22,7 @@ from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter, factory_kwargs
+from aicraft.nn.norm import _per_channel_state
 from aicraft.tensor import Tensor
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
@@ -288,20 +289,7 @@ class _BatchNorm(Module):
         self.momentum = None if momentum is None else float(momentum)
         self.affine = bool(affine)
         self.track_running_stats = bool(track_running_stats)
-        if self.affine:
-            self.weight = Parameter(ones(self.num_features))
-            self.bias = Parameter(zeros(self.num_features))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if self.track_running_stats:
-            self.register_buffer("running_mean", zeros(self.num_features))
-            self.register_buffer("running_var", ones(self.num_features))
-            self.register_buffer("num_batches_tracked", zeros(()))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _per_channel_state(self)
         factory_kwargs(self, device, dtype)
 
     def reset_running_stats(self):

@@ -247,6 +247,21 @@ class GroupNorm(Module):
                                              self.affine)
 
 
+def _per_channel_state(module):
+    """A batch or instance norm's weight and bias (when affine) and running statistics
+    (when tracked), num_features each, registered as torch names them."""
+    n = module.num_features
+    if module.affine:
+        module.weight = Parameter(ones(n))
+        module.bias = Parameter(zeros(n))
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+    for name, make in (("running_mean", zeros), ("running_var", ones)):
+        module.register_buffer(name, make(n) if module.track_running_stats else None)
+    module.register_buffer("num_batches_tracked", zeros(()) if module.track_running_stats else None)
+
+
 class _InstanceNorm(Module):
     _spatial = 1
 
@@ -258,20 +273,7 @@ class _InstanceNorm(Module):
         self.momentum = momentum
         self.affine = bool(affine)
         self.track_running_stats = bool(track_running_stats)
-        if self.affine:
-            self.weight = Parameter(ones(self.num_features))
-            self.bias = Parameter(zeros(self.num_features))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if self.track_running_stats:
-            self.register_buffer("running_mean", zeros(self.num_features))
-            self.register_buffer("running_var", ones(self.num_features))
-            self.register_buffer("num_batches_tracked", zeros(()))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _per_channel_state(self)
         factory_kwargs(self, device, dtype)
 
     def forward(self, input):
