@@ -17,7 +17,7 @@ import math
 from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
-from aicraft.creation import ones, zeros
+from aicraft.creation import zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
