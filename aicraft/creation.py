@@ -43,6 +43,11 @@ def _target(dtype, device, what, default=dtypes.float32):
     return default if dtype is None else dtype, device
 
 
+def _holds_ints(arr):
+    """Whether an object array (NumPy's answer to ints past int64) holds Python ints."""
+    return any(isinstance(x, int) and not isinstance(x, bool) for x in arr.flat)
+
+
 def _numeric_array(data, what, dtype=None):
     """data as a C-contiguous NumPy array of dtype's type (None: inferred as PyTorch
     does: bools bool, integers int64, floats float32); TypeError for non-numbers."""
@@ -55,10 +60,20 @@ def _numeric_array(data, what, dtype=None):
         raise ValueError("%s: %s" % (what, exc)) from None
     except TypeError as exc:
         raise TypeError("%s: cannot read numbers from %s (%s)" % (what, type(data).__name__, exc)) from None
+    python_numbers = not _is_numpy(data, "ndarray")
+    if python_numbers and (arr.dtype == np.uint64 or arr.dtype == object and _holds_ints(arr)):
+        raise ValueError("%s: Overflow when unpacking long long (an int past int64)" % what)
     if arr.dtype.kind not in "biuf":
         raise TypeError("%s: expected numbers, got data of dtype %s" % (what, arr.dtype))
     if dtype is None:
         dtype = dtypes.of_numpy(arr.dtype)
+    elif python_numbers and arr.dtype.kind in "iu" and arr.size and not dtype.is_floating_point \
+            and dtype is not dtypes.bool:
+        info = np.iinfo(dtype.numpy)
+        low = -info.max if info.min == 0 else info.min     # torch lets -255 wrap into uint8
+        if arr.min() < low or arr.max() > info.max:        # as torch: no wrap past the range
+            raise RuntimeError("%s: value cannot be converted to type %s without overflow"
+                               % (what, dtype.name))
     return np.asarray(arr, dtype=dtype.numpy, order="C"), dtype   # (ascontiguousarray would make 0-d 1-d)
 
 
