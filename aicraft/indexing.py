@@ -29,12 +29,12 @@ def _wrapped(p, *tensors):
 
 
 def _index_tensor(item):
-    """An advanced index (a Tensor, list or array) as an int64 or bool Tensor, else None."""
+    """An advanced index (a Tensor, list, range or array) as an int64 or bool Tensor, else None."""
     from aicraft.creation import tensor
     if isinstance(item, Tensor):
         t = item
-    elif isinstance(item, list) or _is_numpy(item, "ndarray"):
-        t = tensor(item)
+    elif isinstance(item, (list, range)) or _is_numpy(item, "ndarray"):
+        t = tensor(list(item) if isinstance(item, range) else item)
         if _live(t).size == 0:
             t = t.long()
     else:

@@ -126,6 +126,13 @@ class Tensor:
     def is_cuda(self) -> builtins.bool:
         return _live(self).device == 1
 
+    def _not_that_kind(self) -> builtins.bool:
+        _live(self)
+        return False
+
+    # Layouts and devices aicraft has none of: torch's flags, always False.
+    is_xpu = is_mps = is_meta = is_sparse = is_quantized = is_mkldnn = property(_not_that_kind)
+
     def is_floating_point(self) -> builtins.bool:
         return _live(self).dtype == 0
 

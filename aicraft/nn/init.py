@@ -12,7 +12,7 @@ from aicraft.errors import raise_error
 from aicraft.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
-           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
 
 _LINEAR_GAINS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                  "conv_transpose3d", "sigmoid")
@@ -135,3 +135,29 @@ def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
     if fan == 0:
         return tensor
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """A (semi-)orthogonal matrix over dim 0 and the other dims flattened, times gain
+    (Saxe et al., 2013): the Q of a standard normal draw's QR, signed by R's diagonal so
+    that it is uniform over orthogonal matrices. Init time only: the QR runs in NumPy."""
+    import numpy as np
+    from aicraft.autograd import no_grad
+    from aicraft.creation import from_numpy, randn
+    _ptr(tensor, "orthogonal_")
+    if tensor.ndim < 2:
+        raise ValueError("orthogonal_: only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    draw = randn(rows, cols, generator=generator).numpy().astype(np.float64)
+    if rows < cols:
+        draw = draw.T
+    q, r = np.linalg.qr(draw)
+    q *= np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        tensor.copy_(from_numpy((gain * q).astype(np.float32)).reshape(tuple(tensor.shape)))
+    return tensor
