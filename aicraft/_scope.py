@@ -28,6 +28,11 @@ tls = threading.local()   # tls.stack: this thread's open scopes, index i at C d
 # GIL, where `count += 1` would need a lock.
 open_scopes = []
 
+# One entry per scope exited on a thread other than its own and not yet ended there
+# (see memory.checkpoint): while it is empty, entering and exiting a checkpoint skip
+# looking for them.
+orphans = []
+
 
 class Scope:
     """One open C scope: an ac.checkpoint(), or a scope C opened around a Python
@@ -55,6 +60,8 @@ class Scope:
         while True:
             scope = scopes.pop()
             open_scopes.pop()
+            if scope.orphaned:
+                orphans.pop()
             scope.alive = False
             for t in scope.wrappers:
                 if type(t) is _ref:

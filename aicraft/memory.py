@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 
 from aicraft._ffi import ffi, lib
 from aicraft.errors import ScopeError, raise_error
-from aicraft._scope import Scope, stack as _stack
+from aicraft._scope import Scope, orphans as _orphans, stack as _stack, tls as _tls
 
 _mem_checkpoint, _mem_restore = lib.ac_mem_checkpoint, lib.ac_mem_restore
 
@@ -28,9 +28,8 @@ class checkpoint(Scope):
     def __enter__(self) -> "checkpoint":
         if self._cp is not None:
             raise ScopeError("checkpoint: this scope is already open; make a new ac.checkpoint()")
-        stack = _stack()
-        if stack and stack[-1].orphaned:
-            end_orphans(stack)
+        if _orphans:
+            end_orphans(_stack())
         cp = _mem_checkpoint()
         if cp.depth < 0:
             raise_error()
@@ -40,17 +39,22 @@ class checkpoint(Scope):
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> bool:
         if self.alive:        # else never opened, or already ended by an outer scope's restore
-            stack = _stack()
-            if self.stack is not stack:
+            try:
+                foreign = self.stack is not _tls.stack
+            except AttributeError:          # a thread that never opened a scope
+                foreign = True
+            if foreign:
                 # Exited on another thread (a generator suspended inside the block and
                 # collected there): a C scope ends on its own thread only, so its
                 # thread ends it, at its next checkpoint's entry or exit.
                 self.orphaned = True
+                _orphans.append(None)
                 return False
+            stack = self.stack
             self.close()
             if _mem_restore(self._cp) < 0:
                 raise_error()
-            if stack and stack[-1].orphaned:
+            if _orphans:
                 end_orphans(stack)
         return False
 
@@ -80,11 +84,9 @@ def memory_stats() -> Dict[str, int]:
     cuda_mallocs (flat across warm training steps too), device_bytes_in_use and
     device_peak_bytes (CUDA tensors' data, all devices) and device_reserved
     (device memory held, in use or cached)."""
-    stack = _stack()
-    if stack and stack[-1].orphaned:
-        end_orphans(stack)
+    if _orphans:
+        end_orphans(_stack())
     stats = ffi.new("AcMemStats *")
-
     if lib.ac_memory_stats(stats) < 0:
         raise_error()
     return {name: getattr(stats, name) for name in
