@@ -28,9 +28,9 @@ tls = threading.local()   # tls.stack: this thread's open scopes, index i at C d
 # GIL, where `count += 1` would need a lock.
 open_scopes = []
 
-# One entry per scope exited on a thread other than its own and not yet ended there
-# (see memory.checkpoint): while it is empty, entering and exiting a checkpoint skip
-# looking for them.
+# The scopes exited on a thread other than their own and not yet ended there (see
+# memory.checkpoint), over all threads: while it is empty, entering and exiting a
+# checkpoint skip looking for them.
 orphans = []
 
 
@@ -39,7 +39,6 @@ class Scope:
     callback (gradcheck)."""
 
     __slots__ = ("stack", "wrappers", "alive")
-    orphaned = False   # checkpoint's: exited on another thread, to be ended on its own
 
     def open(self):
         """Start holding the wrappers of the C scope just opened on this thread (its
@@ -60,8 +59,8 @@ class Scope:
         while True:
             scope = scopes.pop()
             open_scopes.pop()
-            if scope.orphaned:
-                orphans.pop()
+            if orphans and scope in orphans:
+                orphans.remove(scope)
             scope.alive = False
             for t in scope.wrappers:
                 if type(t) is _ref:

@@ -18,12 +18,11 @@ _mem_checkpoint, _mem_restore = lib.ac_mem_checkpoint, lib.ac_mem_restore
 class checkpoint(Scope):
     """A memory scope: `with ac.checkpoint(): ...` frees the step's tensors at the end."""
 
-    __slots__ = ("_cp", "orphaned")
+    __slots__ = ("_cp",)
 
     def __init__(self) -> None:
         self._cp = None
         self.alive = False
-        self.orphaned = False
 
     def __enter__(self) -> "checkpoint":
         if self._cp is not None:
@@ -47,8 +46,7 @@ class checkpoint(Scope):
                 # Exited on another thread (a generator suspended inside the block and
                 # collected there): a C scope ends on its own thread only, so its
                 # thread ends it, at its next checkpoint's entry or exit.
-                self.orphaned = True
-                _orphans.append(None)
+                _orphans.append(self)
                 return False
             stack = self.stack
             self.close()
@@ -67,7 +65,7 @@ class checkpoint(Scope):
 def end_orphans(stack):
     """End the scopes on top of this thread's stack that were exited on another
     thread, innermost first (an orphan under a scope still open waits for it)."""
-    while stack and stack[-1].orphaned:
+    while stack and stack[-1] in _orphans:
         scope = stack[-1]
         scope.close()
         if _mem_restore(scope._cp) < 0:
