@@ -43,7 +43,10 @@ class Scope:
     def open(self):
         """Start holding the wrappers of the C scope just opened on this thread (its
         depth is its place in the thread's stack)."""
-        self.stack = stack()   # a C scope belongs to one thread: its stack tells which
+        try:      # a C scope belongs to one thread: its stack tells which
+            self.stack = tls.stack
+        except AttributeError:
+            self.stack = stack()
         self.stack.append(self)
         # The wrappers to mark dead: small ones and borrowed ones themselves (they
         # live to the scope's end), others as weak references (they may free early).
