@@ -819,12 +819,6 @@ def diagflat(self, offset=0):
     return diag_embed(self.reshape(-1), offset, 0, 1)
 
 
-def trace(self):
-    if self.dim() != 2:
-        raise ShapeError("trace: input must be 2-d, got shape %s" % (self.shape,))
-    return diagonal(self).sum()
-
-
 # ---- windows, *_scatter, put, index_reduce, indices ------------------------------------------
 
 def unfold(self, dimension, size, step):
@@ -996,13 +990,6 @@ def sum_to_size(self, *size):
     return out.reshape(size) if tuple(out.shape) != tuple(size) else out
 
 
-def positive(self):
-    """self (torch.positive); bool tensors are refused, as torch's."""
-    if self.dtype == dtypes.bool:
-        raise TypeError("positive: bool tensors are not supported, as in torch")
-    return self
-
-
 def fill(self, value):
     """A tensor of self's shape and dtype holding value (out-of-place fill_); its gradient
     with respect to self is zero."""
@@ -1059,11 +1046,11 @@ _METHODS = {
     "nonzero": nonzero, "argwhere": argwhere, "masked_select": masked_select,
     "split_with_sizes": split_with_sizes, "tensor_split": tensor_split,
     "hsplit": hsplit, "vsplit": vsplit, "dsplit": dsplit,
-    "diagonal": diagonal, "diag_embed": diag_embed, "diag": diag, "diagflat": diagflat, "trace": trace,
+    "diagonal": diagonal, "diag_embed": diag_embed, "diag": diag, "diagflat": diagflat,
     "new_empty": new_empty, "clone": clone, "narrow_copy": narrow_copy,
     "unfold": unfold, "select_scatter": select_scatter, "slice_scatter": slice_scatter,
     "diagonal_scatter": diagonal_scatter, "put": put, "index_reduce": index_reduce,
-    "sum_to_size": sum_to_size, "positive": positive, "fill": fill,
+    "sum_to_size": sum_to_size, "fill": fill,
     "unsafe_chunk": lambda self, chunks, dim=0: self.chunk(chunks, dim),
     "unsafe_split": lambda self, split_size, dim=0: self.split(split_size, dim),
 }

@@ -194,7 +194,7 @@ from aicraft.nn.losses import (binary_cross_entropy,  # noqa: E402,F401,F811
                                cross_entropy, gaussian_nll_loss, hinge_embedding_loss, huber_loss,
                                kl_div, l1_loss, margin_ranking_loss, mse_loss, multi_margin_loss,
                                multilabel_margin_loss, multilabel_soft_margin_loss, nll_loss,
-                               pairwise_distance, poisson_nll_loss, smooth_l1_loss,
+                               poisson_nll_loss, smooth_l1_loss,
                                soft_margin_loss, triplet_margin_loss,
                                triplet_margin_with_distance_loss)
 # ---- end nnops ----

@@ -17,6 +17,7 @@ import aicraft.functional as _base
 from aicraft.errors import ShapeError
 from aicraft.functional import _input, _reduction
 from aicraft.tensor import Tensor
+from aicraft.linalg import pairwise_distance  # the losses' distance, F.pairwise_distance
 
 __all__ = ["cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "kl_div", "huber_loss", "smooth_l1_loss", "l1_loss", "mse_loss", "soft_margin_loss",
@@ -302,25 +303,6 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     cos = dot / denom
     loss = where(y == 1.0, 1.0 - cos, 0.0) + where(y == -1.0, (cos - float(margin)).relu(), 0.0)
     return _reduce(loss, _legacy(size_average, reduce, reduction), fn)
-
-
-def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    """||x1 - x2 + eps||_p over the last dim, as torch's F.pairwise_distance."""
-    fn = "pairwise_distance"
-    x1, x2 = _float(x1, fn, "x1"), _float(x2, fn, "x2")
-    diff = (x1 - x2) + float(eps)
-    p = float(p)
-    if p == 2.0:
-        out = (diff * diff).sum(-1, keepdim=keepdim).sqrt()
-    elif p == 1.0:
-        out = diff.abs().sum(-1, keepdim=keepdim)
-    elif math.isinf(p):
-        out = diff.abs().max(-1, keepdim=keepdim)[0]
-    elif p == 0.0:
-        out = (diff != 0.0).float().sum(-1, keepdim=keepdim)
-    else:
-        out = (diff.abs() ** p).sum(-1, keepdim=keepdim) ** (1.0 / p)
-    return out
 
 
 def _minimum(a, b):
