@@ -159,6 +159,35 @@ def _dropout_probability(p):
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
+def _set_channels(module, in_channels, out_channels, groups):
+    """A convolution module's in_channels, out_channels and groups, checked as torch
+    checks them (positive, channels divisible by groups)."""
+    name = type(module).__name__
+    module.in_channels = _as_int(in_channels, name + ": in_channels")
+    module.out_channels = _as_int(out_channels, name + ": out_channels")
+    module.groups = _c_int(groups, name + ": groups")
+    if module.groups < 1:
+        raise ValueError("%s: groups must be a positive integer, got %d" % (name, module.groups))
+    if module.in_channels < 1 or module.out_channels < 1:
+        raise ValueError("%s: in_channels and out_channels must be positive, got %d and %d"
+                         % (name, module.in_channels, module.out_channels))
+    if module.in_channels % module.groups or module.out_channels % module.groups:
+        raise ValueError("%s: in_channels (%d) and out_channels (%d) must be divisible by "
+                         "groups (%d)" % (name, module.in_channels, module.out_channels, module.groups))
+
+
+def _set_weight(module, channels, bias, device, dtype):
+    """A convolution module's weight (channels + kernel_size) and bias, initialised by its
+    reset_parameters, then moved by device=/dtype=."""
+    module.weight = Parameter(zeros(*channels, *module.kernel_size))
+    if bias:
+        module.bias = Parameter(zeros(module.out_channels))
+    else:
+        module.register_parameter("bias", None)
+    module.reset_parameters()
+    factory_kwargs(module, device, dtype)
+
+
 class Conv2d(Module):
     """2-D convolution over (N, C, H, W) input, as torch.nn.Conv2d (padding_mode 'zeros',
     'reflect', 'replicate' or 'circular').
@@ -176,17 +205,7 @@ class Conv2d(Module):
         if padding_mode not in _PADDING_MODES:
             raise ValueError("padding_mode must be one of %s, but got padding_mode='%s'"
                              % (list(_PADDING_MODES), padding_mode))
-        self.in_channels = _as_int(in_channels, name + ": in_channels")
-        self.out_channels = _as_int(out_channels, name + ": out_channels")
-        self.groups = _c_int(groups, name + ": groups")
-        if self.groups < 1:
-            raise ValueError("%s: groups must be a positive integer, got %d" % (name, self.groups))
-        if self.in_channels < 1 or self.out_channels < 1:
-            raise ValueError("%s: in_channels and out_channels must be positive, got %d and %d"
-                             % (name, self.in_channels, self.out_channels))
-        if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError("%s: in_channels (%d) and out_channels (%d) must be divisible by "
-                             "groups (%d)" % (name, self.in_channels, self.out_channels, self.groups))
+        _set_channels(self, in_channels, out_channels, groups)
         self.kernel_size = self._tuple(kernel_size, "kernel_size")
         self.stride = self._tuple(stride, "stride")
         self.dilation = self._tuple(dilation, "dilation")
@@ -206,14 +225,7 @@ class Conv2d(Module):
             self.padding = self._tuple(padding, "padding")
             self._padding = self._as2d(self.padding, 0)
         self.padding_mode = padding_mode
-        self.weight = Parameter(zeros(self.out_channels, self.in_channels // self.groups,
-                                      *self.kernel_size))
-        if bias:
-            self.bias = Parameter(zeros(self.out_channels))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        factory_kwargs(self, device, dtype)
+        _set_weight(self, (self.out_channels, self.in_channels // self.groups), bias, device, dtype)
 
     def _tuple(self, value, what):
         return _pair(value, "%s: %s" % (type(self).__name__, what))

@@ -10,13 +10,12 @@ import math
 
 from aicraft._ffi import lib
 from aicraft._wrapping import _wrap
-from aicraft.creation import zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.conv import (Conv2d, _c_int, _optional_arg, _pair, _tensor_arg,
+from aicraft.nn.conv import (Conv2d, _c_int, _set_channels, _set_weight, _optional_arg, _pair, _tensor_arg,
                              conv2d)
 from aicraft.nn.layers import _not_a_tensor
-from aicraft.nn.module import Module, Parameter, factory_kwargs
+from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
 
 __all__ = ["conv1d", "conv_transpose1d", "conv_transpose2d", "Conv1d", "ConvTranspose1d",
@@ -149,17 +148,7 @@ class _ConvTranspose(Module):
             from aicraft.nn.volumetric import _triple as tup
         else:
             tup = _pair if self._dims == 2 else _single
-        self.in_channels = _c_int(in_channels, name + ": in_channels")
-        self.out_channels = _c_int(out_channels, name + ": out_channels")
-        self.groups = _c_int(groups, name + ": groups")
-        if self.groups < 1:
-            raise ValueError("%s: groups must be a positive integer, got %d" % (name, self.groups))
-        if self.in_channels < 1 or self.out_channels < 1:
-            raise ValueError("%s: in_channels and out_channels must be positive, got %d and %d"
-                             % (name, self.in_channels, self.out_channels))
-        if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError("%s: in_channels (%d) and out_channels (%d) must be divisible by "
-                             "groups (%d)" % (name, self.in_channels, self.out_channels, self.groups))
+        _set_channels(self, in_channels, out_channels, groups)
         if isinstance(padding, str):
             raise ValueError("%s: padding must be ints, not %r" % (name, padding))
         self.kernel_size = tup(kernel_size, name + ": kernel_size")
@@ -169,14 +158,7 @@ class _ConvTranspose(Module):
         self.dilation = tup(dilation, name + ": dilation")
         self.padding_mode = padding_mode
         self.transposed = True
-        self.weight = Parameter(zeros(self.in_channels, self.out_channels // self.groups,
-                                      *self.kernel_size))
-        if bias:
-            self.bias = Parameter(zeros(self.out_channels))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        factory_kwargs(self, device, dtype)
+        _set_weight(self, (self.in_channels, self.out_channels // self.groups), bias, device, dtype)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))

@@ -12,8 +12,8 @@ import math
 
 from aicraft.errors import ShapeError
 from aicraft.nn import init
-from aicraft.nn.conv import _c_int, conv2d
-from aicraft.nn.module import Module, Parameter, factory_kwargs
+from aicraft.nn.conv import _c_int, _set_channels, _set_weight, conv2d
+from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_max_pool3d", "Conv3d", "MaxPool3d",
@@ -246,24 +246,13 @@ class Conv3d(Module):
         if padding_mode != "zeros":
             raise NotImplementedError("Conv3d: padding_mode=%r is not supported by aicraft"
                                       % (padding_mode,))
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.groups = int(groups)
-        if self.groups < 1 or self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError("Conv3d: in_channels and out_channels must be divisible by groups")
+        _set_channels(self, in_channels, out_channels, groups)
         self.kernel_size = _triple(kernel_size, "Conv3d: kernel_size")
         self.stride = _triple(stride, "Conv3d: stride")
         self.padding = padding if isinstance(padding, str) else _triple(padding, "Conv3d: padding")
         self.dilation = _triple(dilation, "Conv3d: dilation")
         self.padding_mode = padding_mode
-        from aicraft.creation import zeros
-        self.weight = Parameter(zeros(self.out_channels, self.in_channels // self.groups,
-                                      *self.kernel_size))
-        if bias:
-            self.bias = Parameter(zeros(self.out_channels))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        factory_kwargs(self, device, dtype)
+        _set_weight(self, (self.out_channels, self.in_channels // self.groups), bias, device, dtype)
 
     def reset_parameters(self):
         import numpy as np
