@@ -128,3 +128,27 @@ def test_every_backend_answers_the_bench_requests_alike_through_make_app(tmp_pat
             result = triton.InferResult.from_response_body(body, header_length=int(length) if length else None)
             np.testing.assert_allclose(result.as_numpy("output__0"), numpy_mlp(weights, x[:rows]),
                                        rtol=0, atol=1e-5)
+
+
+WRK_REPORT = """Running 2s test @ http://127.0.0.1:8732
+  1 threads and 8 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.02ms  812.40us  14.88ms   92.10%
+    Req/Sec     7.93k     0.98k    8.79k    85.00%
+  Latency Distribution
+     50%  842.00us
+     75%    1.08ms
+     90%    1.52ms
+     99%    1.20s
+  15779 requests in 2.00s, 14.24MB read
+Requests/sec:   7884.66
+Transfer/sec:      7.12MB
+"""
+
+
+def test_serve_report_reads_wrk_in_every_unit(tmp_path):
+    import serve_report
+    path = tmp_path / "wrk"
+    path.write_text(WRK_REPORT)
+    assert serve_report.read_wrk(str(path)) == {"rps": 7884.66, "requests": 15779, "p50": 0.842, "p99": 1200.0}
+    assert serve_report.milliseconds("2.50m") == 150000.0
