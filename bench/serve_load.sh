@@ -3,7 +3,8 @@
 # gunicorn, loaded with wrk: aicraft against PyTorch and ONNX Runtime.
 #
 #   bench/serve_load.sh                        # 60 s of load per service and request
-#   DURATION=6 ROUNDS=2 WARMUP=3 SOAK_REQUESTS=20000 HOSTILE_ROUNDS=1 bench/serve_load.sh   # a quick look
+#   DURATION=6 ROUNDS=2 WARMUP=3 SOAK_REQUESTS=20000 HOSTILE_ROUNDS=1 \
+#       bench/serve_load.sh                    # a quick look (about 3 minutes)
 #
 # Three services run the same WSGI code (aicraft.serve.make_app) over the same
 # model, a 784-128-10 MLP with a softmax, and the same weights: on aicraft, on
@@ -30,7 +31,8 @@
 # SOAK_REQUESTS (100,000) have been answered since its warm-up, and its workers'
 # RSS is read after each part of about 25,000.
 #
-# Before all that, the demo service (demos/serve.py, the JSON API that `make
+# Before all that, bench/serve_profile.py shows where a request's CPU time goes in
+# process (the app, the model) and what each runtime adds to a worker's RSS; and the demo service (demos/serve.py, the JSON API that `make
 # serve` runs) takes HOSTILE_ROUNDS rounds of bench/serve_hostile.py's mix (1,300
 # valid and bad requests a round, each checked for its status), with its workers'
 # RSS after each round.
@@ -166,13 +168,18 @@ MIX=$(files json_1 binary_1 json_1 binary_1 json_1 binary_1 json_32 binary_32)
 
 {
     echo "meta cpu $("$PY" -c 'import sys; sys.path.insert(0, "bench"); import common; print(common.host_line())')"
-    echo "meta versions $("$PY" -c 'import torch, onnxruntime; print("PyTorch %s, ONNX Runtime %s" % (torch.__version__, onnxruntime.__version__))')"
+    echo "meta versions $("$PY" -c 'import torch, onnxruntime as ort
+print("PyTorch %s, ONNX Runtime %s" % (torch.__version__, ort.__version__))')"
     echo "meta cores $(nproc)"
     echo "meta load_start $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "meta weights $WEIGHTS_NOTE"
-    echo "meta settings $CONNECTIONS connections, ${WARMUP} s warm-up, $ROUNDS rounds of $ROUND_S s per service and request, taking turns"
+    echo "meta settings $CONNECTIONS connections, ${WARMUP} s warm-up," \
+         "$ROUNDS rounds of $ROUND_S s per service and request, taking turns"
 } > "$RECORDS"
 sed 's/^meta [a-z_]* //' "$RECORDS"
+
+"$PY" bench/serve_profile.py | tee "$WORK/profile"
+echo "profile $(tail -1 "$WORK/profile")" >> "$RECORDS"
 
 start_service demo
 "$PY" bench/serve_hostile.py "${PORT[demo]}" "$HOSTILE_ROUNDS" ${WORKERS[demo]} | tee "$WORK/hostile"

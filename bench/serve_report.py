@@ -9,6 +9,7 @@ RECORDS holds one line per fact, as serve_load.sh writes them:
     rss SERVICE WHEN MB...             each worker's RSS (start, warm, end)
     pss SERVICE WHEN MB...             each worker's PSS, likewise
     soak REQUESTS MB...                the aicraft workers' RSS after so many requests
+    profile JSON                       bench/serve_profile.py's JSON line
 Medians over rounds for latency and for the ratios of two services in the same
 round; throughput is the mean over rounds (all requests over all the time).
 """
@@ -39,7 +40,7 @@ def read_wrk(path):
 
 
 def read_records(path):
-    meta, hostile, runs, rss, soak = {}, [], {}, {}, []
+    meta, hostile, runs, rss, soak, profile = {}, [], {}, {}, [], None
     with open(path) as f:
         for line in f:
             kind, _, rest = line.rstrip("\n").partition(" ")
@@ -56,10 +57,12 @@ def read_records(path):
             elif kind in ("rss", "pss"):
                 service, when, *values = rest.split()
                 rss[kind, service, when] = [float(v) for v in values]
+            elif kind == "profile":
+                profile = json.loads(rest)
             elif kind == "soak":
                 total, *values = rest.split()
                 soak.append((int(total), [float(v) for v in values]))
-    return meta, hostile, runs, rss, soak
+    return meta, hostile, runs, rss, soak, profile
 
 
 def summary(rounds):
@@ -82,7 +85,7 @@ def mean(values):
 
 
 def main(path):
-    meta, hostile, runs, rss, soak = read_records(path)
+    meta, hostile, runs, rss, soak, profile = read_records(path)
     results = {s: {k: summary(runs[s, k]) for k in KINDS} for s in SERVICES}
     vs = {"%s_vs_%s" % ("aicraft", peer): {k: round_ratio(runs["aicraft", k], runs[peer, k]) for k in KINDS}
           for peer in ("torch", "onnxruntime")}
@@ -92,22 +95,32 @@ def main(path):
               for kind in ("rss", "pss")}
     end = {s: mean(rss["rss", s, "end"]) for s in SERVICES}
 
-    print("%-12s %-10s %9s %8s %8s %11s" % ("service", "request", "req/s", "p50 ms", "p99 ms", "CPU ms/req"))
+    print("%-12s %-10s %9s %8s %8s %11s %9s %9s" % ("service", "request", "req/s", "p50 ms", "p99 ms",
+                                                  "CPU ms/req", "app us", "model us"))
     for k in KINDS:
         for s in SERVICES:
-            r = results[s][k]
-            print("%-12s %-10s %9.1f %8.2f %8.2f %11.3f" % (s, k, r["rps"], r["p50_ms"], r["p99_ms"],
-                                                            r["cpu_ms_per_request"]))
+            r, p = results[s][k], profile["cpu_us"][s][k]
+            print("%-12s %-10s %9.1f %8.2f %8.2f %11.3f %9.1f %9.1f" % (
+                s, k, r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_ms_per_request"], p["app_us"], p["model_us"]))
+    print("(CPU ms/req: the workers' CPU time over the requests they answered; app us and model us: one\n"
+          " request through make_app in process, no server, and the servable's infer alone: bench/serve_profile.py)")
     for kind in ("rss", "pss"):
         print("\n%-12s  %-22s %-22s %-22s" % ("%s MB/worker" % kind.upper(), "start", "after warm-up",
                                                 "end of the rounds"))
         for s in SERVICES:
             print("%-12s  %-22s %-22s %-22s" % (s, *(" ".join("%.1f" % v for v in memory[kind][s][w])
                                                      for w in ("start", "warm", "end"))))
+    print("fresh process, MB: Python, NumPy, orjson, gunicorn %.1f; with aicraft.serve %.1f; then with each "
+          "runtime and its model: %s" % (profile["base_rss_mb"], profile["floor_rss_mb"], ", ".join(
+              "%s %.1f" % (s, profile["rss_mb"][s]) for s in SERVICES)))
     print("\nthroughput, median of the per-round ratios:")
+    cpu = {"%s_vs_%s" % ("aicraft", peer): {k: round(results[peer][k]["cpu_ms_per_request"]
+                                                     / results["aicraft"][k]["cpu_ms_per_request"], 2)
+                                            for k in KINDS} for peer in ("torch", "onnxruntime")}
     for k in KINDS:
-        print("  %-10s aicraft/PyTorch x%.2f   aicraft/ONNX Runtime x%.2f"
-              % (k, vs["aicraft_vs_torch"][k], vs["aicraft_vs_onnxruntime"][k]))
+        print("  %-10s aicraft/PyTorch x%.2f   aicraft/ONNX Runtime x%.2f   (by CPU per request: x%.2f, x%.2f)"
+              % (k, vs["aicraft_vs_torch"][k], vs["aicraft_vs_onnxruntime"][k],
+                 cpu["aicraft_vs_torch"][k], cpu["aicraft_vs_onnxruntime"][k]))
     for s in SERVICES:
         print("  %-12s binary/JSON: x%.2f at 1 row, x%.2f at 32 rows"
               % (s, binary_vs_json[s]["1"], binary_vs_json[s]["32"]))
@@ -151,10 +164,11 @@ def main(path):
     print(json.dumps({"bench": "serve_load", "host": meta["cpu"], "versions": meta["versions"],
                       "cores": int(meta["cores"]), "weights": meta["weights"], "settings": meta["settings"],
                       "results": results, "rss_mb": memory["rss"], "pss_mb": memory["pss"], "throughput_ratios": vs,
+                      "cpu_per_request_ratios": cpu,
                       "binary_vs_json": binary_vs_json,
                       "targets": {what: met for what, met, _ in targets}, "batching": batching,
                       "soak_requests": total, "soak_rss_growth_mb": growth,
-                      "hostile": [line for line in hostile if "round" in line]}))
+                      "profile": profile, "hostile": [line for line in hostile if "round" in line]}))
 
 
 if __name__ == "__main__":
