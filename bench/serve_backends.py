@@ -3,7 +3,7 @@ three runtimes, for bench/serve_load.sh: aicraft, PyTorch and ONNX Runtime, with
 same weights, served by the same WSGI code (aicraft.serve.make_app).
 
     SERVE_BACKEND=onnxruntime AICRAFT_WEIGHTS=mlp.safetensors AC_NUM_THREADS=1 gunicorn \\
-        -c demos/gunicorn_conf.py --preload -w 2 --threads 4 'bench.serve_backends:app_from_env()'
+        -c python:aicraft.serve.gunicorn_conf --preload -w 2 --threads 4 'bench.serve_backends:app_from_env()'
 
 SERVE_BACKEND is aicraft, torch or onnxruntime; SERVE_MAX_BATCH_SIZE (default 1:
 no batching) and SERVE_MAX_QUEUE_DELAY_S go to make_app. Each runtime computes on
@@ -126,12 +126,11 @@ def servable(backend, weights):
 
 def app_from_env():
     """The WSGI app for gunicorn, made as `python -m aicraft.serve` makes its own:
-    glibc's allocator bounded, SERVE_BACKEND's Servable of AICRAFT_WEIGHTS under make_app
-    (SERVE_MAX_BATCH_SIZE, SERVE_MAX_QUEUE_DELAY_S), one warm-up call before the fork.
-    With `-c demos/gunicorn_conf.py`, each worker warms its threads as the command's do."""
+    SERVE_BACKEND's Servable of AICRAFT_WEIGHTS under make_app (SERVE_MAX_BATCH_SIZE,
+    SERVE_MAX_QUEUE_DELAY_S), and one warm-up call before the fork. With
+    `-c python:aicraft.serve.gunicorn_conf`, glibc's allocator is bounded and each worker
+    warms its threads, as the command's are."""
     from aicraft.serve import make_app
-    from aicraft.serve.app import bound_malloc
-    bound_malloc()
     model = servable(os.environ.get("SERVE_BACKEND", "aicraft"), load_weights(os.environ["AICRAFT_WEIGHTS"]))
     app = make_app(model, max_batch_size=int(os.environ.get("SERVE_MAX_BATCH_SIZE", "1")),
                    max_queue_delay_s=float(os.environ.get("SERVE_MAX_QUEUE_DELAY_S", "0")))

@@ -91,13 +91,13 @@ fi
 
 start_service() {   # $1: demo, batched or one of SERVICES
     local s=$1 url=http://127.0.0.1:${PORT[$1]} health=/v2/health/ready
-    local app="bench.serve_backends:app_from_env()" backend=$1 batch=1
+    local app="bench.serve_backends:app_from_env()" conf=python:aicraft.serve.gunicorn_conf backend=$1 batch=1
     case $s in
-        demo) app=demos.serve:app backend=aicraft health=/healthz ;;
+        demo) app=demos.serve:app conf=demos/gunicorn_conf.py backend=aicraft health=/healthz ;;
         batched) backend=aicraft batch=32 ;;
     esac
     SERVE_BACKEND=$backend SERVE_MAX_BATCH_SIZE=$batch AICRAFT_WEIGHTS=$WEIGHTS AC_NUM_THREADS=1 \
-        "$PY" -m gunicorn -c demos/gunicorn_conf.py --no-control-socket --preload -w 2 --threads 4 \
+        "$PY" -m gunicorn -c "$conf" --no-control-socket --preload -w 2 --threads 4 \
         -b "127.0.0.1:${PORT[$s]}" "$app" > "$WORK/$s.log" 2>&1 &
     MASTER[$s]=$!
     for _ in $(seq 600); do
