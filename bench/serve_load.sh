@@ -27,15 +27,16 @@
 # (make_app(max_batch_size=32, max_queue_delay_s=0)), in turns: 32 connections
 # sending one row each in binary (throughput), and one connection (latency).
 #
-# Soak: the aicraft service then takes a mix of all four requests until
-# SOAK_REQUESTS (100,000) have been answered since its warm-up, and its workers'
-# RSS is read after each part of about 25,000.
+# Soak: the requests the aicraft service answered since its warm-up (in every round
+# above) are counted; it takes a mix of all four requests until SOAK_REQUESTS
+# (100,000) is reached, in parts of about 25,000, and its workers' RSS is read after
+# each part and compared with the RSS after the warm-up.
 #
 # Before all that, bench/serve_profile.py shows where a request's CPU time goes in
-# process (the app, the model) and what each runtime adds to a worker's RSS; and the demo service (demos/serve.py, the JSON API that `make
-# serve` runs) takes HOSTILE_ROUNDS rounds of bench/serve_hostile.py's mix (1,300
-# valid and bad requests a round, each checked for its status), with its workers'
-# RSS after each round.
+# process (the app, the model) and what each runtime adds to a worker's RSS; and the
+# demo service (demos/serve.py, which `make serve` runs) takes HOSTILE_ROUNDS rounds
+# of bench/serve_hostile.py's mix (1,300 valid and bad requests a round, each checked
+# for its status), with its workers' RSS after each round.
 #
 # Weights: $AICRAFT_WEIGHTS, else data/mnist_mlp.safetensors (python
 # demos/mnist_mlp.py writes it), else a randomly initialised model: speed and

@@ -105,11 +105,11 @@ def main(path):
     print("(CPU ms/req: the workers' CPU time over the requests they answered; app us and model us: one\n"
           " request through make_app in process, no server, and the servable's infer alone: bench/serve_profile.py)")
     for kind in ("rss", "pss"):
-        print("\n%-12s  %-22s %-22s %-22s" % ("%s MB/worker" % kind.upper(), "start", "after warm-up",
-                                                "end of the rounds"))
+        print("\n%-12s  %-22s %-22s %s" % ("%s MB/worker" % kind.upper(), "start", "after warm-up",
+                                             "end of the rounds"))
         for s in SERVICES:
-            print("%-12s  %-22s %-22s %-22s" % (s, *(" ".join("%.1f" % v for v in memory[kind][s][w])
-                                                     for w in ("start", "warm", "end"))))
+            print(("%-12s  %-22s %-22s %s" % (s, *(" ".join("%.1f" % v for v in memory[kind][s][w])
+                                                    for w in ("start", "warm", "end")))))
     print("fresh process, MB: Python, NumPy, orjson, gunicorn %.1f; with aicraft.serve %.1f; then with each "
           "runtime and its model: %s" % (profile["base_rss_mb"], profile["floor_rss_mb"], ", ".join(
               "%s %.1f" % (s, profile["rss_mb"][s]) for s in SERVICES)))
