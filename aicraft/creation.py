@@ -525,7 +525,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_g
                    requires_grad=requires_grad, **kwargs)
 
 
-# Tensor's in-place random fills and multinomial; bound into Tensor by bind_random().
+# Tensor's in-place random fills and multinomial; bound into Tensor by bind().
 
 def _check_fill(self, what):
     if not isinstance(self, Tensor):
@@ -610,10 +610,6 @@ def _reduce_by_value(self):
 def bind(cls):
     """Tensor's pickling and its in-place random fills (uniform_, normal_, ...)."""
     cls.__reduce__ = _reduce_by_value
-    _bind_random(cls)
-
-
-def _bind_random(cls):
     for name, fn in (("uniform_", _uniform_), ("normal_", _normal_), ("bernoulli_", _bernoulli_),
                      ("random_", _random_), ("exponential_", _exponential_), ("data_ptr", _data_ptr),
                      ("multinomial", multinomial)):

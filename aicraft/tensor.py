@@ -14,7 +14,9 @@ the _scope.Scope, usually an ac.checkpoint(), it was made in).
   two layers' outputs at a time rather than all of them.
 
 The wrapping helpers and the method builders the class body calls live in
-_wrapping.py; the indexing and ordering methods in indexing.py.
+_wrapping.py, beneath this module. The modules above it (indexing.py, pointwise.py,
+shapes.py, ...) add their methods to the class with bind(Tensor), which
+aicraft/__init__.py calls: this module imports none of them (aicraft/_layers.py).
 """
 import builtins
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple, Union
@@ -58,6 +60,12 @@ def _rpow_scalar(p, base):
     return _pow(base._ptr, p)
 
 
+def _returns_tensor(method: Callable[..., Any]) -> Callable[..., "Tensor"]:
+    """method, as type checkers should see it: _wrapping's builders of methods that take
+    any arguments cannot name Tensor (they sit beneath it)."""
+    return method
+
+
 def _remainder_graph(out, a, b):
     """out (a % b, computed in C) with the graph of a - floor(a / b) * b added where
     a or b requires grad: the values stay C's, the gradient is torch's."""
@@ -82,7 +90,7 @@ class Tensor:
 
     __slots__ = ("_ptr", "_scope", "__weakref__")
 
-    if TYPE_CHECKING:   # bound from above (see aicraft/__init__.py): what type checkers see of them
+    if TYPE_CHECKING:   # what type checkers see of the methods bound from above (aicraft/__init__.py)
         def __getitem__(self, index: Any) -> "Tensor": ...
         def __setitem__(self, index: Any, value: Any) -> None: ...
         def where(self, condition: "Tensor", other: Any) -> "Tensor": ...
@@ -578,8 +586,8 @@ class Tensor:
     def cuda(self, device: Any = None) -> "Tensor":
         return self.to(dtypes.device("cuda") if device is None else device)
 
-    add: Callable[..., "Tensor"] = _with_alpha("add", _named("add", __add__))
-    sub: Callable[..., "Tensor"] = _with_alpha("sub", _named("sub", __sub__))
+    add = _returns_tensor(_with_alpha("add", _named("add", __add__)))
+    sub = _returns_tensor(_with_alpha("sub", _named("sub", __sub__)))
     mul = _named("mul", __mul__)
     div, pow = _named("div", __truediv__), _named("pow", __pow__)
     matmul = _named("matmul", __matmul__)
@@ -589,8 +597,8 @@ class Tensor:
     __isub__ = _inplace("sub_", __sub__, lib.ac_sub_, _sub_scalar_)
     __imul__ = mul_ = _inplace("mul_", __mul__, lib.ac_mul_, lib.ac_mul_scalar_)
     __itruediv__ = div_ = _inplace("div_", __truediv__, lib.ac_div_, lib.ac_div_scalar_)
-    add_: Callable[..., "Tensor"] = _with_alpha("add_", __iadd__)
-    sub_: Callable[..., "Tensor"] = _with_alpha("sub_", __isub__)
+    add_ = _returns_tensor(_with_alpha("add_", __iadd__))
+    sub_ = _returns_tensor(_with_alpha("sub_", __isub__))
     _copy_ = staticmethod(_inplace("copy_", lambda dst, src: src))
 
     # ---- math and activations ----------------------------------------------
@@ -652,12 +660,12 @@ class Tensor:
 
     # ---- reductions --------------------------------------------------------
 
-    sum: Callable[..., "Tensor"] = _reduce("sum", lib.ac_sum)
-    mean: Callable[..., "Tensor"] = _reduce("mean", lib.ac_mean)
-    amax: Callable[..., "Tensor"] = _reduce("amax", lib.ac_max)
-    amin: Callable[..., "Tensor"] = _reduce("amin", lib.ac_min)
-    var: Callable[..., "Tensor"] = _spread("var", lib.ac_var)
-    std: Callable[..., "Tensor"] = _spread("std", lib.ac_std)
+    sum = _returns_tensor(_reduce("sum", lib.ac_sum))
+    mean = _returns_tensor(_reduce("mean", lib.ac_mean))
+    amax = _returns_tensor(_reduce("amax", lib.ac_max))
+    amin = _returns_tensor(_reduce("amin", lib.ac_min))
+    var = _returns_tensor(_spread("var", lib.ac_var))
+    std = _returns_tensor(_spread("std", lib.ac_std))
     max = _extreme("max", lib.ac_max, lib.ac_max_dim)
     min = _extreme("min", lib.ac_min, lib.ac_min_dim)
 
