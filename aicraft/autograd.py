@@ -3,13 +3,16 @@ and grad mode (no_grad, enable_grad, set_grad_enabled, inference_mode: _grad.py)
 """
 from aicraft import dtypes
 from aicraft._ffi import ffi, lib
-from aicraft._grad import (_function_errors, enable_grad, inference_mode,  # noqa: F401
+from aicraft._grad import (_function_errors, enable_grad, inference_mode,
                            is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled)
 from aicraft._scope import Scope, stack
 from aicraft._wrapping import _live, _wrap
 from aicraft.creation import zeros, zeros_like
 from aicraft.errors import raise_error
 from aicraft.tensor import Tensor
+
+__all__ = ["Function", "FunctionCtx", "InplaceFunction", "Variable", "grad", "no_grad", "enable_grad",
+           "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled"]
 
 
 class FunctionCtx:

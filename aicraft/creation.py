@@ -608,7 +608,7 @@ def _reduce_by_value(self):
 
 
 def bind(cls):
-    """Tensor's pickling and its in-place random fills (uniform_, normal_, ...)."""
+    # Tensor's pickling and its in-place random fills (uniform_, normal_, ...).
     cls.__reduce__ = _reduce_by_value
     for name, fn in (("uniform_", _uniform_), ("normal_", _normal_), ("bernoulli_", _bernoulli_),
                      ("random_", _random_), ("exponential_", _exponential_), ("data_ptr", _data_ptr),
