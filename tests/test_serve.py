@@ -441,7 +441,7 @@ def test_quantized_service_predicts_and_refuses_to_learn(serve, tmp_path):
     status, result = server.post("/learn", {"inputs": x.tolist(), "labels": [0] * 5})
     assert status == 409 and "int8" in result["error"]
     float_bytes = 4 * (784 * 128 + 128 + 128 * 10 + 10)
-    assert 0 < server.metrics()["aicraft_weight_bytes"] <= 0.27 * float_bytes
+    assert 0 < server.metrics()['aicraft_weight_bytes{model="mnist"}'] <= 0.27 * float_bytes
     # an already quantized file is served as it is, without AICRAFT_QUANTIZE
     int8_path = tmp_path / "mlp_int8.safetensors"
     ac.save(quantized.state_dict(), str(int8_path))

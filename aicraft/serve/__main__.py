@@ -1,0 +1,105 @@
+"""python -m aicraft.serve MODEL_FILE [options]: serve a model file under gunicorn.
+
+MODEL_FILE is a safetensors file of a Sequential MLP (Linear, ReLU, ..., Linear;
+demos/mnist_mlp.py writes one) or a program file (ac.export). The model loads once in
+gunicorn's master, before the workers fork (--preload); each worker warms its request
+threads before it takes connections. `--help` lists the options.
+"""
+import argparse
+import os
+import sys
+
+from gunicorn.app.base import BaseApplication
+
+import aicraft as ac
+from aicraft.serve.app import MAX_BODY_BYTES, bound_malloc, make_app
+from aicraft.serve.servable import load_model
+
+SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def byte_size(text):
+    """'512M' -> 536870912; a plain number is bytes."""
+    text = text.strip().upper().removesuffix("B")
+    scale = SIZE_SUFFIXES.get(text[-1:], 1)
+    try:
+        value = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a size such as 512M" % text) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("a size must be > 0")
+    return value
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m aicraft.serve", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("model", help="a safetensors MLP or an ac.export program file")
+    p.add_argument("--name", help="the model's name in /v2/models/{name} (default: the file's stem)")
+    p.add_argument("--bind", "-b", default="127.0.0.1:8000", help="address to listen on")
+    p.add_argument("--workers", "-w", type=int, default=2, help="worker processes")
+    p.add_argument("--threads", type=int, default=4, help="request threads a worker")
+    p.add_argument("--max-batch-size", type=int, default=1,
+                   help="join concurrent infer requests of a worker into batches of up to this many rows")
+    p.add_argument("--max-queue-delay", type=float, default=0.0,
+                   help="seconds a batch waits for more requests (with --max-batch-size)")
+    p.add_argument("--memory-limit", type=byte_size,
+                   help="bytes libac may hold in each worker (512M); a request past it gets 503")
+    p.add_argument("--max-body", type=byte_size, default=MAX_BODY_BYTES, help="largest request body, bytes")
+    p.add_argument("--learn", type=float, metavar="LR",
+                   help="take POST /learn: one SGD step at this learning rate a request")
+    p.add_argument("--shared", action="store_true",
+                   help="one model in shared memory for all workers: a step in any worker is seen by all")
+    p.add_argument("--hogwild", action="store_true", help="with --shared: steps without the lock")
+    p.add_argument("--quantize", action="store_true", help="serve int8 weights (predictions only)")
+    p.add_argument("--timeout", type=int, default=30, help="gunicorn's worker timeout, seconds")
+    return p
+
+
+def post_worker_init(worker):
+    """gunicorn's hook: warm the worker's request threads (Service.warm_up)."""
+    pool = getattr(worker, "tpool", None)      # the gthread worker's; the sync worker has none
+    worker.wsgi.warm_up(pool, worker.cfg.threads if pool is not None else 1)
+
+
+class Gunicorn(BaseApplication):
+    """gunicorn running one WSGI application made before it starts (so: preloaded)."""
+
+    def __init__(self, application, options):
+        self.application, self.options = application, options
+        super().__init__()
+
+    def load_config(self):
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        return self.application
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    if args.hogwild and not args.shared:
+        parser().error("--hogwild takes --shared")
+    if not os.path.isfile(args.model):
+        parser().error("%s: no such file" % args.model)
+    bound_malloc()
+    try:
+        servable = load_model(args.model, args.name, lr=args.learn, quantize=args.quantize,
+                              share=args.shared, hogwild=args.hogwild)
+        app = make_app(servable, max_batch_size=args.max_batch_size, max_queue_delay_s=args.max_queue_delay,
+                       memory_limit=args.memory_limit, max_body_bytes=args.max_body)
+        with ac.checkpoint():   # one call before the fork: a bad file fails here, once
+            app.warm_up()
+    except (OSError, ValueError, TypeError, NotImplementedError) as exc:
+        print("aicraft.serve: cannot serve %s: %s" % (args.model, exc), file=sys.stderr)
+        return 3
+    Gunicorn(app, {"bind": args.bind, "workers": args.workers, "threads": args.threads,
+                   "worker_class": "gthread" if args.threads > 1 else "sync", "preload_app": True,
+                   "timeout": args.timeout, "post_worker_init": post_worker_init,
+                   "control_socket_disable": True}).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
