@@ -22,7 +22,6 @@ import os
 import sys
 
 from aicraft.serve import load_model, make_app
-from aicraft.serve.app import bound_malloc
 
 
 def fail(message):
@@ -52,6 +51,5 @@ def load():
         fail("cannot serve %s: %s" % (path, exc))
 
 
-bound_malloc()
 app = make_app(load())
 app.warm_up()   # once before the fork: the workers inherit a library whose thread pool has run

@@ -12,7 +12,8 @@ import sys
 from gunicorn.app.base import BaseApplication
 
 import aicraft as ac
-from aicraft.serve.app import MAX_BODY_BYTES, bound_malloc, make_app
+from aicraft.serve.app import MAX_BODY_BYTES, make_app
+from aicraft.serve.gunicorn_conf import post_worker_init
 from aicraft.serve.servable import load_model
 
 SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -56,12 +57,6 @@ def parser():
     return p
 
 
-def post_worker_init(worker):
-    """gunicorn's hook: warm the worker's request threads (Service.warm_up)."""
-    pool = getattr(worker, "tpool", None)      # the gthread worker's; the sync worker has none
-    worker.wsgi.warm_up(pool, worker.cfg.threads if pool is not None else 1)
-
-
 class Gunicorn(BaseApplication):
     """gunicorn running one WSGI application made before it starts (so: preloaded)."""
 
@@ -83,7 +78,6 @@ def main(argv=None):
         parser().error("--hogwild takes --shared")
     if not os.path.isfile(args.model):
         parser().error("%s: no such file" % args.model)
-    bound_malloc()
     try:
         servable = load_model(args.model, args.name, lr=args.learn, quantize=args.quantize,
                               share=args.shared, hogwild=args.hogwild)
