@@ -32,28 +32,49 @@ def byte_size(text):
     return value
 
 
+def positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number" % text) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("%d is not >= 1" % value)
+    return value
+
+
+def seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number of seconds" % text) from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("%r is not >= 0" % text)
+    return value
+
+
 def parser():
-    p = argparse.ArgumentParser(prog="python -m aicraft.serve", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m aicraft.serve",
+                                description="Serve a model file under gunicorn over KServe's Open "
+                                "Inference Protocol v2 (docs/serving.md).")
     p.add_argument("model", help="a safetensors MLP or an ac.export program file")
     p.add_argument("--name", help="the model's name in /v2/models/{name} (default: the file's stem)")
-    p.add_argument("--bind", "-b", default="127.0.0.1:8000", help="address to listen on")
-    p.add_argument("--workers", "-w", type=int, default=2, help="worker processes")
-    p.add_argument("--threads", type=int, default=4, help="request threads a worker")
-    p.add_argument("--max-batch-size", type=int, default=1,
-                   help="join concurrent infer requests of a worker into batches of up to this many rows")
-    p.add_argument("--max-queue-delay", type=float, default=0.0,
-                   help="seconds a batch waits for more requests (with --max-batch-size)")
+    p.add_argument("--bind", "-b", default="127.0.0.1:8000", help="address to listen on (%(default)s)")
+    p.add_argument("--workers", "-w", type=positive, default=2, help="worker processes (%(default)s)")
+    p.add_argument("--threads", type=positive, default=4, help="request threads a worker (%(default)s)")
+    p.add_argument("--max-batch-size", type=positive, default=1,
+                   help="join concurrent infer requests of a worker into batches of up to this many rows (%(default)s)")
+    p.add_argument("--max-queue-delay", type=seconds, default=0.0,
+                   help="seconds a batch waits for more requests (%(default)s)")
     p.add_argument("--memory-limit", type=byte_size,
                    help="bytes libac may hold in each worker (512M); a request past it gets 503")
-    p.add_argument("--max-body", type=byte_size, default=MAX_BODY_BYTES, help="largest request body, bytes")
+    p.add_argument("--max-body", type=byte_size, default=MAX_BODY_BYTES, help="largest request body (%(default)s bytes)")
     p.add_argument("--learn", type=float, metavar="LR",
                    help="take POST /learn: one SGD step at this learning rate a request")
     p.add_argument("--shared", action="store_true",
                    help="one model in shared memory for all workers: a step in any worker is seen by all")
     p.add_argument("--hogwild", action="store_true", help="with --shared: steps without the lock")
     p.add_argument("--quantize", action="store_true", help="serve int8 weights (predictions only)")
-    p.add_argument("--timeout", type=int, default=30, help="gunicorn's worker timeout, seconds")
+    p.add_argument("--timeout", type=positive, default=30, help="gunicorn's worker timeout (%(default)s s)")
     return p
 
 
@@ -76,6 +97,8 @@ def main(argv=None):
     args = parser().parse_args(argv)
     if args.hogwild and not args.shared:
         parser().error("--hogwild takes --shared")
+    if args.quantize and args.learn is not None:
+        parser().error("--quantize serves int8 weights, which do not learn; drop --learn")
     if not os.path.isfile(args.model):
         parser().error("%s: no such file" % args.model)
     try:
@@ -85,7 +108,7 @@ def main(argv=None):
                        memory_limit=args.memory_limit, max_body_bytes=args.max_body)
         with ac.checkpoint():   # one call before the fork: a bad file fails here, once
             app.warm_up()
-    except (OSError, ValueError, TypeError, NotImplementedError) as exc:
+    except (OSError, ValueError, TypeError) as exc:
         print("aicraft.serve: cannot serve %s: %s" % (args.model, exc), file=sys.stderr)
         return 3
     Gunicorn(app, {"bind": args.bind, "workers": args.workers, "threads": args.threads,

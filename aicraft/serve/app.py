@@ -34,6 +34,7 @@ from aicraft.serve.protocol import ProtocolError
 from aicraft.serve.servable import ModuleServable, linear_specs
 
 MAX_BODY_BYTES = 1 << 20
+JSON = [("Content-Type", "application/json")]
 
 
 def make_app(models, *, max_batch_size=1, max_queue_delay_s=0.0, max_queue=64, memory_limit=None,
@@ -168,18 +169,18 @@ class Service:
             elif isinstance(result, str):
                 body, headers = result.encode(), [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]
             else:
-                body, headers = orjson.dumps(result), [("Content-Type", "application/json")]
+                body, headers = orjson.dumps(result), JSON
             return label, 200, headers, body
         except ProtocolError as exc:
-            return label, exc.status, exc.headers + _json, protocol.error_body(str(exc))
+            return label, exc.status, exc.headers + JSON, protocol.error_body(str(exc))
         except QueueFull:
-            return label, 503, _json, protocol.error_body("the model's queue is full; try again")
+            return label, 503, JSON, protocol.error_body("the model's queue is full; try again")
         except MemoryError as exc:
-            return label, 503, _json, protocol.error_body("the request would pass the worker's memory "
+            return label, 503, JSON, protocol.error_body("the request would pass the worker's memory "
                                                           "limit: %s" % str(exc)[:200])
         except Exception:     # a worker answers 500 and goes on; the traceback goes to the log
             traceback.print_exc(file=environ["wsgi.errors"])
-            return label, 500, _json, protocol.error_body("internal error; see the server log")
+            return label, 500, JSON, protocol.error_body("internal error; see the server log")
 
     def __call__(self, environ, start_response):
         start = time.perf_counter()
@@ -207,11 +208,7 @@ class Service:
                 for n in (1, 32):
                     self(_infer_environ(servable, n), lambda status, headers: None)
                 self(_infer_environ(servable, 1, b"not json"), lambda status, headers: None)
-                if isinstance(servable, ModuleServable) and servable.learn is not None:
-                    try:
-                        rows.widths(servable)
-                    except ValueError:
-                        continue
+                if _learns_from_rows(servable):
                     inputs = {spec.name: _zeros(spec, 8) for spec in servable.inputs}
                     with ac.checkpoint():
                         servable.learn(inputs, np.zeros(8, np.int64), step=False)
@@ -239,19 +236,28 @@ def bound_malloc():
     mallopt(M_TRIM_THRESHOLD, 128 << 10)
 
 
-_json = [("Content-Type", "application/json")]
+def _learns_from_rows(servable):
+    """Whether servable is a ModuleServable that learns classes from rows (/learn's kind),
+    whose step warm_up can take without its update."""
+    if not isinstance(servable, ModuleServable) or servable.learn is None:
+        return False
+    try:
+        rows.widths(servable)
+    except ValueError:
+        return False
+    return True
 
 
-def _zeros(spec, rows_):
-    return np.zeros([rows_ if d == -1 else d for d in spec.shape], protocol.DATATYPES[spec.datatype])
+def _zeros(spec, batch):
+    return np.zeros([batch if d == -1 else d for d in spec.shape], protocol.DATATYPES[spec.datatype])
 
 
-def _infer_environ(servable, rows_, body=None):
-    """The WSGI environ of a JSON infer request of zeros (rows_ rows where the batch size is free)."""
+def _infer_environ(servable, batch, body=None):
+    """The WSGI environ of a JSON infer request of zeros (batch rows where the batch size is free)."""
     if body is None:
         inputs = [{"name": spec.name, "datatype": spec.datatype, "shape": list(array.shape),
                    "data": array.ravel().tolist()}
-                  for spec, array in ((spec, _zeros(spec, rows_)) for spec in servable.inputs)]
+                  for spec, array in ((spec, _zeros(spec, batch)) for spec in servable.inputs)]
         body = orjson.dumps({"inputs": inputs})
     return {"REQUEST_METHOD": "POST", "PATH_INFO": "/v2/models/%s/infer" % servable.name,
             "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr}

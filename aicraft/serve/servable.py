@@ -10,7 +10,6 @@ protocol.py, the routes in app.py.
 import os
 import threading
 
-import numpy as np
 
 import aicraft as ac
 from aicraft import nn
