@@ -1,6 +1,7 @@
 """test_serve_app.py - make_app's WSGI application called in this process, as gunicorn
 calls it: what it serves, flat memory over thousands of mixed requests, the memory limit
 answered 503 with the worker going on, and the statuses of its refusals."""
+import gc
 import io
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 
 import aicraft as ac
 from aicraft import nn
-from aicraft.serve import ModuleServable, QueueFull, TensorSpec, make_app
+from aicraft.serve import ModuleServable, ProgramServable, QueueFull, TensorSpec, make_app
 
 
 def call(app, method, path, body=b"", headers=None):
@@ -124,6 +125,7 @@ def test_memory_is_flat_over_thousands_of_mixed_requests():
 
     app.warm_up()
     send(100)
+    gc.collect()        # what earlier tests left to the collector goes now, not mid-count
     before = ac.memory_stats()
     send(3000)
     after = ac.memory_stats()
@@ -189,7 +191,23 @@ def test_what_a_request_leaves_behind_ends_with_its_scope():
     app = make_app(servable)
     body = infer_json(np.zeros((1, 2), np.float32))
     assert call(app, "POST", "/v2/models/h/infer", body)[0] == 200
+    gc.collect()        # what earlier tests left to the collector goes now, not mid-count
     before = ac.memory_stats()["bytes_in_use"]
     for _ in range(50):
         assert call(app, "POST", "/v2/models/h/infer", body)[0] == 200
     assert ac.memory_stats()["bytes_in_use"] == before and len(servable.kept) == 51
+
+
+def test_a_program_is_served_at_its_shapes_and_never_batched(tmp_path):
+    module = mlp(6)
+    ac.export(module, ac.zeros(2, 8), str(tmp_path / "p.acp"))
+    # A batch of joined requests would not have the program's 2 rows: no batcher for it.
+    app = make_app(ProgramServable(str(tmp_path / "p.acp"), "p"), max_batch_size=8)
+    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
+    status, _, body = call(app, "POST", "/v2/models/p/infer", infer_json(x))
+    with ac.no_grad():
+        want = module(ac.from_numpy(x)).numpy()
+    assert status == 200 and orjson.loads(body)["outputs"][0]["data"] == want.ravel().tolist()
+    status, _, body = call(app, "POST", "/v2/models/p/infer", infer_json(x[:1]))
+    assert status == 400 and "the model takes [2, 8]" in orjson.loads(body)["error"]
+    assert call(app, "POST", "/learn", orjson.dumps({"inputs": x.tolist(), "labels": [0, 1]}))[0] == 409

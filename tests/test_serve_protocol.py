@@ -163,6 +163,10 @@ def test_check_inputs_against_the_model():
             check_inputs(inputs, specs)
     with pytest.raises(ValueError, match="datatype"):
         TensorSpec("x", "FLOAT", (1,))
+    for shape in ((-2, 3), (1.0,), "3", (1,) * 9):
+        with pytest.raises((ValueError, TypeError), match="shape"):
+            TensorSpec("x", "FP32", shape)
+    assert TensorSpec("x", "FP32", [-1, 3]).shape == (-1, 3)
 
 
 # ---- writing -------------------------------------------------------------------

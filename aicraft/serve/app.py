@@ -45,7 +45,9 @@ def make_app(models, *, max_batch_size=1, max_queue_delay_s=0.0, max_queue=64, m
 
     max_batch_size > 1 joins concurrent infer requests of a model in one worker into
     batches of up to that many rows, waiting up to max_queue_delay_s for more
-    (batching.Batcher); past max_queue waiting requests, 503. memory_limit: bytes libac
+    (batching.Batcher), for models whose inputs and outputs all take any size along
+    their first dimension (a program's fixed shapes do not); past max_queue waiting
+    requests, 503. memory_limit: bytes libac
     may hold in each worker (ac.set_memory_limit; a request past it gets 503).
     max_body_bytes: larger bodies get 413."""
     servables = _servables(models)
@@ -88,11 +90,10 @@ class Service:
         self.models = {s.name: s for s in servables}
         self.default = servables[0]
         self.max_body_bytes = max_body_bytes
-        if max_batch_size > 1:
-            self.run = {s.name: Batcher(s.infer, max_batch_size, max_queue_delay_s, max_queue).submit
-                        for s in servables}
-        else:
-            self.run = {s.name: s.infer for s in servables}
+        # Requests join along the first dimension: only where every input and output has it free.
+        self.run = {s.name: Batcher(s.infer, max_batch_size, max_queue_delay_s, max_queue).submit
+                    if max_batch_size > 1 and all(spec.shape[:1] == (-1,) for spec in s.inputs + s.outputs)
+                    else s.infer for s in servables}
         self.metrics = Metrics({s.name: s.weight_bytes for s in servables if hasattr(s, "weight_bytes")})
         self.fixed = {
             "/v2": ("GET", lambda environ: protocol.server_metadata(ac.__version__)),

@@ -44,6 +44,11 @@ class TensorSpec:
         if self.datatype not in DATATYPES:
             raise ValueError("TensorSpec %r: datatype %r is not one of %s"
                              % (self.name, self.datatype, ", ".join(DATATYPES)))
+        shape = tuple(self.shape)
+        if len(shape) > MAX_DIMS or not all(type(d) is int and d >= -1 for d in shape):
+            raise ValueError("TensorSpec %r: shape %r must be at most %d sizes, each >= 0 or -1 (any)"
+                             % (self.name, self.shape, MAX_DIMS))
+        object.__setattr__(self, "shape", shape)      # a list given reads as the tuple it names
 
     def as_json(self):
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
