@@ -70,19 +70,24 @@ def test_binary_tensors_read_bit_exact_with_json_ones_beside():
 
 
 @pytest.mark.parametrize("data, datatype, match", [
-    ([1.5, 2], "INT64", "float"),               # NumPy would truncate it
-    ([True, 2], "INT64", "bool"),               # NumPy would read it as 1
-    ([1.0, True], "FP32", "bool"),
-    (["1.5", 2], "FP32", "str"),
-    ([None, 2], "FP32", "NoneType"),
-    ([1, 0], "BOOL", "int"),
+    ([1.5, 2], "INT64", "fractions"),        # a cast would truncate it
+    ([True, 2], "INT64", "true or false"),      # a cast would read it as 1
+    ([1.0, True], "FP32", "true or false"),
+    ([[1.0], [False]], "FP32", "true or false"),
+    (["1.5", 2], "FP32", "strings"),            # a cast would parse it
+    ([None, 2], "FP32", "null"),
+    ([{}, 2], "FP32", "objects"),
+    ([2 ** 63, 0], "INT64", "range|past 64 bits"),
+    ([2 ** 63, 1.5], "UINT64", "fractions"),
+    ([-129, 0], "INT8", "range"),
+    ([1, 0], "BOOL", "integers"),
     ([300, 0], "UINT8", "range"),
     ([-1, 0], "UINT32", "range"),
     ([1e39, 0], "FP32", "range"),
     ([1e300, 0], "FP16", "range"),
     ([1, 2, 3], "FP32", "3 values"),
-    ([[1, 2], [3]], "FP32", "list"),            # ragged
-    ([[1, [2]], [3, 4]], "FP32", "ragged|list"),
+    ([[1, 2], [3]], "FP32", "ragged"),
+    ([[1, [2]], [3, 4]], "FP32", "ragged"),
     ("12", "FP32", "list"),
 ])
 def test_json_data_that_does_not_fit_its_datatype_is_refused(data, datatype, match):

@@ -23,9 +23,12 @@ DATATYPES = {
     "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"),
     "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
 }
-# The Python types JSON data of each kind may hold: an integer tensor takes no 1.5
-# (NumPy would truncate it) and no true (NumPy would read it as 1).
-JSON_TYPES = {"b": {bool}, "u": {int}, "i": {int}, "f": {int, float}}
+# The kinds of array NumPy makes of JSON data that a tensor of each kind takes: an
+# integer tensor takes no 1.5 (a cast would truncate it), none takes "1.5" (a cast would
+# parse it) or null, only BOOL takes true (data of numbers and true is checked apart).
+JSON_KINDS = {"b": "b", "u": "iu", "i": "iu", "f": "iuf"}
+KIND_NAMES = {"b": "true or false", "i": "integers", "u": "integers", "f": "fractions or integers past 64 bits",
+              "U": "strings", "O": "null, objects or integers past 64 bits"}
 MAX_DIMS = 8               # libac's AC_MAX_DIMS
 # A JSON header may nest its data lists (one per row); past this many lists it is
 # refused unparsed, so that a body of "[[[[..." never becomes Python objects.
@@ -123,9 +126,9 @@ def parse_infer(body, header_length=None):
     items = request.get("inputs")
     if not isinstance(items, list) or not items:
         raise ProtocolError(400, "the request must have a non-empty list of inputs")
-    inputs, offset = {}, 0
+    inputs, offset, may_hold_bools = {}, 0, b"true" in header or b"false" in header
     for item in items:
-        name, array, used = _read_input(_object(item, "each input"), tail, offset)
+        name, array, used = _read_input(_object(item, "each input"), tail, offset, may_hold_bools)
         if name in inputs:
             raise ProtocolError(400, "input %r is given twice" % name)
         inputs[name], offset = array, offset + used
@@ -135,7 +138,7 @@ def parse_infer(body, header_length=None):
     return InferRequest(request_id, inputs, _read_outputs(request.get("outputs")), binary_output)
 
 
-def _read_input(item, tail, offset):
+def _read_input(item, tail, offset, may_hold_bools):
     """(name, array, bytes of the binary tail it used) of one request input."""
     name = item.get("name")
     if not isinstance(name, str):
@@ -157,7 +160,7 @@ def _read_input(item, tail, offset):
     if size is None:
         if "data" not in item:
             raise ProtocolError(400, "input %r has neither data nor binary_data_size" % name)
-        return name, _json_data(name, item["data"], dtype, shape, count), 0
+        return name, _json_data(name, item["data"], dtype, shape, count, may_hold_bools), 0
     if "data" in item:
         raise ProtocolError(400, "input %r has both data and binary_data_size" % name)
     if type(size) is not int or size < 0:
@@ -173,32 +176,36 @@ def _read_input(item, tail, offset):
     return name, array, size
 
 
-def _json_data(name, data, dtype, shape, count):
-    """data (flat, or nested by rows) as an array of dtype and shape."""
+def _json_data(name, data, dtype, shape, count, may_hold_bools):
+    """data (flat, or nested by rows) as an array of dtype and shape. may_hold_bools:
+    whether the request's JSON has a true or false anywhere (NumPy reads [1.5, true] as
+    [1.5, 1.0], so only then are the values' types looked at one by one)."""
     if not isinstance(data, list):
         raise ProtocolError(400, "input %r: data must be a list" % name)
-    if data and isinstance(data[0], list):      # nested: NumPy finds its shape, or that it is ragged
-        try:
-            values = np.asarray(data, dtype=object).ravel()
-        except ValueError:
-            raise ProtocolError(400, "input %r: data's nested lists are ragged" % name) from None
-    else:
-        values = data
-    types = set(map(type, values))
-    if not types <= JSON_TYPES[dtype.kind]:
-        got = ", ".join(sorted(t.__name__ for t in types - JSON_TYPES[dtype.kind]))
-        raise ProtocolError(400, "input %r: data for %s holds %s" % (name, _datatype_of(dtype), got))
-    if len(values) != count:
-        raise ProtocolError(400, "input %r: data has %d values; shape %s takes %d"
-                            % (name, len(values), shape, count))
     try:
-        with np.errstate(over="ignore"):      # past the float type's range becomes inf, refused below
-            array = np.asarray(values if values is data else values.tolist(), dtype).reshape(shape)
-    except OverflowError:
-        raise ProtocolError(400, "input %r: a value is out of %s's range" % (name, _datatype_of(dtype))) from None
+        values = np.asarray(data)
+    except ValueError:
+        raise ProtocolError(400, "input %r: data's nested lists are ragged" % name) from None
+    if values.size != count:
+        raise ProtocolError(400, "input %r: data has %d values; shape %s takes %d"
+                            % (name, values.size, shape, count))
+    what = _datatype_of(dtype)
+    if count and values.dtype.kind not in JSON_KINDS[dtype.kind]:
+        raise ProtocolError(400, "input %r: data for %s holds %s" % (name, what, KIND_NAMES[values.dtype.kind]))
+    if dtype.kind != "b" and may_hold_bools and _holds_bool(data):
+        raise ProtocolError(400, "input %r: data for %s holds true or false" % (name, what))
+    if count and dtype.kind in "iu" and (values.min() < np.iinfo(dtype).min or values.max() > np.iinfo(dtype).max):
+        raise ProtocolError(400, "input %r: a value is out of %s's range" % (name, what))
+    with np.errstate(over="ignore"):      # past the float type's range becomes inf, refused below
+        array = values.astype(dtype).reshape(shape)
     if dtype.kind == "f" and not np.isfinite(array).all():   # JSON has no inf: a value overflowed
-        raise ProtocolError(400, "input %r: a value is out of %s's range" % (name, _datatype_of(dtype)))
+        raise ProtocolError(400, "input %r: a value is out of %s's range" % (name, what))
     return array
+
+
+def _holds_bool(data):
+    types = set(map(type, data))
+    return bool in types or (list in types and any(_holds_bool(v) for v in data if type(v) is list))
 
 
 def _datatype_of(dtype):
