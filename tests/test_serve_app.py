@@ -172,6 +172,12 @@ def test_what_a_servable_raises_becomes_a_status(error, status, capsys):
     assert call(app, "GET", "/v2/health/ready")[0] == 200
 
 
+def test_predict_on_a_model_of_no_fixed_width_is_a_409():
+    odd = type("Odd", (Refusing,), {"inputs": [TensorSpec("input__0", "FP32", (-1, -1))]})(None)
+    status, _, body = call(make_app(odd), "POST", "/predict", orjson.dumps({"inputs": [[1, 2]]}))
+    assert status == 409 and "/v2/models/r/infer" in orjson.loads(body)["error"]
+
+
 class Hoarding:
     """A servable that keeps a tensor of every request (a leak in user code)."""
     name, version, platform = "h", "1", "test"

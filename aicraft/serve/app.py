@@ -244,7 +244,7 @@ def _learns_from_rows(servable):
         return False
     try:
         rows.widths(servable)
-    except ValueError:
+    except ProtocolError:
         return False
     return True
 

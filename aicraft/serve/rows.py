@@ -68,12 +68,12 @@ def as_labels(labels, rows, classes):
 
 
 def widths(servable):
-    """(features, classes) of a classifier servable, or ValueError naming why it is not one."""
+    """(features, classes) of a classifier servable; ProtocolError (409) when it is not one."""
     first_in, first_out = servable.inputs[0], servable.outputs[0]
     if first_in.datatype != "FP32" or len(first_in.shape) != 2 or len(first_out.shape) != 2 \
             or first_in.shape[1] < 0 or first_out.shape[1] < 0:
-        raise ValueError("model %r: /predict and /learn take a model of float rows (-1, features) "
-                         "giving (-1, classes)" % servable.name)
+        raise ProtocolError(409, "model %r: /predict and /learn take a model of FP32 rows (-1, features) "
+                            "giving (-1, classes); use /v2/models/%s/infer" % (servable.name, servable.name))
     return first_in.shape[1], first_out.shape[1]
 
 
