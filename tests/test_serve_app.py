@@ -217,3 +217,28 @@ def test_a_program_is_served_at_its_shapes_and_never_batched(tmp_path):
     status, _, body = call(app, "POST", "/v2/models/p/infer", infer_json(x[:1]))
     assert status == 400 and "the model takes [2, 8]" in orjson.loads(body)["error"]
     assert call(app, "POST", "/learn", orjson.dumps({"inputs": x.tolist(), "labels": [0, 1]}))[0] == 409
+
+
+
+@pytest.mark.parametrize("method, path, size, expected", [
+    ("POST", "/v2/models/model/infer", 2 << 20, 413),       # over max_body_bytes
+    ("POST", "/predict", 20 << 20, 413),                     # past the drain bound too
+    ("POST", "/v2/models/nowhere/infer", 3 << 20, 404),     # a body sent where none is taken
+    ("POST", "/v2/health/ready", 3 << 20, 405),
+])
+def test_a_refused_body_is_answered_first_then_read_and_dropped_within_its_bound(method, path, size, expected):
+    # A socket closed over unread bytes sends a reset, which can reach a client before
+    # it has read its 4xx; so the service answers, then reads and drops what is left
+    # (up to MAX_DRAIN_BYTES), when the server closes the response.
+    from aicraft.serve.body import MAX_DRAIN_BYTES
+    app = make_app(mlp())
+    stream = io.BytesIO(b"0" * size)
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(size),
+               "wsgi.input": stream, "wsgi.errors": sys.stderr}
+    started = []
+    result = app(environ, lambda status, headers: started.append(status))
+    first = next(iter(result))
+    assert int(started[0].split()[0]) == expected and b"error" in first
+    assert stream.tell() == 0      # the answer does not wait for the body
+    result.close()
+    assert stream.tell() == min(size, MAX_DRAIN_BYTES)
