@@ -1,0 +1,2 @@
+from aicraft.serve.shared import SharedModel
+from aicraft.serve.batching import Batcher, QueueFull
