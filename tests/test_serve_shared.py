@@ -349,3 +349,149 @@ def test_state_made_before_sharing_is_kept():
             _learn(model, optimizer, step)
         _learn(reference, reference_optimizer, step)
     assert _predict(model) == _predict(reference)
+
+
+# ---- under gunicorn --preload -w 4 ------------------------------------------------
+
+GUNICORN_APP = '''
+import mmap, os, time
+import numpy as np
+import aicraft as ac
+from aicraft.serve.shared import SharedModel
+from test_serve_shared import OPTIMIZERS, _learn, _mlp, _predict
+
+model = _mlp()
+optimizer = OPTIMIZERS["adam"](model.parameters())
+shared = SharedModel(model, optimizer)            # at import, in the master: before the fork
+steps_done = np.frombuffer(mmap.mmap(-1, 8), dtype=np.int64)
+
+
+def app(environ, start_response):
+    step = int(environ["QUERY_STRING"] or 0)
+    status, body = "200 OK", b""
+    if environ["PATH_INFO"] == "/learn":
+        with shared.update():
+            if steps_done[0] == step:             # steps in the test's order, whichever worker
+                body = repr(_learn(model, optimizer, step)).encode()
+                steps_done[0] += 1
+            else:
+                status = "409 Conflict"
+    else:
+        with shared.read():
+            body = _predict(model)
+        time.sleep(0.02)                          # so that concurrent requests reach every worker
+    start_response(status, [("X-Pid", str(os.getpid())), ("Content-Length", str(len(body)))])
+    return [body]
+'''
+
+
+def test_learning_requests_spread_over_gunicorn_workers_reach_every_worker(tmp_path):
+    pytest.importorskip("gunicorn")
+    import http.client
+    import socket
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    (tmp_path / "shared_app.py").write_text(GUNICORN_APP)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, AC_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), tests, os.path.dirname(tests)]))
+    log_path = tmp_path / "gunicorn.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen([sys.executable, "-m", "gunicorn", "--preload", "-w", str(WORKERS),
+                                   "--no-control-socket", "-b", "127.0.0.1:%d" % port, "shared_app:app"],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def get(path):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, int(response.getheader("X-Pid")), response.read()
+        finally:
+            conn.close()
+
+    def learn(step):
+        for _ in range(3000):
+            status, pid, body = get("/learn?%d" % step)
+            if status == 200:
+                return pid, float(body)
+            time.sleep(0.002)
+        raise AssertionError("step %d was never taken" % step)
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            try:
+                get("/predict")
+                break
+            except OSError:
+                time.sleep(0.1)
+        steps = 16
+        with ThreadPoolExecutor(steps) as pool:      # all at once, so that they land on several workers
+            learned = list(pool.map(learn, range(steps)))
+        with ThreadPoolExecutor(8) as pool:
+            seen = {}
+            for _ in range(50):
+                for status, pid, body in pool.map(lambda _: get("/predict"), range(8)):
+                    assert status == 200
+                    seen.setdefault(pid, set()).add(body)
+                if len(seen) == WORKERS:
+                    break
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+    reference = _mlp()
+    reference_optimizer = OPTIMIZERS["adam"](reference.parameters())
+    assert [loss for _, loss in learned] == [_learn(reference, reference_optimizer, s) for s in range(steps)]
+    print("learning steps by worker:", [pid for pid, _ in learned])
+    assert len({pid for pid, _ in learned}) >= 2, "the learning steps all landed on one worker"
+    assert len(seen) == WORKERS
+    assert all(bodies == {_predict(reference)} for bodies in seen.values())
+
+
+def _busy(conn, shared, role, seconds):
+    """Four threads of one worker that predict or step (role "mixed": two of each) back to
+    back; sends the errors seen."""
+    errors = []
+
+    def loop(i):
+        lock = shared.read if role == "read" or (role == "mixed" and i % 2) else shared.update
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                with lock():
+                    time.sleep(0.0002)
+            except Exception as exc:
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    conn.send(errors)
+
+
+def test_threaded_workers_reading_and_stepping_at_once_never_fail():
+    # Record locks are per process: a thread that waited for the turnstile while another
+    # thread of its process held the shared lock would look like a deadlock to the kernel
+    # (EDEADLK) when a writer in another process waits for that lock.
+    model = _mlp()
+    shared = SharedModel(model)
+    pipes, procs = [], []
+    for role in ("read", "read", "mixed", "update"):
+        parent, child = fork.Pipe()
+        proc = fork.Process(target=_busy, args=(child, shared, role, 1.5), daemon=True)
+        proc.start()
+        pipes.append(parent)
+        procs.append(proc)
+    errors = [pipe.recv() for pipe in pipes if pipe.poll(60)]
+    for proc in procs:
+        proc.join(10)
+    assert errors == [[]] * 4

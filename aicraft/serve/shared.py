@@ -44,10 +44,14 @@ class _ReadWriteLock:
 
     Record locks belong to a process, not a thread: two threads of one process both get
     an exclusive lock, and a second lockf on a range the process holds converts it. So
-    in each process one thread at a time passes the turnstile (`gate`), the first reader
-    takes the shared DATA lock for all of its process's readers and the last one drops
-    it, and a writer keeps the gate for its whole step (a reader of its own process
-    taking DATA then would turn the writer's exclusive lock into a shared one).
+    in each process one thread at a time takes locks (`gate`), the first reader takes the
+    shared DATA lock for all of its process's readers and the last one drops it, and a
+    writer keeps the gate for its whole step. The kernel also sees waits per process: a
+    process that waited for TURNSTILE while one of its threads held DATA, against a writer
+    holding TURNSTILE and waiting for DATA, would get EDEADLK. So no process blocks on a
+    lock while it holds one, but for TURNSTILE while it waits for DATA: a reader joining
+    the others of its process only tries TURNSTILE (a writer waits: it lets them drain
+    first), and a writer lets its own process's readers drain before it queues.
     """
 
     def __init__(self):
@@ -67,17 +71,40 @@ class _ReadWriteLock:
     def _lockf(self, how, start):
         fcntl.lockf(self._fd, how, 1, start)
 
+    def _no_writer_waits(self):
+        try:
+            self._lockf(fcntl.LOCK_EX | fcntl.LOCK_NB, TURNSTILE)
+        except OSError:
+            return False
+        self._lockf(fcntl.LOCK_UN, TURNSTILE)
+        return True
+
+    def _drain(self):
+        """Wait until no thread of this process reads (the caller holds the gate)."""
+        with self._readers_changed:
+            while self._readers:
+                self._readers_changed.wait()
+
+    def _queue_for(self, how):
+        """Take DATA behind any writer already queued; the process holds no lock of the file."""
+        self._lockf(fcntl.LOCK_EX, TURNSTILE)
+        try:
+            self._lockf(how, DATA)
+        finally:
+            self._lockf(fcntl.LOCK_UN, TURNSTILE)
+
     @contextmanager
     def read(self):
         with self._gate:
-            self._lockf(fcntl.LOCK_EX, TURNSTILE)
-            try:
-                with self._readers_changed:
-                    if self._readers == 0:
-                        self._lockf(fcntl.LOCK_SH, DATA)
+            with self._readers_changed:
+                joined = self._readers > 0 and self._no_writer_waits()
+                if joined:
                     self._readers += 1
-            finally:
-                self._lockf(fcntl.LOCK_UN, TURNSTILE)
+            if not joined:
+                self._drain()
+                self._queue_for(fcntl.LOCK_SH)
+                with self._readers_changed:
+                    self._readers += 1
         try:
             yield
         finally:
@@ -90,14 +117,8 @@ class _ReadWriteLock:
     @contextmanager
     def write(self):
         with self._gate:
-            self._lockf(fcntl.LOCK_EX, TURNSTILE)
-            try:
-                with self._readers_changed:
-                    while self._readers:
-                        self._readers_changed.wait()
-                self._lockf(fcntl.LOCK_EX, DATA)
-            finally:
-                self._lockf(fcntl.LOCK_UN, TURNSTILE)
+            self._drain()
+            self._queue_for(fcntl.LOCK_EX)
             try:
                 yield
             finally:
