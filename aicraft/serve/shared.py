@@ -7,7 +7,9 @@ updates the one model, and every worker's next prediction sees it. Gradients sta
 process: a worker computes its own, then applies the update to the shared weights.
 
 update() and read() bracket a step and a prediction. They take a readers-writer lock
-across processes and threads, made of POSIX record locks (fcntl.lockf) on a temporary
+across processes and threads (predictions share it: under one exclusive lock N workers
+would predict one at a time, for a read() that costs about what an exclusive lock does,
+6 us; bench/serve_batching.py), made of POSIX record locks (fcntl.lockf) on a temporary
 file: the kernel drops a process's record locks when it dies, so a worker killed in the
 middle of a step does not wedge the others (the step it was taking is left half done).
 The file is unlinked from the start (tempfile.TemporaryFile): forked workers inherit its
