@@ -376,6 +376,7 @@ def app(environ, start_response):
                 steps_done[0] += 1
             else:
                 status = "409 Conflict"
+        time.sleep(0.01)                          # so that concurrent requests reach every worker
     else:
         with shared.read():
             body = _predict(model)
@@ -432,17 +433,24 @@ def test_learning_requests_spread_over_gunicorn_workers_reach_every_worker(tmp_p
                 break
             except OSError:
                 time.sleep(0.1)
+
+        def predictions():
+            """{worker pid: the predictions it sent}, once every worker has answered."""
+            seen = {}
+            with ThreadPoolExecutor(8) as pool:
+                for _ in range(100):
+                    for status, pid, body in pool.map(lambda _: get("/predict"), range(8)):
+                        assert status == 200
+                        seen.setdefault(pid, set()).add(body)
+                    if len(seen) == WORKERS:
+                        break
+            return seen
+
+        assert len(predictions()) == WORKERS         # every worker is up
         steps = 16
         with ThreadPoolExecutor(steps) as pool:      # all at once, so that they land on several workers
             learned = list(pool.map(learn, range(steps)))
-        with ThreadPoolExecutor(8) as pool:
-            seen = {}
-            for _ in range(50):
-                for status, pid, body in pool.map(lambda _: get("/predict"), range(8)):
-                    assert status == 200
-                    seen.setdefault(pid, set()).add(body)
-                if len(seen) == WORKERS:
-                    break
+        seen = predictions()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
