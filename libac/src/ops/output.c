@@ -38,14 +38,15 @@ static AcTensor *make_output(const char *op, int dtype, const int64_t *shape, in
                              const AcTensor *share, const AcTensor *const *inputs, int n_inputs,
                              AcBackwardFn backward, size_t ctx_bytes, const AcTensor *on)
 {
-    int record = 0, grad_enabled = ac_is_grad_enabled(), i;
+    int record = 0, i;
     AcTensor *out;
     AcGradNode *node;
     if (n_inputs < 0 || n_inputs > AC_MAX_INPUTS)
         return error_null(AC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, AC_MAX_INPUTS);
     if (!on && !(on = common_device(op, inputs, n_inputs))) return NULL;
-    for (i = 0; i < n_inputs && grad_enabled; i++)
+    for (i = 0; i < n_inputs; i++)
         if (inputs[i] && inputs[i]->requires_grad) record = 1;
+    record = record && ac_is_grad_enabled();   /* tensor.c's: a call, made only when needed */
     out = tensor_create_on(op, shape, ndim, dtype, share, record ? node_head_bytes() + ctx_bytes : 0,
                            0, on->device, on->device_index);
     if (!out || !record) return out;
