@@ -25,10 +25,10 @@
  * belongs to someone else, handed back through its release callback when the
  * box is freed.
  *
- * Two layers above act on what happens here through callbacks they register
- * when libac loads: a graph being recorded (graph.c) is told of each tensor
- * made (tensor_on_create), and the arena (below) drops its scopes' holds with
- * ac_tensor_free (scope_on_release, registered here).
+ * Callbacks set when libac loads keep the calls one way: graph.c, above, is
+ * told of each tensor made while a graph records (tensor_on_create); the
+ * arena, below, drops its scopes' holds with ac_tensor_free, which this file
+ * registers (scope_on_release).
  *
  * Not here: the ops (ops/; clone, copy_, fill_, zero_grad in ops/tensor.c),
  * the graph walk (autograd.c), the factories and the per-thread random
