@@ -39,12 +39,12 @@ int set_grad_enabled_replay(AcTensor **t, const double *attr)
 
 int ac_set_grad_enabled(int enabled)
 {
-    int previous = ac_is_grad_enabled();
+    int previous = !grad_disabled;
     if (graph_recording) {   /* recorded, and run by the replay function */
         graph_call("set_grad_enabled", set_grad_enabled_replay, 0, 0, NULL, (double[]){enabled}, 1);
         return previous;
     }
-    grad_mode_set(enabled);
+    grad_disabled = !enabled;
     return previous;
 }
 

@@ -78,7 +78,14 @@ const char *tensor_shape_str(const AcTensor *t);
 /* ---- counters.c ---------------------------------------------------------- */
 
 /* *value += delta, atomically, raising *peak to the new value when it is higher. */
-void counter_add(int64_t *value, int64_t *peak, int64_t delta);
+static inline void counter_add(int64_t *value, int64_t *peak, int64_t delta)
+{
+    int64_t now = __atomic_add_fetch(value, delta, __ATOMIC_RELAXED);
+    int64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
+    while (now > seen &&
+           !__atomic_compare_exchange_n(peak, &seen, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
 
 /* Count one malloc, calloc, realloc or posix_memalign that succeeded, for
    AcMemStats.heap_allocations. Every heap allocation libac makes calls it,
@@ -237,10 +244,10 @@ int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, in
 void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim,
                        int64_t *strides);
 int same_shape(const AcTensor *a, const AcTensor *b);
-/* Grad mode, this thread's: whether ops record graph nodes. ac_is_grad_enabled
-   reads it; ac_set_grad_enabled (autograd.c, which records itself into a
-   graph) sets it through grad_mode_set. */
-void grad_mode_set(int enabled);
+/* Grad mode, this thread's: 1 while ops record no graph nodes. Read by
+   ac_is_grad_enabled and op outputs (ops/output.c); set by ac_set_grad_enabled
+   (autograd.c, which records itself into a graph). */
+extern AC_THREAD_LOCAL int grad_disabled;
 /* A graph being recorded is told of each tensor made (graph.c registers note
    when libac loads) while tensor_watch's count, of graphs open on all threads,
    is above 0. */

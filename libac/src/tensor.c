@@ -70,11 +70,9 @@ void tensor_watch(int delta) { __atomic_add_fetch(&created_watchers, delta, __AT
 
 __attribute__((constructor)) static void tensor_callbacks_register(void) { scope_on_release(ac_tensor_free); }
 
-static AC_THREAD_LOCAL int grad_disabled;
+AC_THREAD_LOCAL int grad_disabled;
 
 int ac_is_grad_enabled(void) { return !grad_disabled; }
-
-void grad_mode_set(int enabled) { grad_disabled = !enabled; }
 
 /* ---- checks -------------------------------------------------------------- */
 

@@ -44,9 +44,8 @@ static AcTensor *make_output(const char *op, int dtype, const int64_t *shape, in
     if (n_inputs < 0 || n_inputs > AC_MAX_INPUTS)
         return error_null(AC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, AC_MAX_INPUTS);
     if (!on && !(on = common_device(op, inputs, n_inputs))) return NULL;
-    for (i = 0; i < n_inputs; i++)
+    for (i = 0; i < n_inputs && !grad_disabled; i++)
         if (inputs[i] && inputs[i]->requires_grad) record = 1;
-    record = record && ac_is_grad_enabled();   /* tensor.c's: a call, made only when needed */
     out = tensor_create_on(op, shape, ndim, dtype, share, record ? node_head_bytes() + ctx_bytes : 0,
                            0, on->device, on->device_index);
     if (!out || !record) return out;
