@@ -213,6 +213,18 @@ def test_calls_run_down_and_round_no_cycle():
     assert not problems, "\n".join(problems)
 
 
+def test_kernels_know_no_graph():
+    """The kernels layer may read tensors (elem_get) but not the recorder below it."""
+    objects = object_sets()
+    if shutil.which("nm") is None or not objects:
+        pytest.skip("needs nm and libac's objects (make lib)")
+    edges = call_edges(objects)
+    table = layers()
+    calls = ["%s -> graph.c: %s" % (src, " ".join(sorted(edges[src]["graph.c"])))
+             for src in sorted(edges) if layer_of(src, table)[1] == "kernels" and "graph.c" in edges[src]]
+    assert not calls, "\n".join(calls)
+
+
 def test_includes_run_down():
     problems = upward({f: dict.fromkeys(h) for f, h in include_edges().items()}, layers(), "includes")
     assert not problems, "\n".join(problems)
