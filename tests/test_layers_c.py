@@ -14,6 +14,8 @@ import subprocess
 
 import pytest
 
+from graph_cycles import strongly_connected
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "libac", "src")
 BUILD = os.path.join(ROOT, "build")
@@ -140,45 +142,8 @@ def upward(edges, table, what):
 
 
 def cycles(edges):
-    """The strongly connected components of more than one file (Tarjan's, with
-    an explicit stack), each sorted."""
-    index, low, on, stack, found = {}, {}, set(), [], []
-    counter = [0]
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges.get(root, ()))))]
-        index[root] = low[root] = counter[0]
-        counter[0] += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter[0]
-                    counter[0] += 1
-                    stack.append(child)
-                    on.add(child)
-                    work.append((child, iter(sorted(edges.get(child, ())))))
-                elif child in on:
-                    low[v] = min(low[v], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    component.append(w)
-                    if w == v:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
+    """The strongly connected components of more than one file, each sorted."""
+    return strongly_connected(edges)
 
 
 def cycle_report(edges, component):

@@ -8,6 +8,7 @@ import ast
 import os
 
 from aicraft import _layers
+from graph_cycles import strongly_connected
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "aicraft"
@@ -121,42 +122,7 @@ def place(modules, table):
 def cycles(graph):
     """The strongly connected components of more than one module, each as a cycle
     [(module, module it imports, line), ...] through all of its members' edges found."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-
-    def visit(v):      # Tarjan's algorithm, iteratively (the package is deep enough)
-        work = [(v, iter(graph.get(v, ())))]
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        while work:
-            node, edges = work[-1]
-            for w, _ in edges:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(graph.get(w, ()))))
-                    break
-                if w in on_stack:
-                    low[node] = min(low[node], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        component.append(w)
-                        if w == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
+    found = strongly_connected({v: [w for w, _ in imports] for v, imports in graph.items()})
     return [_one_cycle(graph, set(c)) for c in found]
 
 
