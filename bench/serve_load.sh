@@ -1,57 +1,79 @@
 #!/usr/bin/env bash
-# serve_load.sh - demos/serve.py under gunicorn, loaded with wrk: aicraft against PyTorch.
+# serve_load.sh - the MNIST MLP served over the Open Inference Protocol v2 under
+# gunicorn, loaded with wrk: aicraft against PyTorch and ONNX Runtime.
 #
-#   bench/serve_load.sh                   # 60 s of load per service
-#   DURATION=20 bench/serve_load.sh       # a quicker look
+#   bench/serve_load.sh                        # 60 s of load per service and request
+#   DURATION=6 ROUNDS=2 WARMUP=3 SOAK_REQUESTS=20000 HOSTILE_ROUNDS=1 \
+#       bench/serve_load.sh                    # a quick look (about 3 minutes)
 #
-# Two services run as `make serve` runs one (gunicorn --preload, 2 workers of
-# 4 threads, AC_NUM_THREADS=1): one on aicraft, one on PyTorch with the same
-# weights and the same WSGI code (SERVE_BACKEND=torch). wrk drives them from
-# another process over loopback with bench/serve_mix.lua: one-row requests,
-# and a 32-row one every BATCH_EVERY-th, on 8 connections. After a warm-up,
-# the two take turns, ROUNDS rounds each, so that a machine whose load drifts
-# slows both alike. Reported per service: requests/s over all its rounds, the
-# median over rounds of p50 and p99 latency, the CPU time its workers spent
-# per request (what a loaded machine disturbs least), and each worker's RSS
-# after start-up, after the warm-up and at the end; then the ratios, with the
-# median of the per-round throughput ratios. Last, the aicraft service takes
-# the same load until SOAK_REQUESTS (100,000) requests have been answered
-# since its warm-up, and its workers' RSS is read again. Before any of that, a
-# fresh aicraft service takes HOSTILE_ROUNDS rounds of bench/serve_hostile.py's
-# mix (1,300 valid and bad requests a round, each checked for its status) and
-# its workers' RSS is read after each round.
+# Three services run the same WSGI code (aicraft.serve.make_app) over the same
+# model, a 784-128-10 MLP with a softmax, and the same weights: on aicraft, on
+# PyTorch and on ONNX Runtime (the MLP as an ONNX graph), bench/serve_backends.py's
+# Servables. Each runs as `python -m aicraft.serve` would: gunicorn --preload, 2
+# workers of 4 threads, one compute thread (AC_NUM_THREADS=1; torch and ONNX
+# Runtime set to 1). wrk drives them from another process over loopback with
+# bench/serve_mix.lua, on CONNECTIONS connections, with four requests of
+# bench/serve_requests.py: 1 and 32 rows, JSON tensors and binary tensors
+# (POST /v2/models/mnist_mlp/infer). First the three must give the same
+# probabilities for each (within 1e-5); then, after a warm-up, they take turns,
+# ROUNDS rounds of DURATION/ROUNDS seconds per request kind and service, so that a
+# machine whose load drifts slows all alike. Reported per service and request:
+# requests/s, the median over rounds of p50 and p99 latency, the CPU time its
+# workers spent per request; per service, each worker's RSS (and PSS: its share of
+# the pages it shares with the master and the other worker) after start-up, after
+# the warm-up and at the end; then the medians of the per-round ratios.
+#
+# Batching: the aicraft service against one that joins concurrent requests
+# (make_app(max_batch_size=32, max_queue_delay_s=0)), in turns: 32 connections
+# sending one row each in binary (throughput), and one connection (latency).
+#
+# Soak: the requests the aicraft service answered since its warm-up (in every round
+# above) are counted; it takes a mix of all four requests until SOAK_REQUESTS
+# (100,000) is reached, in parts of about 25,000, and its workers' RSS is read after
+# each part and compared with the RSS after the warm-up.
+#
+# Before all that, bench/serve_profile.py shows where a request's CPU time goes in
+# process (the app, the model) and what each runtime adds to a worker's RSS; and the
+# demo service (demos/serve.py, which `make serve` runs) takes HOSTILE_ROUNDS rounds
+# of bench/serve_hostile.py's mix (1,300 valid and bad requests a round, each checked
+# for its status), with its workers' RSS after each round.
 #
 # Weights: $AICRAFT_WEIGHTS, else data/mnist_mlp.safetensors (python
 # demos/mnist_mlp.py writes it), else a randomly initialised model: speed and
-# memory do not depend on the values. Inputs: MNIST test images when
-# data/MNIST/raw has them, else random pixels; normalised as in training and
-# written with 4 decimals, as a client would send them.
+# memory do not depend on the values. bench/serve_report.py prints the tables and
+# the JSON line.
 #
-# Needs wrk (Debian: apt-get install wrk), curl, and gunicorn, orjson and
-# torch==2.13.0 in the venv.
+# Needs wrk (Debian: apt-get install wrk), curl, and in the venv gunicorn, orjson,
+# torch==2.13.0, onnx, onnxruntime and tritonclient[http] (it writes the binary bodies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PY:-.venv/bin/python}
 DURATION=${DURATION:-60}
 ROUNDS=${ROUNDS:-6}
-WARMUP=${WARMUP:-30}
+WARMUP=${WARMUP:-20}
 CONNECTIONS=${CONNECTIONS:-8}
-BATCH_EVERY=${BATCH_EVERY:-8}
 SOAK_REQUESTS=${SOAK_REQUESTS:-100000}
 HOSTILE_ROUNDS=${HOSTILE_ROUNDS:-4}
-declare -A PORT=([aicraft]=${PORT:-8731} [torch]=$((${PORT:-8731} + 1)))
+BASE=${PORT:-8731}
+declare -A PORT=([demo]=$BASE [aicraft]=$((BASE + 1)) [torch]=$((BASE + 2)) [onnxruntime]=$((BASE + 3))
+                 [batched]=$((BASE + 4)))
+SERVICES="aicraft torch onnxruntime"
+REQUESTS="json_1 binary_1 json_32 binary_32"
+ROUND_S=$((DURATION / ROUNDS))
 
 missing() { echo "serve_load: $1 is missing; $2" >&2; exit 1; }
 command -v wrk >/dev/null || missing wrk "apt-get install -y wrk"
 command -v curl >/dev/null || missing curl "apt-get install -y curl"
-"$PY" -c "import gunicorn" 2>/dev/null || missing gunicorn "$PY -m pip install gunicorn"
-"$PY" -c "import orjson" 2>/dev/null || missing orjson "$PY -m pip install orjson"
-"$PY" -c "import torch" 2>/dev/null || missing torch "$PY -m pip install torch==2.13.0"
+for module in gunicorn orjson torch onnx onnxruntime tritonclient.http; do
+    "$PY" -c "import $module" 2>/dev/null || missing "$module" "see tests/requirements.txt"
+done
+[ "$ROUND_S" -ge 1 ] || missing "a round of a second or more" "DURATION must be at least ROUNDS"
 
 WORK=$(mktemp -d)
-declare -A MASTER WORKERS R    # per service; R[field,service] holds the results
-trap 'stop_service aicraft; stop_service torch; rm -rf "$WORK"' EXIT
+RECORDS=$WORK/records
+declare -A MASTER WORKERS
+trap 'for s in demo $SERVICES batched; do stop_service $s; done; rm -rf "$WORK"' EXIT
 
 WEIGHTS=${AICRAFT_WEIGHTS:-data/mnist_mlp.safetensors}
 WEIGHTS_NOTE=$WEIGHTS
@@ -60,59 +82,51 @@ if [ ! -f "$WEIGHTS" ]; then
     WEIGHTS_NOTE="random weights ($WEIGHTS_NOTE not found)"
     "$PY" - "$WEIGHTS" <<'EOF'
 import sys
+sys.path.insert(0, "bench")
 import aicraft as ac
-from aicraft import nn
-ac.manual_seed(0)
-ac.save(nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)).state_dict(), sys.argv[1])
+from serve_backends import random_weights
+ac.save({name: ac.from_numpy(w) for name, w in random_weights().items()}, sys.argv[1])
 EOF
 fi
+"$PY" bench/serve_requests.py write "$WORK"
 
-"$PY" - "$WORK" <<'EOF'
-import json, os, sys
-import numpy as np
-images = "data/MNIST/raw/t10k-images-idx3-ubyte"
-if os.path.exists(images):
-    pixels = np.fromfile(images, np.uint8, offset=16)[:32 * 784].reshape(32, 784) / 255.0
-else:
-    pixels = np.random.default_rng(0).random((32, 784))
-x = np.round((pixels - 0.1307) / 0.3081, 4)
-for name, rows in (("one_row.json", x[:1]), ("rows_32.json", x)):
-    with open(os.path.join(sys.argv[1], name), "w") as f:
-        json.dump({"inputs": rows.tolist()}, f)
-EOF
-
-start_service() {   # $1: aicraft or torch
-    local b=$1 url=http://127.0.0.1:${PORT[$1]}
-    SERVE_BACKEND=$b AICRAFT_WEIGHTS=$WEIGHTS AC_NUM_THREADS=1 \
-        "$PY" -m gunicorn -c demos/gunicorn_conf.py --no-control-socket --preload -w 2 --threads 4 -b "127.0.0.1:${PORT[$b]}" \
-        demos.serve:app > "$WORK/$b.log" 2>&1 &
-    MASTER[$b]=$!
-    for _ in $(seq 300); do
-        if ! kill -0 "${MASTER[$b]}" 2>/dev/null; then
-            cat "$WORK/$b.log" >&2
-            missing "a running $b service" "see its log above"
+start_service() {   # $1: demo, batched or one of SERVICES
+    local s=$1 url=http://127.0.0.1:${PORT[$1]} health=/v2/health/ready
+    local app="bench.serve_backends:app_from_env()" conf=python:aicraft.serve.gunicorn_conf backend=$1 batch=1
+    case $s in
+        demo) app=demos.serve:app conf=demos/gunicorn_conf.py backend=aicraft health=/healthz ;;
+        batched) backend=aicraft batch=32 ;;
+    esac
+    SERVE_BACKEND=$backend SERVE_MAX_BATCH_SIZE=$batch AICRAFT_WEIGHTS=$WEIGHTS AC_NUM_THREADS=1 \
+        "$PY" -m gunicorn -c "$conf" --no-control-socket --preload -w 2 --threads 4 \
+        -b "127.0.0.1:${PORT[$s]}" "$app" > "$WORK/$s.log" 2>&1 &
+    MASTER[$s]=$!
+    for _ in $(seq 600); do
+        if ! kill -0 "${MASTER[$s]}" 2>/dev/null; then
+            cat "$WORK/$s.log" >&2
+            missing "a running $s service" "see its log above"
         fi
-        if [ "$(pgrep -P "${MASTER[$b]}" | wc -l)" -eq 2 ] && curl -sf "$url/healthz" >/dev/null; then
-            WORKERS[$b]=$(pgrep -P "${MASTER[$b]}" | sort -n | tr '\n' ' ')
+        if [ "$(pgrep -P "${MASTER[$s]}" | wc -l)" -eq 2 ] && curl -sf "$url$health" >/dev/null; then
+            WORKERS[$s]=$(pgrep -P "${MASTER[$s]}" | sort -n | tr '\n' ' ')
             return
         fi
         sleep 0.1
     done
-    missing "an answer from the $b service within 30 s" "see $WORK/$b.log"
+    missing "an answer from the $s service within 60 s" "see $WORK/$s.log"
 }
 
 # SIGINT to the master alone: gunicorn stops its workers itself.
 stop_service() {
-    local b=$1
-    [ -n "${MASTER[$b]:-}" ] || return 0
-    kill -INT "${MASTER[$b]}" 2>/dev/null || true
+    local s=$1
+    [ -n "${MASTER[$s]:-}" ] || return 0
+    kill -INT "${MASTER[$s]}" 2>/dev/null || true
     for _ in $(seq 100); do
-        kill -0 "${MASTER[$b]}" 2>/dev/null || break
+        kill -0 "${MASTER[$s]}" 2>/dev/null || break
         sleep 0.1
     done
-    kill -KILL "${MASTER[$b]}" ${WORKERS[$b]:-} 2>/dev/null || true
-    wait "${MASTER[$b]}" 2>/dev/null || true
-    MASTER[$b]=
+    kill -KILL "${MASTER[$s]}" ${WORKERS[$s]:-} 2>/dev/null || true
+    wait "${MASTER[$s]}" 2>/dev/null || true
+    MASTER[$s]=
 }
 
 cpu_ticks() { # $1: service; CPU time its workers have used, in clock ticks
@@ -123,108 +137,104 @@ rss_mb() {   # $1: service; each worker's resident memory, MB
     for pid in ${WORKERS[$1]}; do awk '/^VmRSS/ { printf "%.1f ", $2 / 1024 }' "/proc/$pid/status"; done
 }
 
-load() {     # $1: service, $2: seconds, $3: wrk's report
-    wrk -t1 -c"$CONNECTIONS" -d"${2}s" --timeout 10s --latency -s bench/serve_mix.lua \
-        "http://127.0.0.1:${PORT[$1]}" -- "$WORK/one_row.json" "$WORK/rows_32.json" "$BATCH_EVERY" > "$3"
-    if grep -qE "Non-2xx|Socket errors" "$3"; then
-        echo "serve_load: the $1 service refused or dropped requests:" >&2
-        cat "$3" >&2
+pss_mb() {   # $1: service; each worker's proportional set size, MB (shared pages split among their users)
+    for pid in ${WORKERS[$1]}; do awk '/^Pss:/ { printf "%.1f ", $2 / 1024 }' "/proc/$pid/smaps_rollup"; done
+}
+
+record_rss() {   # $1: service, $2: when
+    echo "rss $1 $2 $(rss_mb "$1")" >> "$RECORDS"
+    echo "pss $1 $2 $(pss_mb "$1")" >> "$RECORDS"
+}
+
+# $1: service, $2: seconds, $3: connections, $4: wrk's report, then the request
+# files to send in turn. Records the load's CPU ticks and report under the name
+# $4 ends with (service.kind.round).
+load() {
+    local s=$1 seconds=$2 connections=$3 report=$4 ticks
+    shift 4
+    ticks=$(cpu_ticks "$s")
+    wrk -t1 -c"$connections" -d"${seconds}s" --timeout 10s --latency -s bench/serve_mix.lua \
+        "http://127.0.0.1:${PORT[$s]}" -- "$@" > "$report"
+    echo "load $(basename "$report") $(($(cpu_ticks "$s") - ticks)) $report" >> "$RECORDS"
+    if grep -qE "Non-2xx|Socket errors" "$report"; then
+        echo "serve_load: the $s service refused or dropped requests:" >&2
+        cat "$report" >&2
         exit 1
     fi
 }
 
-to_ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v !~ /ms$/) n *= 1000; printf "%.2f", n }'; }
 requests_in() { awk '/requests in/ { print $1 }' "$1"; }
-rps_in() { awk '/^Requests\/sec/ { print $2 }' "$1"; }
-percentile_in() { to_ms "$(awk -v p="$2" '$1 == p { print $2 }' "$1")"; }
-median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-mean() { echo "$1" | awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.1f", s / NF }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-growth() { paste -d' ' <(echo $1 | tr ' ' '\n') <(echo $2 | tr ' ' '\n') | awk '{ printf "%.2f ", $2 - $1 }'; }
-json_list() { echo $1 | tr ' ' ','; }
+files() { for r in "$@"; do printf '%s ' "$WORK/$r.http"; done; }
+MIX=$(files json_1 binary_1 json_1 binary_1 json_1 binary_1 json_32 binary_32)
 
-echo "serve_load: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); weights: $WEIGHTS_NOTE"
-echo "  wrk: $CONNECTIONS connections; 1-row requests, 32 rows every ${BATCH_EVERY}th;" \
-     "${WARMUP} s warm-up, then $ROUNDS rounds of $((DURATION / ROUNDS)) s each, taking turns"
+{
+    echo "meta cpu $("$PY" -c 'import sys; sys.path.insert(0, "bench"); import common; print(common.host_line())')"
+    echo "meta versions $("$PY" -c 'import torch, onnxruntime as ort
+print("PyTorch %s, ONNX Runtime %s" % (torch.__version__, ort.__version__))')"
+    echo "meta cores $(nproc)"
+    echo "meta load_start $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "meta weights $WEIGHTS_NOTE"
+    echo "meta settings $CONNECTIONS connections, ${WARMUP} s warm-up," \
+         "$ROUNDS rounds of $ROUND_S s per service and request, taking turns"
+} > "$RECORDS"
+sed 's/^meta [a-z_]* //' "$RECORDS"
 
-start_service aicraft
-"$PY" bench/serve_hostile.py "${PORT[aicraft]}" "$HOSTILE_ROUNDS" ${WORKERS[aicraft]}
-stop_service aicraft
+"$PY" bench/serve_profile.py | tee "$WORK/profile"
+echo "profile $(tail -1 "$WORK/profile")" >> "$RECORDS"
 
-for b in aicraft torch; do
-    start_service "$b"
-    R[start,$b]=$(rss_mb "$b")
+start_service demo
+"$PY" bench/serve_hostile.py "${PORT[demo]}" "$HOSTILE_ROUNDS" ${WORKERS[demo]} | tee "$WORK/hostile"
+stop_service demo
+sed 's/^/hostile /' "$WORK/hostile" >> "$RECORDS"
+
+for s in $SERVICES; do
+    start_service "$s"
+    record_rss "$s" start
 done
-for b in aicraft torch; do
-    load "$b" "$WARMUP" "$WORK/$b.warmup"
-    R[warm,$b]=$(rss_mb "$b")
+"$PY" bench/serve_requests.py check "${PORT[aicraft]}" "${PORT[torch]}" "${PORT[onnxruntime]}"
+for s in $SERVICES; do
+    load "$s" "$WARMUP" "$CONNECTIONS" "$WORK/$s.mix.warmup" $MIX
+    record_rss "$s" warm
 done
-round_ratios=
 for round in $(seq "$ROUNDS"); do
-    for b in aicraft torch; do
-        ticks=$(cpu_ticks "$b")
-        load "$b" $((DURATION / ROUNDS)) "$WORK/$b.round$round"
-        R[ticks,$b]=$((${R[ticks,$b]:-0} + $(cpu_ticks "$b") - ticks))
-        R[rps_rounds,$b]="${R[rps_rounds,$b]:-} $(rps_in "$WORK/$b.round$round")"
-        R[p50_rounds,$b]="${R[p50_rounds,$b]:-} $(percentile_in "$WORK/$b.round$round" 50%)"
-        R[p99_rounds,$b]="${R[p99_rounds,$b]:-} $(percentile_in "$WORK/$b.round$round" 99%)"
-        R[requests,$b]=$((${R[requests,$b]:-0} + $(requests_in "$WORK/$b.round$round")))
+    for r in $REQUESTS; do
+        for s in $SERVICES; do
+            load "$s" "$ROUND_S" "$CONNECTIONS" "$WORK/$s.$r.$round" "$WORK/$r.http"
+        done
     done
-    round_ratios="$round_ratios $(ratio "$(rps_in "$WORK/aicraft.round$round")" "$(rps_in "$WORK/torch.round$round")")"
+    echo "  round $round of $ROUNDS done"
 done
-for b in aicraft torch; do
-    R[end,$b]=$(rss_mb "$b")
-    R[rps,$b]=$(mean "${R[rps_rounds,$b]}")
-    R[p50,$b]=$(echo "${R[p50_rounds,$b]}" | median)
-    R[p99,$b]=$(echo "${R[p99_rounds,$b]}" | median)
-    R[cpu,$b]=$(awk -v t="${R[ticks,$b]}" -v hz="$(getconf CLK_TCK)" -v n="${R[requests,$b]}" \
-        'BEGIN { printf "%.3f", t * 1000 / hz / n }')
-done
+for s in $SERVICES; do record_rss "$s" end; done
 stop_service torch
+stop_service onnxruntime
+
+start_service batched
+load batched "$WARMUP" 32 "$WORK/batched.mix.warmup" $MIX
+for round in $(seq "$ROUNDS"); do
+    for s in aicraft batched; do
+        load "$s" "$ROUND_S" 32 "$WORK/$s.binary_1_x32.$round" "$WORK/binary_1.http"
+        load "$s" "$ROUND_S" 1 "$WORK/$s.binary_1_x1.$round" "$WORK/binary_1.http"
+    done
+done
+stop_service batched
 
 # The aicraft service goes on until SOAK_REQUESTS since its warm-up, in
 # parts of about 25,000 requests, with its workers' RSS after each.
-total=${R[requests,aicraft]}
+total=0
+for report in "$WORK"/aicraft.*.[0-9]*; do total=$((total + $(requests_in "$report"))); done
+echo "soak $total $(rss_mb aicraft)" >> "$RECORDS"
 part=0
-soak_trace="RSS MB/worker after the rounds ($total requests): ${R[end,aicraft]}"
 while [ "$total" -lt "$SOAK_REQUESTS" ]; do
-    seconds=$(awk -v left=$((SOAK_REQUESTS - total)) -v rate="${R[rps,aicraft]}" \
-        'BEGIN { if (left > 25000) left = 25000; print int(left / rate * 1.05) + 1 }')
+    rate=$(requests_in "$WORK/aicraft.mix.warmup")
+    seconds=$(awk -v left=$((SOAK_REQUESTS - total)) -v rate="$rate" -v warmup="$WARMUP" \
+        'BEGIN { if (left > 25000) left = 25000; print int(left / (rate / warmup) * 1.05) + 1 }')
     part=$((part + 1))
-    load aicraft "$seconds" "$WORK/aicraft.soak$part"
-    total=$((total + $(requests_in "$WORK/aicraft.soak$part")))
-    soak_trace="$soak_trace; $total: $(rss_mb aicraft)"
+    load aicraft "$seconds" "$CONNECTIONS" "$WORK/aicraft.mix.soak$part" $MIX
+    total=$((total + $(requests_in "$WORK/aicraft.mix.soak$part")))
+    echo "soak $total $(rss_mb aicraft)" >> "$RECORDS"
 done
-soak_end=$(rss_mb aicraft)
 stop_service aicraft
-
-throughput_ratio=$(ratio "${R[rps,aicraft]}" "${R[rps,torch]}")
-median_ratio=$(echo "$round_ratios" | median)
-cpu_ratio=$(ratio "${R[cpu,torch]}" "${R[cpu,aicraft]}")
-rss_ratio=$(ratio "$(mean "${R[end,torch]}")" "$(mean "${R[end,aicraft]}")")
-soak_growth=$(growth "${R[warm,aicraft]}" "$soak_end")
+echo "meta load_end $(cut -d' ' -f1-3 /proc/loadavg)" >> "$RECORDS"
 
 echo
-printf "%-8s %8s %8s %8s %13s   %-22s %-22s %-22s\n" service "req/s" "p50 ms" "p99 ms" "CPU ms/req" \
-    "RSS MB/worker: start" "after warm-up" "end of the rounds"
-for b in aicraft torch; do
-    printf "%-8s %8s %8s %8s %13s   %-22s %-22s %-22s\n" "$b" "${R[rps,$b]}" "${R[p50,$b]}" "${R[p99,$b]}" \
-        "${R[cpu,$b]}" "${R[start,$b]}" "${R[warm,$b]}" "${R[end,$b]}"
-done
-echo
-echo "aicraft / PyTorch: throughput x$throughput_ratio (per round:$round_ratios; median x$median_ratio);"
-echo "  workers' CPU time per request 1/$cpu_ratio of PyTorch's; RSS per worker 1/$rss_ratio of PyTorch's"
-echo "aicraft $soak_trace"
-echo "aicraft RSS per worker after $total requests since warm-up: ${soak_end}MB" \
-     "(growth since warm-up: ${soak_growth}MB)"
-echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-
-printf '{"bench": "serve_load", "cores": %d, "weights": "%s", "connections": %d, "batch_every": %d, "rounds": %d, "round_s": %d' \
-    "$(nproc)" "$WEIGHTS_NOTE" "$CONNECTIONS" "$BATCH_EVERY" "$ROUNDS" $((DURATION / ROUNDS))
-for b in aicraft torch; do
-    printf ', "%s": {"rps": %s, "p50_ms": %s, "p99_ms": %s, "cpu_ms_per_request": %s, "rss_mb_start": [%s], "rss_mb_warm": [%s], "rss_mb_end": [%s]}' \
-        "$b" "${R[rps,$b]}" "${R[p50,$b]}" "${R[p99,$b]}" "${R[cpu,$b]}" \
-        "$(json_list "${R[start,$b]}")" "$(json_list "${R[warm,$b]}")" "$(json_list "${R[end,$b]}")"
-done
-printf ', "throughput_ratio": %s, "round_ratios": [%s], "cpu_ratio": %s, "rss_ratio": %s, "soak_requests": %d, "soak_rss_growth_mb": [%s]}\n' \
-    "$throughput_ratio" "$(json_list "$round_ratios")" "$cpu_ratio" "$rss_ratio" "$total" "$(json_list "$soak_growth")"
+"$PY" bench/serve_report.py "$RECORDS"

@@ -1,32 +1,25 @@
--- serve_mix.lua - wrk script for bench/serve_load.sh: POST /predict with one-row
--- requests and, every BATCH_EVERY-th request, a 32-row one.
+-- serve_mix.lua - wrk script for bench/serve_load.sh: sends whole HTTP requests
+-- read from files (bench/serve_requests.py writes them), in turn.
 --
---   wrk -s bench/serve_mix.lua http://127.0.0.1:8000 -- one_row.json rows_32.json 8
+--   wrk -s bench/serve_mix.lua http://127.0.0.1:8000 -- json_1.http binary_32.http ...
 --
--- The arguments are the two JSON bodies and BATCH_EVERY. Each wrk thread
--- formats both requests once, in init, and then only picks between them.
+-- Each file holds one request as it goes on the wire (request line, headers,
+-- body: JSON or binary tensors alike), so one script sends any mix; a file named
+-- twice is sent twice as often. Each wrk thread reads the files once, in init.
 
-local one_row, batch, batch_every
+local requests = {}
 local count = 0
 
-local function read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local body = f:read("*a")
-  f:close()
-  return body
-end
-
 function init(args)
-  local headers = { ["Content-Type"] = "application/json" }
-  one_row = wrk.format("POST", "/predict", headers, read_file(args[1]))
-  batch = wrk.format("POST", "/predict", headers, read_file(args[2]))
-  batch_every = tonumber(args[3])
+  for i, path in ipairs(args) do
+    local f = assert(io.open(path, "rb"))
+    requests[i] = f:read("*a")
+    f:close()
+  end
+  assert(#requests > 0, "serve_mix.lua: name one request file or more after --")
 end
 
 function request()
   count = count + 1
-  if count % batch_every == 0 then
-    return batch
-  end
-  return one_row
+  return requests[(count - 1) % #requests + 1]
 end
