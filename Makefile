@@ -174,7 +174,8 @@ fuzz-replay: $(FUZZERS:tests/fuzz/%.c=build/tests-asan/%_replay)
 	@set -e; for t in $^; do name=$${t#build/tests-asan/fuzz_}; name=$${name%_replay}; \
 	  ASAN_OPTIONS=detect_leaks=1 $$t tests/fuzz/corpus/$$name; done
 
-pytest: all mpi-demo
+# lib: tests/test_layers_c.py reads build/obj's symbols for libac's layers.
+pytest: all lib mpi-demo
 	$(PY) -m pytest -q tests
 
 test: venv ctest asan tsan fuzz-replay pytest

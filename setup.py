@@ -79,7 +79,8 @@ setup(
     install_requires=["numpy", "cffi>=1.15"],
     # pip install aicraft[mpi]: data-parallel training (aicraft.distributed) over MPI;
     # the mpich wheel brings mpiexec, libmpi and mpicc.
-    extras_require={"mpi": ["mpi4py", "mpich"]},
+    # pip install aicraft[serve]: aicraft.serve and python -m aicraft.serve (docs/serving.md).
+    extras_require={"mpi": ["mpi4py", "mpich"], "serve": ["gunicorn>=25.1", "orjson>=3.9"]},
     cffi_modules=["build_ffi.py:ffibuilder"],
     cmdclass={"build_ext": build_ext_with_libac},
     zip_safe=False,

@@ -11,7 +11,24 @@ PyTorch-shaped Python API.
 import importlib as _importlib
 import os as _os
 
-from aicraft import functional
+# The package's modules import one way, bottom up, by the layers of aicraft/_layers.py
+# (tests/test_layers_python.py holds them to it). Tensor is tensor.py's class; the
+# modules above it bind their methods into it here, in this order, before anything
+# else (functions.py forwards to the bound methods).
+from aicraft.tensor import Tensor
+from aicraft import (activations as _activations, dlpack as _dlpack, indexing as _indexing,
+                     linalg as _linalg, pointwise as _pointwise, products as _products,
+                     reductions as _reductions, shapes as _shapes)
+_indexing.bind(Tensor)
+_pointwise.bind(Tensor)
+_activations.bind(Tensor)
+_shapes.bind(Tensor)
+_reductions.bind(Tensor)
+_products.bind(Tensor)
+_linalg.bind(Tensor)
+_dlpack.bind(Tensor)
+
+from aicraft import functional  # noqa: E402 - the imports below need Tensor's methods bound
 from aicraft.compile import compile, export, load_program
 from aicraft.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from aicraft.creation import (arange, as_tensor, cat, empty, empty_like, eye, from_numpy, full,
@@ -27,7 +44,6 @@ from aicraft.gradcheck import gradcheck
 from aicraft.io import load, save
 from aicraft.memory import (checkpoint, get_num_threads, memory_stats, set_memory_limit,
                             set_num_threads)
-from aicraft.tensor import Tensor
 from aicraft import accelerator, backends, cuda, nn, optim, profiler, quantization
 from aicraft import special  # torch.special's names (pointwise.py, special.py)
 
@@ -46,7 +62,7 @@ from aicraft import amp
 from aicraft.dtypes import bfloat16, cdouble, cfloat, complex64, complex128, finfo, iinfo
 from aicraft.creation import Generator, bernoulli, multinomial, normal, randint_like, randperm
 from aicraft import creation as _creation
-_creation.bind_random(Tensor)
+_creation.bind(Tensor)
 from aicraft.creation import BoolTensor, ByteTensor, FloatTensor, LongTensor
 from aicraft.autograd import inference_mode, is_inference_mode_enabled
 from aicraft import _shared

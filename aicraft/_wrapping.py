@@ -13,22 +13,24 @@ inline with Tensor() and two slot stores, and the common operand types are
 tested with `type(x) is ...` before anything slower.
 
 Beneath tensor.py: the class body there calls the builders here, so this module
-cannot import the class; tensor.py sets `Tensor` here as soon as it is defined.
+cannot import the class; tensor.py sets `Tensor` here as soon as it is defined (and
+creation.py sets `array_to_tensor`, to turn a NumPy array operand into a tensor).
 """
 import numbers as _numbers
 import weakref
 from collections import namedtuple
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, TypeVar
 
 from aicraft._args import _as_dim, _dims_arg, _is_numpy, _pick, _scalar
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes, tls as _tls
 from aicraft.errors import SCOPE_ENDED, ScopeError, ShapeError, raise_error
 
-if TYPE_CHECKING:
-    from aicraft.tensor import Tensor
-else:
-    Tensor = None   # the class _wrap makes and the builders test for: set by tensor.py
+Tensor: Any = None   # the class _wrap makes and the builders test for: set by tensor.py
+array_to_tensor: Any = None   # creation.tensor, for NumPy array operands: set by creation.py
+# What a built method takes and returns: the Tensor, for type checkers, once bound as
+# its method (this module cannot name the class).
+_T = TypeVar("_T")
 
 _NULL = ffi.NULL
 _ref = weakref.ref
@@ -116,8 +118,7 @@ def _operand(value):
     if s is not None:
         return s
     if _is_numpy(value, "ndarray"):
-        from aicraft.creation import tensor
-        return tensor(value)
+        return array_to_tensor(value)
     return NotImplemented
 
 
@@ -189,8 +190,7 @@ def _general(code, self, other, reflected=False):
         n = _number(other)
         if n is None:
             if _is_numpy(other, "ndarray"):
-                from aicraft.creation import tensor
-                return _general(code, self, tensor(other), reflected)
+                return _general(code, self, array_to_tensor(other), reflected)
             return NotImplemented
         s = _scalar_tensor(n)
         a, b, flags = (s, self, _SCALAR_A) if reflected else (self, s, _SCALAR_B)
@@ -200,7 +200,7 @@ def _general(code, self, other, reflected=False):
     raise_error(a, b)
 
 
-def _binary(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callable[["Tensor", Any], "Tensor"]:
+def _binary(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callable[[_T, Any], _T]:
     """self <op> other for a C binary op and its float32 scalar form; other dtypes
     and Python numbers the scalar form refuses go through lib.ac_binary (code)."""
     def method(self, other):
@@ -229,7 +229,7 @@ def _binary(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callab
     return method
 
 
-def _reflected(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callable[["Tensor", Any], "Tensor"]:
+def _reflected(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Callable[[_T, Any], _T]:
     """other <op> self, where other is not a Tensor."""
     def method(self, other):
         if type(other) is float or type(other) is int and -_INT_AS_DOUBLE < other < _INT_AS_DOUBLE:
@@ -250,7 +250,7 @@ def _reflected(name: str, tensor_fn: Any, scalar_fn: Any, code: int = -1) -> Cal
     return method
 
 
-def _typed(name: str, code: int, reflected: bool = False) -> Callable[["Tensor", Any], "Tensor"]:
+def _typed(name: str, code: int, reflected: bool = False) -> Callable[[_T, Any], _T]:
     """self <op> other (other <op> self when reflected) by lib.ac_binary alone:
     //, %, bitwise ops and shifts."""
     def method(self, other):
@@ -263,7 +263,7 @@ def _typed(name: str, code: int, reflected: bool = False) -> Callable[["Tensor",
     return method
 
 
-def _unary(name: str, fn: Any, doc: str, promote: bool = True) -> Callable[["Tensor"], "Tensor"]:
+def _unary(name: str, fn: Any, doc: str, promote: bool = True) -> Callable[[_T], _T]:
     def method(self):
         p = fn(self._ptr)
         if p:
@@ -288,7 +288,7 @@ def _full_scalar(value):
     return _wrap(p)
 
 
-def _reduce(name: str, fn: Any) -> Callable[..., "Tensor"]:
+def _reduce(name: str, fn: Any) -> Callable[..., Any]:
     def method(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         if dim is None and axis is None:
             p = fn(self._ptr, _NULL, 0, 1 if (keepdim or keepdims) else 0)
@@ -309,7 +309,7 @@ def _reduce(name: str, fn: Any) -> Callable[..., "Tensor"]:
     return method
 
 
-def _spread(name: str, fn: Any) -> Callable[..., "Tensor"]:
+def _spread(name: str, fn: Any) -> Callable[..., Any]:
     def method(self, dim=None, keepdim=False, *, correction=None, unbiased=None, axis=None,
                keepdims=None, ddof=None):
         dim, keep = _pick(dim, axis, keepdim, keepdims)
@@ -375,7 +375,7 @@ def _pairwise_extreme(code, a, b):
     return result
 
 
-def _comparison(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
+def _comparison(name: str, code: int) -> Callable[[_T, Any], _T]:
     """self <op> other, elementwise, as a bool tensor (no graph), compared in the
     operands' promoted dtype (integers exactly)."""
     def method(self, other):
@@ -402,7 +402,7 @@ def _comparison(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
     return method
 
 
-def _logical(name: str, code: int) -> Callable[["Tensor", Any], "Tensor"]:
+def _logical(name: str, code: int) -> Callable[[_T, Any], _T]:
     """Elementwise logical op of self and other (nonzero is true), as a bool tensor."""
     def method(self, other):
         if type(other) is not Tensor:
@@ -426,10 +426,10 @@ def _bitwise_not(self):
     raise_error(self)
 
 
-def _named(name: str, operator: Callable[["Tensor", Any], Any]) -> Callable[["Tensor", Any], "Tensor"]:
+def _named(name: str, operator: Callable[..., Any]) -> Callable[[_T, Any], _T]:
     """The method form of an operator (t.add(x) for t + x): TypeError where the
     operator would hand NotImplemented on to Python, as PyTorch's methods do."""
-    def method(self: "Tensor", other: Any) -> "Tensor":
+    def method(self: Any, other: Any) -> Any:
         out = operator(self, other)
         if out is NotImplemented:
             raise TypeError("%s(): unsupported operand type %s" % (name, type(other).__name__))
@@ -439,7 +439,7 @@ def _named(name: str, operator: Callable[["Tensor", Any], Any]) -> Callable[["Te
     return method
 
 
-def _with_alpha(name: str, method: Callable[["Tensor", Any], "Tensor"]) -> Callable[..., "Tensor"]:
+def _with_alpha(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     """method (an add or a sub) with PyTorch's alpha: self <op> alpha * other."""
     def wrapped(self, other, *, alpha=1):
         scale = _number(alpha)
@@ -459,8 +459,8 @@ def _with_alpha(name: str, method: Callable[["Tensor", Any], "Tensor"]) -> Calla
     return wrapped
 
 
-def _inplace(name: str, op: Callable[["Tensor", Any], "Tensor"], tensor_fn: Any = None,
-             scalar_fn: Any = None) -> Callable[["Tensor", Any], "Tensor"]:
+def _inplace(name: str, op: Callable[..., Any], tensor_fn: Any = None,
+             scalar_fn: Any = None) -> Callable[[_T, Any], _T]:
     """self <op>= other, written into self's memory without recording a graph: by
     tensor_fn / scalar_fn in one pass where self and other are float32, else as
     op's result copied in."""

@@ -307,3 +307,20 @@ del _name
 def functional_functions():
     """{name: function} of the activations aicraft.nn.functional re-exports."""
     return {name: globals()[name] for name in FUNCTIONAL}
+
+
+def bind(cls):
+    """The Tensor methods of the activations torch has them for (after pointwise.bind)."""
+    cls.hardshrink, cls.prelu = hardshrink, prelu
+    cls.softmax = _softmax_method(cls.softmax, "softmax")
+    cls.log_softmax = _softmax_method(cls.log_softmax, "log_softmax")
+
+
+# The activations aicraft itself re-exports (functions.py), as torch.celu, torch.prelu, ...
+MODULE_FUNCTIONS = ("celu", "selu", "rrelu", "threshold", "celu_", "selu_", "rrelu_", "threshold_",
+                    "hardshrink", "prelu")
+
+
+def module_functions():
+    """{name: function} of the activations aicraft re-exports (functions.py)."""
+    return {name: globals()[name] for name in MODULE_FUNCTIONS}

@@ -18,6 +18,8 @@ import math
 import warnings
 from collections.abc import Mapping
 
+from aicraft import cuda
+
 __all__ = ["autocast", "GradScaler", "is_autocast_available"]
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "mtia", "meta")
@@ -86,7 +88,6 @@ class GradScaler:
             device = str(device)
         device_type = device.split(":")[0]
         if enabled and device_type == "cuda":
-            from aicraft import cuda
             if not cuda.is_available():
                 warnings.warn("GradScaler is enabled, but CUDA is not available.  Disabling.")
                 enabled = False
@@ -214,3 +215,37 @@ class GradScaler:
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+# ---- ac.cuda.amp (scripts helper): torch.cuda.amp's names over aicraft.amp ----
+
+def _make_amp_module():
+    """aicraft.cuda.amp as a module (importable: `from aicraft.cuda.amp import GradScaler`)."""
+    import sys
+    import types
+
+    _amp = sys.modules[__name__]
+    module = types.ModuleType("aicraft.cuda.amp", "torch.cuda.amp's autocast and GradScaler "
+                              "(see aicraft.amp): autocast keeps float32, GradScaler is torch's.")
+
+    class autocast(_amp.autocast):
+        """torch.cuda.amp.autocast(enabled=True, dtype=float16, cache_enabled=True)."""
+
+        def __init__(self, enabled=True, dtype=None, cache_enabled=True):
+            super().__init__("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    class GradScaler(_amp.GradScaler):
+        """torch.cuda.amp.GradScaler: aicraft.amp.GradScaler on "cuda"."""
+
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                     growth_interval=2000, enabled=True):
+            super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+    autocast.__module__ = GradScaler.__module__ = module.__name__
+    module.autocast, module.GradScaler = autocast, GradScaler
+    sys.modules[module.__name__] = module
+    return module
+
+
+# Made here, above cuda.py, and hung on it as cuda.amp.
+cuda.amp = _make_amp_module()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from aicraft import dtypes
 from aicraft._args import _as_dim, _as_int, _is_numpy, _scalar, _shape_args
 from aicraft._ffi import ffi, lib
+from aicraft import _wrapping
 from aicraft._wrapping import _live, _wrap
 from aicraft.errors import raise_error
 from aicraft.tensor import Tensor
@@ -91,6 +92,10 @@ def tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None,
     device = dtypes.checked_device(device, "tensor")
     arr, dtype = _numeric_array(data, "tensor", dtypes.checked(dtype, "tensor"))
     return _from_array(arr, dtype, requires_grad, device)
+
+
+# _wrapping (beneath this module) converts a NumPy array operand with it.
+_wrapping.array_to_tensor = tensor
 
 
 def as_tensor(data: Any, dtype: Optional[dtypes.dtype] = None, device: Any = None) -> Tensor:
@@ -472,7 +477,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
         probs = probs.to(dtypes.float32)
     if probs.numel() and not (probs.min().item() >= 0 and probs.max().item() <= 1):
         raise RuntimeError("bernoulli: probabilities must be in [0, 1]")
-    from aicraft.autograd import no_grad
+    from aicraft._grad import no_grad
     with no_grad():
         u = rand(tuple(probs.shape), generator=generator, device=probs.device)
         draws = (u < probs).to(input.dtype)
@@ -496,7 +501,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, de
             raise RuntimeError("normal expects all elements of std >= 0.0")
         shape = (mean + 0.0 * std).shape if isinstance(mean, Tensor) and isinstance(std, Tensor) else \
             (mean.shape if isinstance(mean, Tensor) else std.shape)
-        from aicraft.autograd import no_grad
+        from aicraft._grad import no_grad
         with no_grad():
             draws = randn(tuple(shape), generator=generator)
         return draws * std + mean      # differentiable in mean and std, as torch's
@@ -520,7 +525,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_g
                    requires_grad=requires_grad, **kwargs)
 
 
-# Tensor's in-place random fills and multinomial; bound into Tensor by bind_random().
+# Tensor's in-place random fills and multinomial; bound into Tensor by bind().
 
 def _check_fill(self, what):
     if not isinstance(self, Tensor):
@@ -531,7 +536,7 @@ def _check_fill(self, what):
 
 
 def _fill_from(self, values):
-    from aicraft.autograd import no_grad
+    from aicraft._grad import no_grad
     with no_grad():
         self.copy_(values)
     return self
@@ -584,7 +589,7 @@ def _exponential_(self, lambd=1.0, *, generator=None):
         raise TypeError("exponential_: aicraft fills float32 tensors, not %s" % self.dtype.name)
     if not lambd > 0:
         raise RuntimeError("exponential_ expects lambda > 0.0, but found lambda=%g" % lambd)
-    from aicraft.autograd import no_grad
+    from aicraft._grad import no_grad
     with no_grad():
         u = rand(tuple(self.shape), generator=generator)
         return _fill_from(self, (1.0 - u).log() * (-1.0 / lambd))
@@ -595,7 +600,16 @@ def _data_ptr(self):
     return int(ffi.cast("uintptr_t", _live(self).data))
 
 
-def bind_random(cls):
+def _reduce_by_value(self):
+    """Tensor.__reduce__: pickled by value, rebuilt by tensor() (_shared.py adds shared memory)."""
+    p = _live(self)
+    return tensor, (self._host().numpy(), self.dtype, None if p.device == 0 else str(self.device),
+                    bool(p.requires_grad))
+
+
+def bind(cls):
+    # Tensor's pickling and its in-place random fills (uniform_, normal_, ...).
+    cls.__reduce__ = _reduce_by_value
     for name, fn in (("uniform_", _uniform_), ("normal_", _normal_), ("bernoulli_", _bernoulli_),
                      ("random_", _random_), ("exponential_", _exponential_), ("data_ptr", _data_ptr),
                      ("multinomial", multinomial)):

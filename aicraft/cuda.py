@@ -5,6 +5,7 @@ Importing aicraft runs none of this: the first call here that needs a device (or
 first tensor moved to one) initialises CUDA in libac, so a process may fork after
 import (gunicorn --preload). Without a driver or device, is_available() is False and
 device_count() 0; moving a tensor to "cuda" raises DeviceError with CUDA's reason.
+ac.cuda.amp (torch.cuda.amp's autocast and GradScaler) is made by amp.py, above this.
 """
 from typing import Any
 
@@ -79,36 +80,3 @@ def memory_reserved(device: Any = None) -> int:
     from aicraft.memory import memory_stats
     _index(device)
     return memory_stats()["device_reserved"]
-
-
-# ---- ac.cuda.amp (scripts helper): torch.cuda.amp's names over aicraft.amp ----
-
-def _make_amp_module():
-    """aicraft.cuda.amp as a module (importable: `from aicraft.cuda.amp import GradScaler`)."""
-    import sys
-    import types
-
-    from aicraft import amp as _amp
-    module = types.ModuleType("aicraft.cuda.amp", "torch.cuda.amp's autocast and GradScaler "
-                              "(see aicraft.amp): autocast keeps float32, GradScaler is torch's.")
-
-    class autocast(_amp.autocast):
-        """torch.cuda.amp.autocast(enabled=True, dtype=float16, cache_enabled=True)."""
-
-        def __init__(self, enabled=True, dtype=None, cache_enabled=True):
-            super().__init__("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-
-    class GradScaler(_amp.GradScaler):
-        """torch.cuda.amp.GradScaler: aicraft.amp.GradScaler on "cuda"."""
-
-        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                     growth_interval=2000, enabled=True):
-            super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
-
-    autocast.__module__ = GradScaler.__module__ = module.__name__
-    module.autocast, module.GradScaler = autocast, GradScaler
-    sys.modules[module.__name__] = module
-    return module
-
-
-amp = _make_amp_module()

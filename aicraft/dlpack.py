@@ -12,13 +12,12 @@ tensor made in an ac.checkpoint() scope dies with the scope, so it is refused
 make or read Python objects, so the capsule calls go through ctypes.pythonapi.
 """
 import functools
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from aicraft._ffi import ffi, lib
+from aicraft._wrapping import _wrap
 from aicraft.errors import DeviceError, raise_error
-
-if TYPE_CHECKING:
-    from aicraft.tensor import Tensor
+from aicraft.tensor import Tensor
 
 _CPU = 1                            # DLPack's kDLCPU
 # Capsule names, untaken and taken, for the unversioned (0) and versioned (1) ABIs.
@@ -94,7 +93,6 @@ def from_dlpack(ext: Any) -> "Tensor":
     what to convert, and so does a bool tensor holding a byte other than 0 or 1
     (ValueError, as the safetensors reader refuses it). ext's memory lives as long
     as the tensor."""
-    from aicraft._wrapping import _wrap
     capsule = _capsule_of(ext)
     for versioned in (1, 0):
         if _capsule_api()[1](capsule, _NAMES[versioned]):
@@ -108,3 +106,14 @@ def from_dlpack(ext: Any) -> "Tensor":
         raise_error()       # the capsule, still untaken, gives the data back when it dies
     _capsule_api()[3](capsule, _USED_NAMES[versioned])
     return _wrap(p)
+
+
+def _dlpack(self: Tensor, *, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None,
+            dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
+    """A DLPack capsule sharing this tensor's memory (np.from_dlpack, torch.from_dlpack).
+    A tensor made in an ac.checkpoint() scope dies with it: keep() it first."""
+    return to_capsule(self, stream, max_version, dl_device, copy)
+
+
+def bind(cls: Any) -> None:
+    cls.__dlpack__ = _dlpack

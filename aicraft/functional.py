@@ -97,7 +97,7 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean",
     raise_error(input, target)
 
 
-# ---- activations (pointwise.py): silu, leaky_relu, softplus, gelu(approximate=), softmax(dtype=),
+# ---- activations (activations.py): silu, leaky_relu, softplus, gelu(approximate=), softmax(dtype=),
 # ... with torch.nn.functional's signatures ----
-from aicraft import pointwise as _pointwise  # noqa: E402
-globals().update(_pointwise.functional_functions())
+from aicraft import activations as _activations  # noqa: E402
+globals().update(_activations.functional_functions())

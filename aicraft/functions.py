@@ -3,9 +3,9 @@
 Each takes a Tensor first, as torch's do, and forwards to the method.
 """
 from aicraft._ffi import lib
-from aicraft._args import _is_numpy
-from aicraft._wrapping import _number, _result_code, _scalar_tensor, _wrap
+from aicraft._wrapping import _number, _result_code
 from aicraft.errors import raise_error
+from aicraft.indexing import where
 from aicraft.tensor import Tensor
 
 _METHODS = (
@@ -45,36 +45,6 @@ del _name
 
 
 
-def _where_typed(condition, a, b, flags):
-    p = lib.ac_where_typed(condition._ptr, a._ptr, b._ptr, flags)
-    if p:
-        return _wrap(p)
-    raise_error(condition, a, b)
-
-
-def where(condition, input, other):
-    """input where the bool condition is true, else other; input and other may be
-    numbers. Broadcasts all three; the result has their promoted dtype (torch's
-    result_type), differentiable in float32 input and other."""
-    if not isinstance(condition, Tensor):
-        raise TypeError("where(): argument 'condition' must be a bool Tensor, not %s"
-                        % type(condition).__name__)
-    values, flags = [], 0
-    for x, flag in ((input, lib.AC_SCALAR_A), (other, lib.AC_SCALAR_B)):
-        if not isinstance(x, Tensor):
-            n = _number(x)
-            if n is None:
-                if not _is_numpy(x, "ndarray"):
-                    raise TypeError("where(): expected a Tensor or a number, not %s" % type(x).__name__)
-                from aicraft.creation import tensor
-                x = tensor(x)
-            else:
-                x = _scalar_tensor(n)
-                flags |= flag
-        values.append(x)
-    return _where_typed(condition, values[0], values[1], flags)
-
-
 def result_type(tensor1, tensor2):
     """The dtype an op on tensor1 and tensor2 (Tensors or Python numbers) gives:
     torch.result_type, asked of libac (ac_result_type)."""
@@ -98,9 +68,10 @@ def promote_types(type1, type2):
 
 
 
-# ---- pointwise math (pointwise.py): aicraft.erf, aicraft.maximum, aicraft.celu, ... ----
-from aicraft import pointwise as _pointwise  # noqa: E402
-_POINTWISE = _pointwise.module_functions()
+# ---- pointwise math and activations (pointwise.py, activations.py): aicraft.erf, aicraft.maximum,
+# aicraft.celu, ... ----
+from aicraft import activations as _activations, pointwise as _pointwise  # noqa: E402
+_POINTWISE = {**_pointwise.module_functions(), **_activations.module_functions()}
 globals().update(_POINTWISE)
 
 __all__ = list(_METHODS) + ["where", "result_type", "promote_types"] + [n for n in _POINTWISE if n not in _METHODS]

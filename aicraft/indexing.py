@@ -1,6 +1,7 @@
 """indexing.py - Tensor's indexing and ordering methods, bound into Tensor by bind():
 t[...] and t[...] = v (basic indices plus advanced ones), gather, index_select,
-expand, narrow, split, chunk, sort, topk, cumsum, norm, mm, bmm, t, the new_* factories.
+expand, narrow, split, chunk, sort, topk, cumsum, norm, mm, bmm, t, the new_* factories,
+where and masked_fill (ac.where too).
 
 Indexing with one advanced index runs in two C calls at most: ac_slice (or its write
 ac_slice_put_) for the basic part, with the advanced index replaced by full slices,
@@ -13,7 +14,9 @@ from collections import namedtuple
 
 from aicraft._args import _as_bound, _as_dim, _as_index, _as_int, _is_numpy, _shape_args, _scalar
 from aicraft._ffi import ffi, lib
-from aicraft._wrapping import _live, _unary, _wrap
+from aicraft._wrapping import _live, _number, _scalar_tensor, _unary, _wrap
+from aicraft.creation import tensor
+from aicraft.dtypes import BY_CODE
 from aicraft.errors import ShapeError, raise_error
 from aicraft.tensor import Tensor
 
@@ -30,7 +33,6 @@ def _wrapped(p, *tensors):
 
 def _index_tensor(item):
     """An advanced index (a Tensor, list, range or array) as an int64 or bool Tensor, else None."""
-    from aicraft.creation import tensor
     if isinstance(item, Tensor):
         t = item
     elif isinstance(item, (list, range)) or _is_numpy(item, "ndarray"):
@@ -185,7 +187,6 @@ def getitem(self, index):
 def setitem(self, index, value):
     """self[index] = value (a number or a tensor broadcast to self[index]'s shape, None
     dims left out), in place, no graph."""
-    from aicraft.creation import tensor
     p = _live(self)
     if isinstance(value, Tensor):
         needs_grad = _live(value).requires_grad
@@ -350,7 +351,6 @@ def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=Fals
 
 
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
-    from aicraft.creation import tensor
     return _new(self, tensor, (data,), dtype, dict(device=device, requires_grad=requires_grad))
 
 
@@ -434,6 +434,66 @@ _METHODS = {
 }
 
 
+# ---- where and masked_fill ----
+
+def _where_typed(condition, a, b, flags):
+    p = lib.ac_where_typed(condition._ptr, a._ptr, b._ptr, flags)
+    if p:
+        return _wrap(p)
+    raise_error(condition, a, b)
+
+
+def where(condition, input, other):
+    """input where the bool condition is true, else other; input and other may be
+    numbers. Broadcasts all three; the result has their promoted dtype (torch's
+    result_type), differentiable in float32 input and other."""
+    if not isinstance(condition, Tensor):
+        raise TypeError("where(): argument 'condition' must be a bool Tensor, not %s"
+                        % type(condition).__name__)
+    values, flags = [], 0
+    for x, flag in ((input, lib.AC_SCALAR_A), (other, lib.AC_SCALAR_B)):
+        if not isinstance(x, Tensor):
+            n = _number(x)
+            if n is None:
+                if not _is_numpy(x, "ndarray"):
+                    raise TypeError("where(): expected a Tensor or a number, not %s" % type(x).__name__)
+                x = tensor(x)
+            else:
+                x = _scalar_tensor(n)
+                flags |= flag
+        values.append(x)
+    return _where_typed(condition, values[0], values[1], flags)
+
+
+def _where_method(self, condition, other):
+    """self where condition is true, else other (PyTorch's Tensor.where)."""
+    return where(condition, self, other)
+
+
+def _masked_fill(self, mask, value):
+    """A copy with value where the bool mask (broadcast to self) is true, in
+    self's dtype; differentiable in self and in a 0-d tensor value."""
+    dtype = _live(self).dtype
+    if isinstance(value, Tensor):
+        if _live(value).ndim != 0:
+            raise ValueError("masked_fill: value must be a number or a 0-dimensional tensor, "
+                             "not of %d dims" % value._ptr.ndim)
+    else:
+        n = _number(value)
+        if n is None:
+            raise TypeError("masked_fill: value must be a number or a 0-d tensor, not %s"
+                            % type(value).__name__)
+        value = _scalar_tensor(n)
+    if value._ptr.dtype != dtype:
+        value = value.to(BY_CODE[dtype])
+    return _where_typed(mask, value, self, 0)
+
+
+def _masked_fill_(self, mask, value):
+    return self._copy_(self, _masked_fill(self, mask, value))
+
+
 def bind(cls):
     for name, fn in _METHODS.items():
         setattr(cls, name, fn)
+    cls.where, cls.masked_fill, cls.masked_fill_ = _where_method, _masked_fill, _masked_fill_

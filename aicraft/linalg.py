@@ -393,7 +393,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None)
         from aicraft.creation import zeros
         return zeros(list(s.shape[:-1]), dtype=dtypes.int64)
     from aicraft.creation import tensor
-    from aicraft.functions import where
+    from aicraft.indexing import where
 
     def batched(v):           # a number, or a tensor per matrix of the batch
         return v.float().unsqueeze(-1) if isinstance(v, Tensor) else tensor(float(v))
@@ -409,7 +409,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None)
 
 
 def _maximum(a, b):
-    from aicraft.functions import where
+    from aicraft.indexing import where
     return where(a >= b, a, b)
 
 
@@ -433,7 +433,7 @@ def matrix_power(A, n, *, out=None):
         raise ShapeError("linalg.matrix_power: A must be square matrices (..., n, n), got %s" % (A.shape,))
     if n == 0:      # the identity; A gets a zero gradient, as in PyTorch
         from aicraft.creation import eye, ones
-        from aicraft.functions import where
+        from aicraft.indexing import where
         identity = eye(A.shape[-1], dtype=A.dtype).expand(*A.shape)
         if not A.requires_grad or _live(A).dtype != 0:
             return identity
@@ -625,3 +625,16 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     if diff.ndim == 0:
         return diff.abs() if p != 0 else (diff != 0).float()
     return _vector_norm(diff, p, [diff.ndim - 1], keepdim)
+
+
+def bind(cls):
+    """Tensor's norm, det, inverse, cholesky, ... methods."""
+    cls.norm = torch_norm
+    cls.det, cls.inverse = det, inv
+    cls.slogdet = slogdet
+    cls.cholesky = lambda self, upper=False: cholesky(self, upper=upper)
+    cls.cholesky_inverse = lambda self, upper=False: cholesky_inverse(self, upper)
+    cls.cholesky_solve = lambda self, *args, **kwargs: cholesky_solve(_live(self) and self, *args, **kwargs)
+    cls.triangular_solve = lambda self, *args, **kwargs: triangular_solve(_live(self) and self, *args, **kwargs)
+    cls.matrix_exp = lambda self: matrix_exp(self)
+    cls.logdet = lambda self: logdet(self)

@@ -1,14 +1,14 @@
-"""pointwise.py - PyTorch's pointwise math and activations: the Tensor methods (bound
-into Tensor by bind(), with their in-place x_ forms) and the module functions
-(aicraft.erf, aicraft.maximum, F.silu, ...), over libac's ac_pointwise and
-ac_pointwise2 (ops/pointwise.c).
+"""pointwise.py - PyTorch's pointwise math: the Tensor methods (bound into Tensor by
+bind(), with their in-place x_ forms) and the module functions (aicraft.erf,
+aicraft.maximum, ...), over libac's ac_pointwise and ac_pointwise2 (ops/pointwise.c).
+The activations (F.silu, ...) are activations.py's, over the helpers here.
 
 dtypes follow torch: float math promotes int64, uint8 and bool inputs to float32;
 the ops that keep integers in torch (sign, square, floor, ceil, round, trunc,
 maximum, minimum, fmax, fmin, clamp, fmod, heaviside) compute them exactly in
 int64 in C; where torch refuses a dtype, so does aicraft (TypeError).
 
-lerp, addcmul, addcdiv, isclose, glu, prelu and softmin compose aicraft's own
+lerp, addcmul, addcdiv and isclose compose aicraft's own
 ops (their autograd comes with them); none loops over elements in Python.
 """
 import builtins
@@ -599,18 +599,7 @@ def equal(input, other):
     return builtins.bool((input != other).sum().item() == 0)
 
 
-# ---- activations (activations.py, which needs the helpers above) -------------------
-
-from aicraft.activations import (_softmax_method, celu, hardshrink, log_softmax,  # noqa: E402
-                                 prelu, rrelu, selu, softmax, threshold)
-from aicraft import activations as _activations  # noqa: E402
-
-_METHODS["hardshrink"] = hardshrink
-_METHODS["prelu"] = prelu
 _METHODS["sigmoid_"] = _inplace_of(lambda x: x.sigmoid(), "sigmoid_")
-for _name in ("celu_", "selu_", "rrelu_", "threshold_"):
-    globals()[_name] = getattr(_activations, _name)
-del _name
 
 
 # ---- torch.max(a, b), torch.min(a, b) -------------------------------------------------
@@ -636,13 +625,10 @@ def bind(cls):
     cls.clip = _clamp_wrapper(cls.clip, "clip")
     cls.max = _with_other(cls.max, maximum, "max")
     cls.min = _with_other(cls.min, minimum, "min")
-    cls.softmax = _softmax_method(cls.softmax, "softmax")
-    cls.log_softmax = _softmax_method(cls.log_softmax, "log_softmax")
 
 
-# The module functions re-exported by aicraft (functions.py) and F.
-FUNCTIONS = ["celu", "selu", "rrelu", "threshold", "celu_", "selu_", "rrelu_", "threshold_"]
-FUNCTIONS += [name for name in _METHODS if not name.endswith("_") or name in (
+# The module functions re-exported by aicraft (functions.py) and F; activations.py has its own.
+FUNCTIONS = [name for name in _METHODS if not name.endswith("_") or name in (
     "rsqrt_", "square_", "reciprocal_", "erf_", "erfc_", "expm1_", "exp2_", "log2_", "log10_",
     "floor_", "ceil_", "round_", "trunc_", "fix_", "frac_", "tan_", "asin_", "arcsin_", "acos_",
     "arccos_", "atan_", "arctan_", "sinh_", "cosh_", "asinh_", "arcsinh_", "acosh_", "arccosh_",
@@ -654,7 +640,3 @@ def module_functions():
     """{name: function} of the module functions aicraft re-exports (functions.py)."""
     return {name: _METHODS.get(name) or globals()[name] for name in FUNCTIONS}
 
-
-def functional_functions():
-    """{name: function} of the activations aicraft.nn.functional re-exports."""
-    return _activations.functional_functions()

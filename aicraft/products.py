@@ -294,7 +294,7 @@ def _scaled_sum(op, input, product, beta, alpha):
     if beta == 0:
         if inp.requires_grad:     # a zero gradient for input, as PyTorch's, without its NaN
             from aicraft.creation import ones
-            from aicraft.functions import where
+            from aicraft.indexing import where
             return product + where(ones(inp.shape, dtype=dtypes.bool), 0.0, inp)
         return product
     return (inp if beta == 1 else inp * beta) + product

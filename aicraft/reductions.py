@@ -383,7 +383,7 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     from aicraft.creation import tensor
-    from aicraft.functions import where
+    from aicraft.indexing import where
     x = _tensor(input, op)
     if not _is_float(x):
         raise TypeError("%s: input must be a floating point tensor, got %s" % (op, x.dtype))
@@ -815,7 +815,7 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 
 def renorm(input, p, dim, maxnorm):
     """input with each slice along dim whose p-norm exceeds maxnorm scaled down to it."""
-    from aicraft.functions import where
+    from aicraft.indexing import where
     from aicraft.linalg import _vector_norm
     x = _need_float(_tensor(input, "renorm"), "renorm")
     d = _as_dim(dim) % max(x.ndim, 1)

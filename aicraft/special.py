@@ -4,7 +4,7 @@ plus the few only torch.special has (ndtri, log_ndtr, entr, erfcx, i0e, i1, i1e,
 zeta), over libac's ac_pointwise (ops/pointwise.c)."""
 import math
 
-from aicraft import pointwise as _p
+from aicraft import activations as _activations, pointwise as _p
 from aicraft._ffi import lib as _lib
 
 __all__ = ["expit", "logit", "erf", "erfc", "erfcx", "erfinv", "expm1", "exp2", "log1p", "sinc",
@@ -77,10 +77,10 @@ def zeta(input, other):
 
 def softmax(input, dim, dtype=None):
     """softmax along dim (float32)."""
-    return _p.softmax(input, dim, dtype=dtype)
+    return _activations.softmax(input, dim, dtype=dtype)
 
 
 def log_softmax(input, dim, dtype=None):
     """log_softmax along dim (float32)."""
-    return _p.log_softmax(input, dim, dtype=dtype)
+    return _activations.log_softmax(input, dim, dtype=dtype)
 

@@ -14,7 +14,9 @@ the _scope.Scope, usually an ac.checkpoint(), it was made in).
   two layers' outputs at a time rather than all of them.
 
 The wrapping helpers and the method builders the class body calls live in
-_wrapping.py; the indexing and ordering methods in indexing.py.
+_wrapping.py, beneath this module. The modules above it (indexing.py, pointwise.py,
+shapes.py, ...) add their methods to the class with bind(Tensor), which
+aicraft/__init__.py calls: this module imports none of them (aicraft/_layers.py).
 """
 import builtins
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple, Union
@@ -26,12 +28,12 @@ from aicraft._args import _as_dim, _dims_arg, _is_numpy, _scalar, _shape_args
 from aicraft import _wrapping, dtypes
 from aicraft._ffi import ffi, lib
 from aicraft._scope import open_scopes as _open_scopes, tls as _tls
-from aicraft._wrapping import (_binary, _bitwise_not, _check, _general, _number, _scalar_tensor, _typed, _comparison, _extreme, _full_scalar,
+from aicraft._wrapping import (_binary, _bitwise_not, _check, _general, _number, _typed, _comparison, _extreme, _full_scalar,
                                _inplace, _live, _logical, _named, _operand, _reduce, _reflected,
                                _shape_of, _spread, _unary, _with_alpha, _wrap, _wrap_borrowed,
                                _wrap_scoped)
-from aicraft.autograd import add_grad_hook as _add_grad_hook, after_backward as _after_backward
-from aicraft.autograd import raise_hook_error as _raise_hook_error
+from aicraft._grad import add_grad_hook as _add_grad_hook, after_backward as _after_backward
+from aicraft._grad import raise_hook_error as _raise_hook_error
 from aicraft.errors import ShapeError, raise_error
 
 _NULL = ffi.NULL
@@ -58,6 +60,12 @@ def _rpow_scalar(p, base):
     return _pow(base._ptr, p)
 
 
+def _returns_tensor(method: Callable[..., Any]) -> Callable[..., "Tensor"]:
+    """method, as type checkers should see it: _wrapping's builders of methods that take
+    any arguments cannot name Tensor (they sit beneath it)."""
+    return method
+
+
 def _remainder_graph(out, a, b):
     """out (a % b, computed in C) with the graph of a - floor(a / b) * b added where
     a or b requires grad: the values stay C's, the gradient is torch's."""
@@ -82,9 +90,14 @@ class Tensor:
 
     __slots__ = ("_ptr", "_scope", "__weakref__")
 
-    if TYPE_CHECKING:   # bound by indexing.bind
+    if TYPE_CHECKING:   # what type checkers see of the methods bound from above (aicraft/__init__.py)
         def __getitem__(self, index: Any) -> "Tensor": ...
         def __setitem__(self, index: Any, value: Any) -> None: ...
+        def where(self, condition: "Tensor", other: Any) -> "Tensor": ...
+        def masked_fill(self, mask: "Tensor", value: Any) -> "Tensor": ...
+        def masked_fill_(self, mask: "Tensor", value: Any) -> "Tensor": ...
+        def __dlpack__(self, *, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None,
+                       dl_device: Optional[Tuple[int, int]] = None, copy: Optional[builtins.bool] = None) -> Any: ...
     __array_ufunc__ = None     # NumPy defers to our reflected operators
 
     def __del__(self, _free=lib.ac_tensor_free, _tls=_tls):
@@ -234,13 +247,6 @@ class Tensor:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def __dlpack__(self, *, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None,
-                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[builtins.bool] = None) -> Any:
-        """A DLPack capsule sharing this tensor's memory (np.from_dlpack, torch.from_dlpack).
-        A tensor made in an ac.checkpoint() scope dies with it: keep() it first."""
-        from aicraft.dlpack import to_capsule
-        return to_capsule(self, stream, max_version, dl_device, copy)
-
     def __dlpack_device__(self) -> Tuple[int, int]:
         """(1, 0): DLPack's CPU; (2, index) for a CUDA tensor (which __dlpack__ refuses)."""
         p = _live(self)
@@ -372,12 +378,6 @@ class Tensor:
         memo[id(self)] = copy
         return copy
 
-    def __reduce__(self):
-        from aicraft.creation import tensor
-        p = _live(self)
-        return tensor, (self._host().numpy(), self.dtype, None if p.device == 0 else str(self.device),
-                        bool(p.requires_grad))
-
     # ---- in place (no graph) -----------------------------------------------
 
     def zero_(self) -> "Tensor":
@@ -490,33 +490,6 @@ class Tensor:
     bitwise_right_shift = _named("bitwise_right_shift", __rshift__)
     floor_divide, remainder = _named("floor_divide", __floordiv__), _named("remainder", __mod__)
 
-    def where(self, condition: "Tensor", other: Any) -> "Tensor":
-        """self where condition is true, else other (PyTorch's Tensor.where)."""
-        from aicraft.functions import where
-        return where(condition, self, other)
-
-    def masked_fill(self, mask: "Tensor", value: Any) -> "Tensor":
-        """A copy with value where the bool mask (broadcast to self) is true, in
-        self's dtype; differentiable in self and in a 0-d tensor value."""
-        from aicraft.functions import _where_typed
-        dtype = _live(self).dtype
-        if isinstance(value, Tensor):
-            if _live(value).ndim != 0:
-                raise ValueError("masked_fill: value must be a number or a 0-dimensional tensor, "
-                                 "not of %d dims" % value._ptr.ndim)
-        else:
-            n = _number(value)
-            if n is None:
-                raise TypeError("masked_fill: value must be a number or a 0-d tensor, not %s"
-                                % type(value).__name__)
-            value = _scalar_tensor(n)
-        if value._ptr.dtype != dtype:
-            value = value.to(_DTYPE[dtype])
-        return _where_typed(mask, value, self, 0)
-
-    def masked_fill_(self, mask: "Tensor", value: Any) -> "Tensor":
-        return self._copy_(self, self.masked_fill(mask, value))
-
     # ---- dtypes and devices ------------------------------------------------
 
     def to(self, *args: Any, **kwargs: Any) -> "Tensor":
@@ -613,7 +586,8 @@ class Tensor:
     def cuda(self, device: Any = None) -> "Tensor":
         return self.to(dtypes.device("cuda") if device is None else device)
 
-    add, sub = _with_alpha("add", _named("add", __add__)), _with_alpha("sub", _named("sub", __sub__))
+    add = _returns_tensor(_with_alpha("add", _named("add", __add__)))
+    sub = _returns_tensor(_with_alpha("sub", _named("sub", __sub__)))
     mul = _named("mul", __mul__)
     div, pow = _named("div", __truediv__), _named("pow", __pow__)
     matmul = _named("matmul", __matmul__)
@@ -623,7 +597,8 @@ class Tensor:
     __isub__ = _inplace("sub_", __sub__, lib.ac_sub_, _sub_scalar_)
     __imul__ = mul_ = _inplace("mul_", __mul__, lib.ac_mul_, lib.ac_mul_scalar_)
     __itruediv__ = div_ = _inplace("div_", __truediv__, lib.ac_div_, lib.ac_div_scalar_)
-    add_, sub_ = _with_alpha("add_", __iadd__), _with_alpha("sub_", __isub__)
+    add_ = _returns_tensor(_with_alpha("add_", __iadd__))
+    sub_ = _returns_tensor(_with_alpha("sub_", __isub__))
     _copy_ = staticmethod(_inplace("copy_", lambda dst, src: src))
 
     # ---- math and activations ----------------------------------------------
@@ -685,12 +660,12 @@ class Tensor:
 
     # ---- reductions --------------------------------------------------------
 
-    sum = _reduce("sum", lib.ac_sum)
-    mean = _reduce("mean", lib.ac_mean)
-    amax = _reduce("amax", lib.ac_max)
-    amin = _reduce("amin", lib.ac_min)
-    var = _spread("var", lib.ac_var)
-    std = _spread("std", lib.ac_std)
+    sum = _returns_tensor(_reduce("sum", lib.ac_sum))
+    mean = _returns_tensor(_reduce("mean", lib.ac_mean))
+    amax = _returns_tensor(_reduce("amax", lib.ac_max))
+    amin = _returns_tensor(_reduce("amin", lib.ac_min))
+    var = _returns_tensor(_spread("var", lib.ac_var))
+    std = _returns_tensor(_spread("std", lib.ac_std))
     max = _extreme("max", lib.ac_max, lib.ac_max_dim)
     min = _extreme("min", lib.ac_min, lib.ac_min_dim)
 
@@ -767,31 +742,6 @@ class Tensor:
 
 
 # The wrapping helpers make and test for this class (its body above calls their builders).
+# The methods of the modules above (indexing, pointwise, shapes, ...) are bound into it
+# by aicraft/__init__.py, each module's bind(Tensor) in turn.
 _wrapping.Tensor = Tensor
-
-# Indexing and ordering methods live in indexing.py (t[...], gather, sort, ...).
-from aicraft import indexing  # noqa: E402 - it needs Tensor defined
-indexing.bind(Tensor)
-
-# Pointwise math and activations live in pointwise.py (erf, maximum, clamp with tensor bounds, ...).
-from aicraft import pointwise  # noqa: E402 - it needs Tensor defined
-pointwise.bind(Tensor)
-
-# Shape, layout and scatter methods live in shapes.py (repeat, flip, scatter, ...).
-from aicraft import shapes  # noqa: E402 - it needs Tensor defined
-shapes.bind(Tensor)
-
-# Reductions, order statistics, products and norms (reductions.py, products.py, linalg.py).
-from aicraft import linalg as _linalg, products as _products, reductions as _reductions  # noqa: E402
-_reductions.bind(Tensor)
-_products.bind(Tensor)
-Tensor.norm = _linalg.torch_norm
-Tensor.det, Tensor.inverse = _linalg.det, _linalg.inv
-Tensor.slogdet = _linalg.slogdet
-Tensor.cholesky = lambda self, upper=False: _linalg.cholesky(self, upper=upper)
-Tensor.cholesky_inverse = lambda self, upper=False: _linalg.cholesky_inverse(self, upper)
-Tensor.cholesky_solve = lambda self, *args, **kwargs: _linalg.cholesky_solve(_live(self) and self, *args, **kwargs)
-Tensor.triangular_solve = lambda self, *args, **kwargs: _linalg.triangular_solve(_live(self) and self, *args,
-                                                                                **kwargs)
-Tensor.matrix_exp = lambda self: _linalg.matrix_exp(self)
-Tensor.logdet = lambda self: _linalg.logdet(self)

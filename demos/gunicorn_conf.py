@@ -1,8 +1,4 @@
-"""gunicorn settings for demos/serve.py: `gunicorn -c demos/gunicorn_conf.py ...` (make serve).
-
-Each worker warms its request threads before it takes connections (serve.warm_up)."""
-
-
-def post_worker_init(worker):
-    from demos import serve
-    serve.warm_up(worker.tpool, worker.cfg.threads)
+"""gunicorn settings for demos/serve.py: `gunicorn -c demos/gunicorn_conf.py ...` (make serve):
+aicraft.serve's (a bounded allocator, and each worker's request threads warmed before
+it takes connections)."""
+from aicraft.serve.gunicorn_conf import post_worker_init  # noqa: F401  (gunicorn reads it from here)

@@ -47,21 +47,25 @@ def free_port():
 
 
 class Server:
-    """gunicorn serving demos.serve:app; stop() ends it and its workers."""
+    """gunicorn serving demos.serve:app, or what command(port) (an argv) starts with
+    `workers` workers; stop() ends it and its workers."""
 
-    def __init__(self, tmp_path, weights, workers, env=None):
+    def __init__(self, tmp_path, weights, workers, env=None, command=None):
         self.port = free_port()
         self.log_path = tmp_path / ("gunicorn-%d.log" % self.port)
         self.workers = workers
         environment = dict(os.environ, AICRAFT_WEIGHTS=str(weights), AC_NUM_THREADS="1")
         environment.pop("SERVE_BACKEND", None)
         environment.update(env or {})
+        if command is None:
+            argv = [sys.executable, "-m", "gunicorn", "-c", "demos/gunicorn_conf.py", "--no-control-socket",
+                    "--preload", "-w", str(workers), "--threads", "4", "-b", "127.0.0.1:%d" % self.port,
+                    "demos.serve:app"]
+        else:
+            argv = command(self.port)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", "demos/gunicorn_conf.py", "--no-control-socket", "--preload",
-                 "-w", str(workers), "--threads", "4", "-b", "127.0.0.1:%d" % self.port,
-                 "demos.serve:app"],
-                cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
+                argv, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
 
     def log(self):
@@ -441,7 +445,7 @@ def test_quantized_service_predicts_and_refuses_to_learn(serve, tmp_path):
     status, result = server.post("/learn", {"inputs": x.tolist(), "labels": [0] * 5})
     assert status == 409 and "int8" in result["error"]
     float_bytes = 4 * (784 * 128 + 128 + 128 * 10 + 10)
-    assert 0 < server.metrics()["aicraft_weight_bytes"] <= 0.27 * float_bytes
+    assert 0 < server.metrics()['aicraft_weight_bytes{model="mnist"}'] <= 0.27 * float_bytes
     # an already quantized file is served as it is, without AICRAFT_QUANTIZE
     int8_path = tmp_path / "mlp_int8.safetensors"
     ac.save(quantized.state_dict(), str(int8_path))

@@ -17,12 +17,12 @@ import math
 from aicraft._args import _as_int
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
-from aicraft.creation import zeros
+from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
+from aicraft.nn._checks import _c_int, _pair, _tensor_arg
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter, factory_kwargs
-from aicraft.nn.norm import _per_channel_state
 from aicraft.tensor import Tensor
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
@@ -30,33 +30,6 @@ __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d
            "adaptive_avg_pool2d", "batch_norm", "dropout", "dropout2d"]
 
 _NULL = ffi.NULL
-_INT_LIMIT = 2 ** 31
-
-
-def _c_int(value, what):
-    """value as an int that fits a C int."""
-    v = _as_int(value, what)
-    if not -_INT_LIMIT <= v < _INT_LIMIT:
-        raise ValueError("%s %d is out of range" % (what, v))
-    return v
-
-
-def _pair(value, what):
-    """(h, w) from an int or a pair of ints, each fitting a C int."""
-    if isinstance(value, (tuple, list)):
-        if len(value) == 1:          # torch's _pair repeats a 1-sequence too
-            value = (value[0], value[0])
-        if len(value) != 2:
-            raise ValueError("%s must be an int or a pair of ints, got %r" % (what, value))
-        return _c_int(value[0], what), _c_int(value[1], what)
-    v = _c_int(value, what)
-    return v, v
-
-
-def _tensor_arg(value, fn, what):
-    if not isinstance(value, Tensor):
-        raise TypeError("%s: %s must be a Tensor, not %s" % (fn, what, type(value).__name__))
-    return value._ptr
 
 
 def _optional_arg(value, fn, what):
@@ -147,11 +120,19 @@ def dropout(input, p=0.5, training=True, inplace=False):
     raise_error(input)
 
 
-def _dropout_probability(p):
-    p = float(p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError("dropout probability has to be between 0 and 1, but got %r" % p)
-    return p
+def _per_channel_state(module):
+    """A batch or instance norm's weight and bias (when affine) and running statistics
+    (when tracked), num_features each, registered as torch names them."""
+    n = module.num_features
+    if module.affine:
+        module.weight = Parameter(ones(n))
+        module.bias = Parameter(zeros(n))
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+    for name, make in (("running_mean", zeros), ("running_var", ones)):
+        module.register_buffer(name, make(n) if module.track_running_stats else None)
+    module.register_buffer("num_batches_tracked", zeros(()) if module.track_running_stats else None)
 
 
 # ---- modules -----------------------------------------------------------------

@@ -12,8 +12,8 @@ from aicraft._ffi import lib
 from aicraft._wrapping import _wrap
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.conv import (Conv2d, _c_int, _set_channels, _set_weight, _optional_arg, _pair, _tensor_arg,
-                             conv2d)
+from aicraft.nn._checks import _c_int, _pair, _tensor_arg, _triple
+from aicraft.nn.conv import Conv2d, _optional_arg, _set_channels, _set_weight, conv2d
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
@@ -144,10 +144,7 @@ class _ConvTranspose(Module):
         name = type(self).__name__
         if padding_mode != "zeros":
             raise ValueError('Only "zeros" padding mode is supported for %s' % name)
-        if self._dims == 3:
-            from aicraft.nn.volumetric import _triple as tup
-        else:
-            tup = _pair if self._dims == 2 else _single
+        tup = _triple if self._dims == 3 else _pair if self._dims == 2 else _single
         _set_channels(self, in_channels, out_channels, groups)
         if isinstance(padding, str):
             raise ValueError("%s: padding must be ints, not %r" % (name, padding))

@@ -14,7 +14,7 @@ from aicraft._wrapping import _wrap
 from aicraft.creation import ones, zeros
 from aicraft.errors import ShapeError, raise_error
 from aicraft.nn import init
-from aicraft.nn.conv import _dropout_probability
+from aicraft.nn._checks import _dropout_probability
 from aicraft.nn.layers import _not_a_tensor
 from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor

@@ -8,7 +8,7 @@ stacks them as (N, C * kH * kW, L). fold is its adjoint, a transposed convolutio
 overlapping windows as torch's col2im does.
 """
 from aicraft.errors import ShapeError
-from aicraft.nn.conv import _pair
+from aicraft.nn._checks import _pair
 from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
 

@@ -14,8 +14,12 @@ aicraft.nn.functional re-exports every one; nn.*Loss modules (loss.py) call them
 import math
 
 import aicraft.functional as _base
-from aicraft.errors import ShapeError
-from aicraft.functional import _input, _reduction
+from aicraft._args import _scalar
+from aicraft._ffi import lib
+from aicraft._wrapping import _wrap
+from aicraft.creation import from_numpy
+from aicraft.errors import ShapeError, raise_error
+from aicraft.functional import _input, _reduction, _target
 from aicraft.tensor import Tensor
 from aicraft.linalg import pairwise_distance  # the losses' distance, F.pairwise_distance
 
@@ -72,8 +76,79 @@ def _channel_view(t, ndim, class_dim):
 
 # ---- class losses ----------------------------------------------------------------
 
+# The one-C-op smooth L1 and NumPy's class indices, which the losses below build on.
+
+def _smooth_l1_loss(input, target, *, reduction="mean", beta=1.0):
+    """Huber-like loss: 0.5 (x - t)^2 / beta where abs(x - t) < beta, else abs(x - t) - 0.5 beta
+    (beta 0 is l1_loss)."""
+    _input(input, "smooth_l1_loss")
+    target = _target(target, "smooth_l1_loss")
+    b = _scalar(beta)
+    if b is None:
+        raise TypeError("smooth_l1_loss(): beta must be a number, not %s" % type(beta).__name__)
+    if b < 0:
+        raise ValueError("smooth_l1_loss(): beta must be >= 0, got %g" % b)
+    p = lib.ac_smooth_l1_loss(input._ptr, target._ptr, _reduction(reduction, "smooth_l1_loss"), b)
+    if p:
+        return _wrap(p)
+    raise_error(input, target)
+
+
+def _class_indices(target, expected_shape, classes, ignore_index, fn):
+    """target as an int64 array of expected_shape, every entry a class or ignore_index."""
+    import numpy as np
+    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)
+    if t.dtype.kind not in "biuf":
+        raise TypeError("%s(): target must hold class indices, got dtype %s" % (fn, t.dtype))
+    if t.shape != expected_shape:
+        raise ShapeError("%s: target %s does not fit input (expected %s)" % (fn, t.shape, expected_shape))
+    indices = t.astype(np.int64)
+    bad = (indices != t) | ((indices != ignore_index) & ((indices < 0) | (indices >= classes)))
+    if bad.any():
+        where = np.flatnonzero(bad)[0]
+        raise IndexError("%s: target %s at position %d is not a class index in [0, %d)"
+                         % (fn, t.reshape(-1)[where], where, classes))
+    return indices
+
+
+def _nll_loss(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
+    """Negative log likelihood of log-probabilities input (N, C, ...) or (C) at the
+    target classes (N, ...) or (): -input[n, target[n]] * weight[target[n]].
+
+    Computed as sum(input * coef), where coef holds -weight at each target class
+    and zeros elsewhere, so backward is one multiply."""
+    import numpy as np
+    _input(input, "nll_loss")
+    _reduction(reduction, "nll_loss")
+    shape = input.shape
+    if not shape:
+        raise ShapeError("nll_loss: input () must be (N, C, ...) or (C,)")
+    class_dim = 1 if len(shape) > 1 else 0
+    classes = shape[class_dim]
+    indices = _class_indices(target, shape[:1] + shape[2:] if class_dim else (), classes,
+                             ignore_index, "nll_loss")
+    if weight is None:
+        class_weight = np.ones(classes)
+    else:
+        _input(weight, "nll_loss", "weight")
+        class_weight = weight.numpy().astype(np.float64)
+        if class_weight.shape != (classes,):
+            raise ShapeError("nll_loss: weight %s does not fit input %s (expected (%d,))"
+                             % (class_weight.shape, shape, classes))
+    kept = indices != ignore_index
+    safe = np.where(kept, indices, 0)
+    item_weight = np.where(kept, class_weight[safe], 0.0)
+    if reduction == "mean":
+        with np.errstate(invalid="ignore", divide="ignore"):   # all ignored: NaN, as PyTorch
+            item_weight = item_weight / item_weight.sum()
+    coef = np.zeros(shape, np.float32)
+    np.put_along_axis(coef, np.expand_dims(safe, class_dim), np.expand_dims(-item_weight, class_dim),
+                      axis=class_dim)
+    terms = input * from_numpy(coef)
+    return terms.sum(class_dim) if reduction == "none" else terms.sum()
+
+
 def _class_targets(target, shape, classes, class_dim, ignore_index, fn):
-    from aicraft.nn.functional import _class_indices
     return _class_indices(target, shape[:1] + shape[2:] if class_dim else (), classes, ignore_index,
                           fn)
 
@@ -82,8 +157,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean"):
     """Negative log likelihood of log-probabilities (N, C, d1, ...) or (C,) at the target
     classes, as torch's F.nll_loss."""
-    from aicraft.nn import functional as F
-    return F._nll_loss(input, target, weight, ignore_index=ignore_index,
+    return _nll_loss(input, target, weight, ignore_index=ignore_index,
                        reduction=_legacy(size_average, reduce, reduction))
 
 
@@ -140,7 +214,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     else:
         smooth = -logp.sum(class_dim)
     if ignored.any():
-        from aicraft.creation import from_numpy
         smooth = smooth.masked_fill(from_numpy(ignored), 0.0)
     if reduction == "none":
         total = smooth
@@ -210,8 +283,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - beta / 2 (one C op)."""
-    from aicraft.nn import functional as F
-    return F._smooth_l1_loss(input, target, reduction=_legacy(size_average, reduce, reduction),
+    return _smooth_l1_loss(input, target, reduction=_legacy(size_average, reduce, reduction),
                              beta=beta)
 
 
@@ -242,7 +314,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if log_target:
         loss = t.exp() * (t - x)
     else:
-        from aicraft.functions import where
+        from aicraft.indexing import where
         # x log x is 0 at 0 (its gradient there NaN, as torch's xlogy gives)
         loss = where(t == 0.0, 0.0, t * t.log()) - t * x
     if reduction == "batchmean":
@@ -279,7 +351,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     """input where target is 1, max(0, margin - input) where it is -1 (torch's sum of both
     where target is neither)."""
     fn = "hinge_embedding_loss"
-    from aicraft.functions import where
+    from aicraft.indexing import where
     x, y = _float(input, fn, "input"), _float(target, fn, "target")
     margin_part = where(y != 1.0, (float(margin) - x).relu(), 0.0)
     self_part = where(y != -1.0, x, 0.0)
@@ -290,7 +362,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
                           reduction="mean"):
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1."""
     fn = "cosine_embedding_loss"
-    from aicraft.functions import where
+    from aicraft.indexing import where
     x1, x2, y = (_float(v, fn, w) for v, w in ((input1, "input1"), (input2, "input2"),
                                                (target, "target")))
     if x1.ndim not in (1, 2) or tuple(x1.shape) != tuple(x2.shape) or y.ndim != x1.ndim - 1:
@@ -306,7 +378,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
 
 
 def _minimum(a, b):
-    from aicraft.functions import where
+    from aicraft.indexing import where
     return where(a <= b, a, b)
 
 
@@ -351,7 +423,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     else:
         loss = x - t * (x + float(eps)).log()
     if full:
-        from aicraft.functions import where
+        from aicraft.indexing import where
         safe = where(t > 1.0, t, 1.0)
         stirling = safe * safe.log() - safe + (safe * (2.0 * math.pi)).log() * 0.5
         loss = loss + where(t > 1.0, stirling, 0.0)
@@ -414,7 +486,6 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     classes = rows.shape[1]
     flat = np.asarray(target.numpy() if isinstance(target, Tensor) else target).reshape(-1)
     indices = _class_targets(flat, tuple(rows.shape), classes, 1, -(2 ** 62), fn)
-    from aicraft.creation import from_numpy
     onehot = np.zeros(tuple(rows.shape), dtype=np.float32)
     onehot[np.arange(rows.shape[0]), indices] = 1.0
     picked = (rows * from_numpy(onehot)).sum(1, keepdim=True)
@@ -455,7 +526,6 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     np.add.at(count, (rows_at[listed], t[listed]), 1.0)
     is_target = count > 0
     pair = count[:, :, None] * (~is_target)[:, None, :].astype(np.float32)   # (N, j, i)
-    from aicraft.creation import from_numpy
     hinge = (1.0 - rows.unsqueeze(2) + rows.unsqueeze(1)).relu()
     loss = (hinge * from_numpy(pair)).sum((1, 2)) / float(classes)
     if x.ndim < 2:

@@ -13,6 +13,7 @@ from aicraft.creation import ones, zeros
 from aicraft.errors import raise_error
 from aicraft.nn import init
 from aicraft.nn.layers import _not_a_tensor
+from aicraft.nn.conv import _per_channel_state
 from aicraft.nn.module import Module, Parameter, factory_kwargs
 from aicraft.tensor import Tensor
 
@@ -247,19 +248,7 @@ class GroupNorm(Module):
                                              self.affine)
 
 
-def _per_channel_state(module):
-    """A batch or instance norm's weight and bias (when affine) and running statistics
-    (when tracked), num_features each, registered as torch names them."""
-    n = module.num_features
-    if module.affine:
-        module.weight = Parameter(ones(n))
-        module.bias = Parameter(zeros(n))
-    else:
-        module.register_parameter("weight", None)
-        module.register_parameter("bias", None)
-    for name, make in (("running_mean", zeros), ("running_var", ones)):
-        module.register_buffer(name, make(n) if module.track_running_stats else None)
-    module.register_buffer("num_batches_tracked", zeros(()) if module.track_running_stats else None)
+
 
 
 class _InstanceNorm(Module):

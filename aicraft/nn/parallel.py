@@ -37,7 +37,7 @@ from typing import Any, Iterator, List, Optional
 from aicraft import distributed
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _live
-from aicraft.autograd import after_backward, is_grad_enabled
+from aicraft._grad import after_backward, is_grad_enabled
 from aicraft.creation import zeros
 from aicraft.errors import raise_error
 from aicraft.nn.module import Module

@@ -12,7 +12,7 @@ ceil_mode's partial windows, divisor_override) are one multiply by a constant
 from aicraft._ffi import ffi, lib
 from aicraft._wrapping import _wrap
 from aicraft.errors import ShapeError, raise_error
-from aicraft.nn.conv import _c_int, _pair, _tensor_arg
+from aicraft.nn._checks import _c_int, _pair, _tensor_arg, _triple
 from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
 
@@ -37,7 +37,6 @@ def _window(fn, kernel_size, stride, padding, dims):
     """(kernel, stride, padding) as pairs; 1-d ones as (1, k), (1, s), (0, p); 3-d ones as
     triples."""
     if dims == 3:
-        from aicraft.nn.volumetric import _triple
         k = _triple(kernel_size, fn + ": kernel_size")
         s = k if stride is None or stride == () or stride == [] else _triple(stride, fn + ": stride")
         return k, s, _triple(padding, fn + ": padding")

@@ -12,23 +12,13 @@ import math
 
 from aicraft.errors import ShapeError
 from aicraft.nn import init
-from aicraft.nn.conv import _c_int, _set_channels, _set_weight, conv2d
+from aicraft.nn._checks import _c_int, _triple
+from aicraft.nn.conv import _set_channels, _set_weight, conv2d
 from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_max_pool3d", "Conv3d", "MaxPool3d",
            "AvgPool3d", "AdaptiveMaxPool3d"]
-
-
-def _triple(value, what):
-    if isinstance(value, (tuple, list)):
-        if len(value) == 1:
-            value = tuple(value) * 3
-        if len(value) != 3:
-            raise ValueError("%s must be an int or 3 ints, got %r" % (what, value))
-        return tuple(_c_int(v, what) for v in value)
-    v = _c_int(value, what)
-    return v, v, v
 
 
 def _volume(input, fn):

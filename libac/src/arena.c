@@ -30,7 +30,8 @@
  * allocations) is marked unusable under AddressSanitizer until handed out
  * again, so the C tests still catch a use after free of any of it.
  *
- * Not here: tensor layout (tensor.c) and graph nodes (autograd.c).
+ * Not here: tensor layout (tensor.c), graph nodes (ops/output.c), the
+ * counters both arenas keep (counters.c).
  */
 #define _POSIX_C_SOURCE 200112L
 #include "internal.h"
@@ -114,7 +115,7 @@ typedef struct {
 
 static int64_t g_bytes_in_use, g_peak_bytes, g_live_tensors, g_live_nodes;
 static int64_t g_arena_reserved, g_memory_limit;
-static int64_t g_heap_allocations, g_spare_grad_bytes, g_root_cached_bytes;
+static int64_t g_spare_grad_bytes, g_root_cached_bytes;
 static uint32_t g_next_serial;   /* process-wide: a serial names one scope of one thread */
 
 static pthread_key_t arena_key;
@@ -122,15 +123,6 @@ static pthread_once_t arena_key_once = PTHREAD_ONCE_INIT;
 static AC_THREAD_LOCAL ThreadArena *tls_arena;
 
 /* ---- counters ------------------------------------------------------------ */
-
-void counter_add(int64_t *value, int64_t *peak, int64_t delta)
-{
-    int64_t now = __atomic_add_fetch(value, delta, __ATOMIC_RELAXED);
-    int64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
-    while (now > seen &&
-           !__atomic_compare_exchange_n(peak, &seen, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-}
 
 static void add_bytes(int64_t delta) { counter_add(&g_bytes_in_use, &g_peak_bytes, delta); }
 
@@ -157,8 +149,6 @@ static int over_budget(ThreadArena *ta, size_t bytes)
     return error_set(AC_ERR_MEMORY, "alloc: allocating %zu bytes would pass this thread's allocation "
                      "budget", bytes);
 }
-
-void count_heap_allocation(void) { __atomic_add_fetch(&g_heap_allocations, 1, __ATOMIC_RELAXED); }
 
 void counters_tensor(int delta, int scoped)
 {
@@ -189,7 +179,7 @@ int ac_memory_stats(AcMemStats *out)
     out->live_nodes = __atomic_load_n(&g_live_nodes, __ATOMIC_RELAXED);
     out->arena_reserved = __atomic_load_n(&g_arena_reserved, __ATOMIC_RELAXED);
     out->memory_limit = __atomic_load_n(&g_memory_limit, __ATOMIC_RELAXED);
-    out->heap_allocations = __atomic_load_n(&g_heap_allocations, __ATOMIC_RELAXED);
+    out->heap_allocations = heap_allocations();
     out->spare_grad_bytes = __atomic_load_n(&g_spare_grad_bytes, __ATOMIC_RELAXED);
     out->root_cached_bytes = __atomic_load_n(&g_root_cached_bytes, __ATOMIC_RELAXED);
     device_memory_stats(out);
@@ -302,12 +292,18 @@ static void block_release(ArenaBlock *b)
     free(b);
 }
 
+/* How a hold's reference is dropped: ac_tensor_free, which tensor.c (a layer
+   above) registers when libac loads. */
+static int (*tensor_release)(AcTensor *t);
+
+void scope_on_release(int (*release)(AcTensor *t)) { tensor_release = release; }
+
 static void scope_drop_holds(Scope *s)
 {
     HoldEntry *h = s->holds;
     while (h) {
         HoldEntry *next = h->next;
-        ac_tensor_free(h->tensor);
+        tensor_release(h->tensor);
         if (h->on_heap) free(h);
         h = next;
     }
@@ -746,14 +742,9 @@ static int hold_push(ThreadArena *ta, Scope *s, AcTensor *t, int on_heap)
 int scope_hold(AcTensor *t)
 {
     ThreadArena *ta = tls_arena;
-    ac_tensor_retain(t);
     if (t->scope_depth != 0) return AC_OK;   /* scoped: kept until its own scope ends */
     if (!ta || ta->depth == 0) return AC_OK;
-    if (hold_push(ta, &ta->scopes[ta->depth - 1], t, 0)) {
-        ac_tensor_free(t);
-        return AC_ERR_MEMORY;
-    }
-    return AC_OK;
+    return hold_push(ta, &ta->scopes[ta->depth - 1], t, 0);
 }
 
 int scope_hold_at(AcTensor *t, int depth)

@@ -1,14 +1,15 @@
 /*
- * autograd.c - graph nodes, the backward walk, grad mode, graph dumps and
- * the gradient check.
+ * autograd.c - the backward walk, setting grad mode, graph dumps and the
+ * gradient check.
  *
- * An op records a node next to its output (op_output). ac_backward sorts the
- * nodes behind the output with an explicit stack (no recursion), then walks
- * them in reverse: each node's backward turns its pending output gradient into
- * gradients for its inputs, which are summed into the inputs' pending
- * gradients or, for leaves, into their .grad; a leaf's grad hook runs once the
- * last node that uses the leaf has run. Everything backward allocates
- * besides leaf grads lives in a scope of its own, restored before returning.
+ * An op records a node next to its output (op_output, ops/output.c).
+ * ac_backward sorts the nodes behind the output with an explicit stack (no
+ * recursion), then walks them in reverse: each node's backward turns its
+ * pending output gradient into gradients for its inputs, which are summed into
+ * the inputs' pending gradients or, for leaves, into their .grad; a leaf's grad
+ * hook runs once the last node that uses the leaf has run. Everything backward
+ * allocates besides leaf grads lives in a scope of its own, restored before
+ * returning.
  *
  * Unless asked to retain it, the walk frees the graph as it goes, as PyTorch
  * does: once a node has run, it drops its inputs (tensor.c's node_free_graph),
@@ -16,19 +17,18 @@
  * node has run, given back to their scope (scoped). A freed node keeps its
  * output's values; backward through it again is an error.
  *
- * Not here: the ops' own backward functions (ops/), tensor memory (tensor.c).
+ * Not here: the ops' own backward functions (ops/), the nodes' making
+ * (ops/output.c), grad mode's flag (tensor.c), tensor memory (tensor.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static AC_THREAD_LOCAL int grad_disabled;
 static AC_THREAD_LOCAL uint32_t visit_epoch;
-
-static size_t node_head_bytes(void) { return (sizeof(AcGradNode) + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
 
 int set_grad_enabled_replay(AcTensor **t, const double *attr)
 {
@@ -46,133 +46,6 @@ int ac_set_grad_enabled(int enabled)
     }
     grad_disabled = !enabled;
     return previous;
-}
-
-int ac_is_grad_enabled(void) { return !grad_disabled; }
-
-/* ---- recording ----------------------------------------------------------- */
-
-static const AcTensor cpu_placeholder;   /* device AC_CPU, index 0: for ops with no inputs */
-
-/* The device inputs share (the CPU when there are none): the first input's,
-   else AC_ERR_DEVICE naming the two devices, as PyTorch says it. */
-const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int n_inputs)
-{
-    const AcTensor *first = NULL;
-    int i;
-    for (i = 0; i < n_inputs; i++) {
-        const AcTensor *t = inputs[i];
-        char a[32], b[32];
-        if (!t) continue;
-        if (!first) {
-            first = t;
-        } else if (t->device != first->device || t->device_index != first->device_index) {
-            return error_null(AC_ERR_DEVICE, "%s: expected all tensors to be on the same device, "
-                              "but found at least two devices, %s and %s", op,
-                              device_name(first->device, first->device_index, a, sizeof a),
-                              device_name(t->device, t->device_index, b, sizeof b));
-        }
-    }
-    return first ? first : &cpu_placeholder;
-}
-
-/* on: the device of the output; NULL for the inputs' device. */
-static AcTensor *make_output(const char *op, int dtype, const int64_t *shape, int ndim,
-                             const AcTensor *share, const AcTensor *const *inputs, int n_inputs,
-                             AcBackwardFn backward, size_t ctx_bytes, const AcTensor *on)
-{
-    int record = 0, i;
-    AcTensor *out;
-    AcGradNode *node;
-    if (n_inputs < 0 || n_inputs > AC_MAX_INPUTS)
-        return error_null(AC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, AC_MAX_INPUTS);
-    if (!on && !(on = common_device(op, inputs, n_inputs))) return NULL;
-    for (i = 0; i < n_inputs && !grad_disabled; i++)
-        if (inputs[i] && inputs[i]->requires_grad) record = 1;
-    out = tensor_create_on(op, shape, ndim, dtype, share, record ? node_head_bytes() + ctx_bytes : 0,
-                           0, on->device, on->device_index);
-    if (!out || !record) return out;
-    node = out->node;
-    node->op = op;
-    node->output = out;
-    node->backward = backward;
-    node->context = ctx_bytes ? (char *)node + node_head_bytes() : NULL;
-    for (i = 0; i < n_inputs; i++) {
-        if (!inputs[i]) continue;
-        if (node_hold((AcTensor *)inputs[i])) return NULL;
-        node->inputs[node->n_inputs++] = (AcTensor *)inputs[i];
-    }
-    out->requires_grad = 1;
-    return out;
-}
-
-AcTensor *op_output(const char *op, const int64_t *shape, int ndim, const AcTensor *const *inputs,
-                    int n_inputs, AcBackwardFn backward, size_t ctx_bytes)
-{
-    int i;
-    for (i = 0; i < n_inputs; i++)
-        if (inputs[i] && inputs[i]->dtype != AC_FLOAT32)
-            return error_null(AC_ERR_DTYPE, "%s: input %d is %s; this op computes in float32 "
-                              "(convert it first)", op, i, ac_dtype_name(inputs[i]->dtype));
-    return make_output(op, AC_FLOAT32, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes, NULL);
-}
-
-AcTensor *op_output_as(const char *op, int dtype, const int64_t *shape, int ndim,
-                       const AcTensor *const *inputs, int n_inputs, AcBackwardFn backward,
-                       size_t ctx_bytes)
-{
-    return make_output(op, dtype, shape, ndim, NULL, inputs, n_inputs, backward, ctx_bytes, NULL);
-}
-
-AcTensor *op_output_on(const char *op, const AcTensor *a, int device, int device_index,
-                       AcBackwardFn backward)
-{
-    AcTensor on = {0};
-    on.device = device;
-    on.device_index = device_index;
-    return make_output(op, a->dtype, a->shape, a->ndim, NULL, &a, 1, backward, 0, &on);
-}
-
-AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
-                  AcBackwardFn backward, size_t ctx_bytes)
-{
-    return make_output(op, a->dtype, shape, ndim, a, &a, 1, backward, ctx_bytes, NULL);
-}
-
-void *op_context(const AcTensor *out) { return out->node ? out->node->context : NULL; }
-
-int input_needs_grad(const AcGradNode *node, int i)
-{
-    return i < node->n_inputs && node->inputs[i] && node->inputs[i]->requires_grad;
-}
-
-/* A new, uninitialised grad for a leaf without one, in the leaf's home (never
-   in backward's scope); NULL with the error set when there is no memory. */
-static AcTensor *leaf_grad_new(AcTensor *leaf)
-{
-    leaf->grad = grad_new(leaf);
-    if (leaf->grad && leaf->scope_depth > 0 && scope_hold_at(leaf->grad, leaf->scope_depth)) {
-        ac_tensor_free(leaf->grad);
-        leaf->grad = NULL;
-    }
-    return leaf->grad;
-}
-
-AcTensor *leaf_grad_to_fill(AcGradNode *node, int i)
-{
-    AcTensor *leaf = input_needs_grad(node, i) ? node->inputs[i] : NULL;
-    if (!leaf || leaf->node || leaf->grad) return NULL;
-    return leaf_grad_new(leaf);
-}
-
-float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status)
-{
-    AcTensor *leaf_grad;
-    if (*status || i < 0 || !input_needs_grad(node, i)) return NULL;
-    if ((leaf_grad = leaf_grad_to_fill(node, i))) return leaf_grad->data;
-    gin[i] = tensor_alloc_like(node->op, node->inputs[i]);
-    if (!gin[i]) *status = ac_last_error_code();
-    return gin[i] ? gin[i]->data : NULL;
 }
 
 /* ---- topological order --------------------------------------------------- */

@@ -6,7 +6,6 @@
  * seed gives the same draws on any thread (ac_manual_seed seeds the caller's).
  */
 #include "graph.h"
-#include "kernels/kernels.h"
 
 #include <math.h>
 #include <string.h>

@@ -267,9 +267,9 @@ static DeviceBlock *block_take(DeviceArena *da, int device, size_t bytes)
     return b;
 }
 
-static void *scoped_alloc(int device, size_t bytes)
+static void *scoped_alloc(int depth, int device, size_t bytes)
 {
-    DeviceArena *da = device_arena(current_depth());
+    DeviceArena *da = device_arena(depth);
     DeviceBlock *b;
     if (!da) return NULL;
     b = da->top[device];
@@ -286,15 +286,15 @@ static void *scoped_alloc(int device, size_t bytes)
     return b->base + b->used - bytes;
 }
 
-void *device_alloc(const char *op, int device, size_t bytes, int at_root)
+void *device_alloc(const char *op, int device, size_t bytes, int depth)
 {
     void *p;
     /* also makes device current, so the op's kernels launch there (runtime.h) */
     if (!cuda_stream_of(op, device)) return NULL;
     if (bytes > SIZE_MAX / 2)
         return error_null(AC_ERR_MEMORY, "%s: %zu bytes is more than can be allocated", op, bytes);
-    if (!at_root && current_depth() > 0)
-        return scoped_alloc(device, (bytes + DEVICE_ALIGN - 1) & ~(DEVICE_ALIGN - 1));
+    if (depth > 0)
+        return scoped_alloc(depth, device, (bytes + DEVICE_ALIGN - 1) & ~(DEVICE_ALIGN - 1));
     p = root_take(device, size_class(bytes));
     if (p) add_in_use((int64_t)size_class(bytes));
     return p;

@@ -14,7 +14,6 @@
  */
 #include "dlpack.h"
 #include "internal.h"
-#include "kernels/kernels.h"
 
 #include <string.h>
 

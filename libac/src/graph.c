@@ -10,6 +10,11 @@
  * by an op the graph cannot replay fails the graph instead of being read as a
  * constant. A failed graph still lets every op run eagerly.
  *
+ * The recorder sits low, in the tensors layer (internal.h), as the profiler
+ * does: creation, ops and autograd call it at their entry. What runs a graph
+ * again sits on top, and what of it a graph owns is freed through a callback
+ * (graph_on_free: native.c's segments).
+ *
  * Not here: running a graph again (replay.c).
  */
 #include "graph.h"
@@ -19,7 +24,14 @@
 
 AC_THREAD_LOCAL AcGraph *graph_recording;
 AC_THREAD_LOCAL AcGraph *graph_open;
-int graphs_open;
+
+/* Frees a graph's native segments: native.c, a layer above, registers it when
+   libac loads (graph_on_free). */
+static void (*natives_free)(AcGraph *g);
+
+void graph_on_free(void (*free_natives)(AcGraph *g)) { natives_free = free_natives; }
+
+__attribute__((constructor)) static void graph_callbacks_register(void) { tensor_on_create(graph_note_tensor); }
 
 /* The creation functions whose root tensors a graph may read as state. */
 static const char *const creation_ops[] = {
@@ -175,7 +187,7 @@ void graph_note_tensor(const char *op, const AcTensor *t)
     AcGraph *g = graph_open;
     GraphBorn *born;
     int32_t i;
-    if (g->state != GRAPH_RECORDING) return;
+    if (!g || g->state != GRAPH_RECORDING) return;   /* the graph open is another thread's */
     for (i = 0; i < g->n_bufs; i++)
         if (g->bufs[i].traced == t) g->bufs[i].traced = NULL;   /* a new tensor at an old address */
     if (graph_recording && !is_creation(op)) {
@@ -218,7 +230,7 @@ AcGraph *ac_graph_begin(void)
     g->state = GRAPH_RECORDING;
     g->grad_enabled = ac_is_grad_enabled();
     graph_open = graph_recording = g;
-    __atomic_add_fetch(&graphs_open, 1, __ATOMIC_RELAXED);
+    tensor_watch(1);
     ops_observed |= OBSERVE_GRAPH;
     return g;
 }
@@ -255,7 +267,7 @@ int ac_graph_end(AcGraph *g, AcTensor *const *outputs, int n_outputs)
     if (graph_check("graph_end", g)) return AC_ERR_ARG;
     if (g != graph_open) return error_set(AC_ERR_STATE, "graph_end: the graph is not recording on this thread");
     graph_open = graph_recording = NULL;
-    __atomic_sub_fetch(&graphs_open, 1, __ATOMIC_RELAXED);
+    tensor_watch(-1);
     ops_observed &= ~OBSERVE_GRAPH;
     if (g->born) root_free(g->born, (size_t)g->cap_born * sizeof *g->born);
     g->born = NULL;
@@ -292,7 +304,7 @@ int ac_graph_free(AcGraph *g)
     if (g->state == GRAPH_RUNNING) return error_set(AC_ERR_STATE, "graph_free: the graph is running");
     if (g == graph_open) {
         graph_open = graph_recording = NULL;
-        __atomic_sub_fetch(&graphs_open, 1, __ATOMIC_RELAXED);
+        tensor_watch(-1);
         ops_observed &= ~OBSERVE_GRAPH;
     }
     for (i = 0; i < g->n_bufs; i++)
@@ -304,7 +316,7 @@ int ac_graph_free(AcGraph *g)
     if (g->outputs) root_free(g->outputs, (size_t)g->n_outputs * sizeof *g->outputs);
     if (g->run) root_free(g->run, (size_t)g->n_bufs * sizeof *g->run);
     if (g->bindings) root_free(g->bindings, (size_t)g->cap_bindings * sizeof *g->bindings);
-    native_free(g);
+    if (natives_free) natives_free(g);
     root_free(g, sizeof *g);
     return AC_OK;
 }

@@ -16,7 +16,6 @@
 #define AC_GRAPH_H
 
 #include "internal.h"
-#include "op_table.h"   /* the recorded ops' replay functions, declared */
 
 #define GRAPH_MAX_TENSORS AC_GRAPH_MAX_TENSORS
 #define GRAPH_MAX_ATTRS AC_GRAPH_MAX_ATTRS
@@ -40,9 +39,6 @@ int profile_backward(AcGradNode *node, int (*run)(AcGradNode *));
 extern AC_THREAD_LOCAL AcGraph *graph_recording;
 /* The graph open on this thread, recording or paused; NULL when none. */
 extern AC_THREAD_LOCAL AcGraph *graph_open;
-/* Graphs open on all threads: tensor_create reads graph_open only when one is,
-   as a thread-local costs a call per read in a shared library. */
-extern int graphs_open;
 
 /* Run and record an op of one output; returns it (NULL on the op's error). */
 AcTensor *graph_op(const char *op, GraphReplayFn fn, int n_in, const AcTensor *const *in,
@@ -62,7 +58,8 @@ AcTensor *lstm_observed(const AcTensor *x, const AcTensor *h0, const AcTensor *c
                         int reverse, AcTensor **h_n, AcTensor **c_n);
 /* A replay function's status for an op that made out (NULL on its error). */
 static inline int graph_made(const AcTensor *out) { return out ? AC_OK : ac_last_error_code(); }
-/* tensor_create's note of every tensor made while a graph is open. */
+/* tensor_create's note of every tensor made while a graph is open on any
+   thread (tensor_on_create, tensor_watch): nothing unless one is on this one. */
 void graph_note_tensor(const char *op, const AcTensor *t);
 /* An in-place write of t by op (fill_, copy_, index writes): fails the graph
    unless t was made by a creation function during the recording. */
@@ -119,7 +116,9 @@ struct AcGraph {
 /* Run the native segment starting at node k (native.c); *next gets the node
    after it. Returns 0 (not a segment start: run node k), 1 (ran), or < 0. */
 int native_run(AcGraph *g, int32_t k, int32_t *next);
-void native_free(AcGraph *g);
+/* ac_graph_free's call to free the native segments, set by native.c when
+   libac loads (graph.c sits below it). */
+void graph_on_free(void (*free_natives)(AcGraph *g));
 
 enum { GRAPH_RECORDING, GRAPH_READY, GRAPH_FAILED, GRAPH_RUNNING };
 

@@ -1,9 +1,37 @@
 /*
- * internal.h - what libac's source files share and callers never see.
+ * internal.h - what libac's source files share and callers never see, in the
+ * order of the layers below, bottom up.
  *
- * Dependence runs one way: ops -> autograd/tensor/arena -> kernels/threads.
- * Kernels (the kernels folder, threads.c) must not use anything above the
- * "Kernels and threads" section of this file.
+ * Layers, bottom up. A file calls only into its own layer and the ones below
+ * it, and no files call each other round a cycle; tests/test_layers_c.py
+ * reads this table and the objects' symbols, and checks both (and that no file
+ * includes a header of a layer above its own). A folder holds every file under
+ * it that the table does not name itself.
+ *
+ *   memory    error.c counters.c kernels/cuda/runtime.cu kernels/cuda/runtime.h cuda.c
+ *             device_arena.c arena.c internal.h
+ *   tensors   tensor.c creation.c random_draws.c profiler.c graph.c graph.h dlpack.c
+ *             dlpack.h shared_mem.c
+ *   kernels   threads.c kernels/
+ *   ops       ops/ optim/ op_table.h io/
+ *   autograd  autograd.c
+ *   graphs    replay.c program.c native.c
+ *
+ * memory: the arenas and scopes, device memory and its CUDA runtime, the
+ * counters, errors. tensors: the headers, dtypes, making and freeing, the
+ * factories and random draws, and the two observers every layer above calls at
+ * an op's entry, the profiler and the graph recorder (graph.c: recording ops
+ * into a graph; running one again is replay.c's, above). kernels: pure math on
+ * buffers, one table per device, and the thread pool they run on; they know no
+ * graph. ops: checks, outputs and their graph nodes (ops/output.c), the
+ * optimizers, io (files of tensors, copied with ac_tensor_keep). autograd: the
+ * backward walk, setting grad mode. graphs: replay, programs, native code.
+ *
+ * Where a lower file must act on something above it, the upper file registers
+ * a callback when libac loads (a constructor): tensor.c's ac_tensor_free for
+ * the scopes' holds (scope_on_release), graph.c's note of each tensor made
+ * (tensor_on_create), native.c's freeing of a graph's native code
+ * (graph_on_free).
  */
 #ifndef AC_INTERNAL_H
 #define AC_INTERNAL_H
@@ -36,6 +64,8 @@
 #define MARK_IN_USE(p, bytes) ((void)(p), (void)(bytes))
 #endif
 
+/* ======== memory ======================================================== */
+
 /* ---- error.c ------------------------------------------------------------- */
 
 /* Set the calling thread's error; return code (error_set) or NULL (error_null). */
@@ -45,10 +75,26 @@ void *error_null(int code, const char *fmt, ...);
 const char *shape_str(const int64_t *shape, int ndim);
 const char *tensor_shape_str(const AcTensor *t);
 
-/* ---- arena.c ------------------------------------------------------------- */
+/* ---- counters.c ---------------------------------------------------------- */
 
 /* *value += delta, atomically, raising *peak to the new value when it is higher. */
-void counter_add(int64_t *value, int64_t *peak, int64_t delta);
+static inline void counter_add(int64_t *value, int64_t *peak, int64_t delta)
+{
+    int64_t now = __atomic_add_fetch(value, delta, __ATOMIC_RELAXED);
+    int64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
+    while (now > seen &&
+           !__atomic_compare_exchange_n(peak, &seen, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+/* Count one malloc, calloc, realloc or posix_memalign that succeeded, for
+   AcMemStats.heap_allocations. Every heap allocation libac makes calls it,
+   kernels included. */
+void count_heap_allocation(void);
+/* The count so far. */
+int64_t heap_allocations(void);
+
+/* ---- arena.c ------------------------------------------------------------- */
 
 /* Allocate bytes (64-byte aligned) in the current scope's arena; NULL and
    AC_ERR_MEMORY on failure. Only valid while a scope is open. */
@@ -81,9 +127,14 @@ void scratch_free(void *p, size_t bytes);
    innermost scope's later allocations (lent to it until it ends, when the
    scope is an outer one). */
 int arena_release(void *p, size_t bytes, uint32_t serial, int tensors, int nodes);
-/* Keep t alive until the current scope ends: a root t gets one reference and a
-   hold; a scoped one is marked referenced, so freeing it early does nothing. */
+/* Hand one reference of t, which the caller has taken, to the innermost scope
+   when t is a root tensor: the scope drops it as it ends. Nothing for a scoped
+   t (kept until its own scope ends) or at root; AC_ERR_MEMORY, the reference
+   still the caller's, when the hold cannot be made. */
 int scope_hold(AcTensor *t);
+/* How the scopes drop the references they hold: ac_tensor_free, registered by
+   tensor.c when libac loads. */
+void scope_on_release(int (*release)(AcTensor *t));
 /* Hand the caller's reference of root tensor t to the scope at depth: it is
    dropped when that scope ends. */
 int scope_hold_at(AcTensor *t, int depth);
@@ -108,11 +159,11 @@ void *arena_alloc_tensor(size_t bytes, int nodes, int *depth, uint32_t *serial);
 
 /* ---- device_arena.c ------------------------------------------------------ */
 
-/* Device memory for a CUDA tensor's data: in the thread's device arena while a
-   scope is open (unless at_root), else from the root size-class cache; device
-   becomes the calling thread's current CUDA device. NULL and the error (naming
-   op) on failure. */
-void *device_alloc(const char *op, int device, size_t bytes, int at_root);
+/* Device memory for a CUDA tensor's data: in the thread's device arena for the
+   scope at depth (its caller's innermost), else (depth 0) from the root
+   size-class cache; device becomes the calling thread's current CUDA device.
+   NULL and the error (naming op) on failure. */
+void *device_alloc(const char *op, int device, size_t bytes, int depth);
 /* Give back a root device_alloc of bytes (to the cache). */
 void device_free_root(int device, void *p, size_t bytes);
 /* arena.c's hooks: note the device arenas' positions as the scope at depth opens;
@@ -121,6 +172,8 @@ int device_arena_mark(int depth);
 void device_arena_pop(int depth);
 /* Fill the device fields of out. */
 void device_memory_stats(AcMemStats *out);
+
+/* ======== tensors ======================================================= */
 
 /* ---- tensor.c ------------------------------------------------------------ */
 
@@ -163,10 +216,6 @@ void elem_set(void *out, int dtype, int64_t i, double v);
 AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int dtype,
                            const AcTensor *share, size_t node_bytes, int at_root, int device,
                            int device_index);
-/* A tensor on the device that inputs (NULLs skipped) share, to read ->device
-   and ->device_index from; NULL and AC_ERR_DEVICE naming two devices when they
-   differ. For ops whose output op_output does not make (autograd.c). */
-const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int n_inputs);
 /* "cpu", "cuda:0": the name of a device, written into buf, which it returns. */
 const char *device_name(int device, int index, char *buf, size_t n);
 /* The same shape as t, on t's device; uninitialised float32. */
@@ -182,18 +231,47 @@ int tensor_check_any(const char *op, const AcTensor *t, const char *what);
 int index_check(const char *op, const AcTensor *t, const char *what);
 /* Normalise dim against ndim (negative counts from the end); -1 and an error if out of range. */
 int dim_normalize(const char *op, int dim, int ndim);
-/* NumPy broadcasting of a and b into out_shape / *out_ndim; AC_ERR_SHAPE if they do not fit. */
 /* Whether a's and b's elements share any byte of memory. */
 int tensors_overlap(const AcTensor *a, const AcTensor *b);
+/* NumPy broadcasting of a and b into out_shape / *out_ndim; AC_ERR_SHAPE if they do not fit. */
 int broadcast_shapes(const char *op, const AcTensor *a, const AcTensor *b,
                      int64_t *out_shape, int *out_ndim);
+/* Write src broadcast to shape (src may have extra leading size-1 dims) into out,
+   converted to dtype; AC_ERR_SHAPE, naming op, when it does not broadcast. */
+int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, int ndim, int dtype,
+                   void *out);
 /* Element strides of t as seen from a tensor of out_shape (0 along broadcast dims). */
 void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim,
                        int64_t *strides);
-/* Sum g over the dims along which `like` was broadcast, giving like's shape
-   (backward; in ops/reduce.c). */
-AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like);
 int same_shape(const AcTensor *a, const AcTensor *b);
+/* Grad mode, this thread's: 1 while ops record no graph nodes. Read by
+   ac_is_grad_enabled and op outputs (ops/output.c); set by ac_set_grad_enabled
+   (autograd.c, which records itself into a graph). */
+extern AC_THREAD_LOCAL int grad_disabled;
+/* A graph being recorded is told of each tensor made (graph.c registers note
+   when libac loads) while tensor_watch's count, of graphs open on all threads,
+   is above 0. */
+void tensor_on_create(void (*note)(const char *op, const AcTensor *t));
+void tensor_watch(int delta);
+/* zero_grad's and set_grad's bookkeeping (ops/tensor.c records the calls):
+   drop t's grad, kept as a spare when nothing else refers to it; give root
+   leaf a grad's home (NULL: none). */
+int grad_drop(AcTensor *t);
+int grad_set_home(AcTensor *leaf, AcTensor *grad);
+/* AC_ERR_DEVICE: "op: no kernel for cuda:0"; returns the error code. */
+int kernel_missing(const char *op, const AcTensor *t);
+/* For an op with no table entries, which reads its tensors' data on the host:
+   AC_OK when each of the n tensors is on the CPU (or NULL), else
+   kernel_missing for the first that is not. Called once per op, before it
+   touches data:  if (cpu_only(op, (const AcTensor *[]){x, h0}, 2)) ... */
+int cpu_only(const char *op, const AcTensor *const *tensors, int n);
+/* For a tensor an op reads or writes beside its inputs (running statistics,
+   optimizer state): AC_OK when b is NULL or on a's device, else the error of
+   inputs on two devices. */
+int same_device(const char *op, const AcTensor *a, const AcTensor *b);
+
+/* ---- creation.c ---------------------------------------------------------- */
+
 /* This thread's generator (creation.c): uniform in [0, 1) and standard normal. */
 float rng_uniform(void);
 float rng_normal(void);
@@ -230,8 +308,65 @@ static inline uint32_t xoshiro_next(uint32_t s[4])
 /* Uniform in [0, 1) from a 32-bit draw's top 24 bits. */
 static inline float uniform_from_bits(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
 
-/* ---- autograd.c ---------------------------------------------------------- */
+/* ---- profiler.c ---------------------------------------------------------- */
 
+/* The profiler records this thread's events (profiler.c). */
+extern AC_THREAD_LOCAL int profiler_active;
+/* A chunk of a parallel_for (threads.c): fn(ctx, begin, end). */
+typedef void (*ParallelFn)(void *ctx, int64_t begin, int64_t end);
+/* A parallel_for job as the profiler runs it: profile_task_run(&task, ...)
+   runs task.fn on the chunk as an event of the thread that runs it, named
+   after the event open on the posting thread ("linear [task]"). */
+typedef struct {
+    ParallelFn fn;
+    void *ctx;
+    const char *name, *scope;
+} ProfiledTask;
+void profile_task_wrap(ProfiledTask *task, ParallelFn fn, void *ctx);
+void profile_task_run(void *ctx, int64_t begin, int64_t end);
+
+/* ======== kernels ======================================================= */
+
+/* ---- threads.c, kernels/ ------------------------------------------------- */
+
+/* fn(ctx, begin, end) over [0, n) in chunks of at least grain; serial when small
+   or when called from inside a parallel region. */
+void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx);
+
+/* Row-major SGEMM without argument checks (ac_sgemm checks, then calls this). */
+void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc);
+/* C = alpha op(A) op(B) + bias, bias[j] added to every row's C(i, j) (NULL: nothing). */
+void gemm_bias(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+               const float *bias, float *c, int64_t ldc);
+/* gemm with C stored transposed: C(i, j) is c[j*ldc + i], ldc >= m; and
+   b_sums (NULL, or n floats) set to sum_p op(B)(p, j), from the packing pass. */
+void gemm_transposed_c(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                       float beta, float *c, int64_t ldc, float *b_sums);
+
+/* Offset of the index-th element of a row-major walk over n dims. */
+static inline int64_t index_offset(int64_t index, const int64_t *size, const int64_t *stride, int n)
+{
+    int64_t offset = 0;
+    int d;
+    for (d = n - 1; d >= 0; d--) {
+        offset += (index % size[d]) * stride[d];
+        index /= size[d];
+    }
+    return offset;
+}
+
+/* ======== ops =========================================================== */
+
+/* ---- ops/output.c -------------------------------------------------------- */
+
+/* A tensor on the device that inputs (NULLs skipped) share, to read ->device
+   and ->device_index from; NULL and AC_ERR_DEVICE naming two devices when they
+   differ. For ops whose output op_output does not make (ops/output.c). */
+const AcTensor *common_device(const char *op, const AcTensor *const *inputs, int n_inputs);
 /* Make op's float32 output of the given shape, uninitialised; every input must
    be float32 (else NULL and AC_ERR_DTYPE). If grad mode is on and an
    input requires grad, also make its node: inputs recorded, backward set, and
@@ -255,7 +390,10 @@ AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int n
 /* The saved context of out's node, or NULL when no graph was recorded. */
 void *op_context(const AcTensor *out);
 /* True when backward must produce a gradient for input i of node. */
-int input_needs_grad(const AcGradNode *node, int i);
+static inline int input_needs_grad(const AcGradNode *node, int i)
+{
+    return i < node->n_inputs && node->inputs[i] && node->inputs[i]->requires_grad;
+}
 /* For a backward that fills its gradients itself: a new gradient for input i
    (i < 0: none), shaped and placed like it, into gin[i], when it needs one;
    its data, else NULL with *status left AC_OK. For a leaf that has no grad
@@ -268,6 +406,11 @@ float *input_grad_data(AcGradNode *node, int i, AcTensor **gin, int *status);
    NULL), which saves the walk copying a gradient into it; else NULL. If the
    backward then fails, the walk drops the grad again. */
 AcTensor *leaf_grad_to_fill(AcGradNode *node, int i);
+/* A new, uninitialised grad for a leaf without one, in the leaf's home (never
+   in backward's scope); NULL with the error set when there is no memory. */
+AcTensor *leaf_grad_new(AcTensor *leaf);
+
+/* ---- ops' helpers -------------------------------------------------------- */
 
 /* Elements a copying task (shape.c, join.c) takes at least, and the rows of
    row_elements each that make one. */
@@ -287,24 +430,9 @@ static inline int records_graph(AcTensor *const *tensors, int n)
     return 0;
 }
 
-/* Offset of the index-th element of a row-major walk over n dims. */
-static inline int64_t index_offset(int64_t index, const int64_t *size, const int64_t *stride, int n)
-{
-    int64_t offset = 0;
-    int d;
-    for (d = n - 1; d >= 0; d--) {
-        offset += (index % size[d]) * stride[d];
-        index /= size[d];
-    }
-    return offset;
-}
-
-/* ---- ops/index.c --------------------------------------------------------- */
-
-/* Write src broadcast to shape (src may have extra leading size-1 dims) into out,
-   converted to dtype; AC_ERR_SHAPE, naming op, when it does not broadcast. */
-int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, int ndim, int dtype,
-                   void *out);
+/* Sum g over the dims along which `like` was broadcast, giving like's shape
+   (backward; ops/reduce.c). */
+AcTensor *reduce_to_shape(const AcTensor *g, const AcTensor *like);
 
 /* ---- ops/device.c -------------------------------------------------------- */
 
@@ -320,44 +448,5 @@ int state_dict_append(AcStateDict *dict, const char *name, AcTensor *tensor);
 /* True when s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or
    code points past U+10FFFF). */
 int utf8_valid(const char *s, size_t n);
-
-/* ---- Kernels and threads ------------------------------------------------- */
-
-/* Count one malloc, calloc, realloc or posix_memalign that succeeded, for
-   AcMemStats.heap_allocations (arena.c). Every heap allocation libac makes
-   calls it, kernels included. */
-void count_heap_allocation(void);
-
-/* fn(ctx, begin, end) over [0, n) in chunks of at least grain; serial when small
-   or when called from inside a parallel region. */
-typedef void (*ParallelFn)(void *ctx, int64_t begin, int64_t end);
-void parallel_for(int64_t n, int64_t grain, ParallelFn fn, void *ctx);
-
-/* The profiler records this thread's events (profiler.c). */
-extern AC_THREAD_LOCAL int profiler_active;
-/* A parallel_for job as the profiler runs it: profile_task_run(&task, ...)
-   runs task.fn on the chunk as an event of the thread that runs it, named
-   after the event open on the posting thread ("linear [task]"). */
-typedef struct {
-    ParallelFn fn;
-    void *ctx;
-    const char *name, *scope;
-} ProfiledTask;
-void profile_task_wrap(ProfiledTask *task, ParallelFn fn, void *ctx);
-void profile_task_run(void *ctx, int64_t begin, int64_t end);
-
-/* Row-major SGEMM without argument checks (ac_sgemm checks, then calls this). */
-void gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-          float beta, float *c, int64_t ldc);
-/* C = alpha op(A) op(B) + bias, bias[j] added to every row's C(i, j) (NULL: nothing). */
-void gemm_bias(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-               float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-               const float *bias, float *c, int64_t ldc);
-/* gemm with C stored transposed: C(i, j) is c[j*ldc + i], ldc >= m; and
-   b_sums (NULL, or n floats) set to sum_p op(B)(p, j), from the packing pass. */
-void gemm_transposed_c(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                       float beta, float *c, int64_t ldc, float *b_sums);
 
 #endif /* AC_INTERNAL_H */

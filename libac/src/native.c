@@ -117,7 +117,7 @@ static void native_release(GraphNative *s)
     if (s->scratch) root_free(s->scratch, (size_t)s->scratch_bytes);
 }
 
-void native_free(AcGraph *g)
+static void native_free(AcGraph *g)
 {
     int32_t i;
     for (i = 0; i < g->n_natives; i++) native_release(&g->natives[i]);
@@ -127,6 +127,8 @@ void native_free(AcGraph *g)
     g->native_at = NULL;
     g->n_natives = g->cap_natives = 0;
 }
+
+__attribute__((constructor)) static void native_callbacks_register(void) { graph_on_free(native_free); }
 
 static int native_check(const AcGraph *g, int first, int n_nodes, AcNativeFn fn, const int *buffers,
                         int n_buffers, int64_t scratch_bytes)

@@ -25,6 +25,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <errno.h>

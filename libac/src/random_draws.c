@@ -12,7 +12,6 @@
  * weight and removing it (the "exponential race").
  */
 #include "graph.h"
-#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>   /* qsort */

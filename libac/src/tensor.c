@@ -1,6 +1,6 @@
 /*
- * tensor.c - making and freeing tensors, copies, views, grads, and the shape
- * and broadcasting helpers.
+ * tensor.c - making and freeing tensors, views, grads' spares and homes,
+ * this thread's grad mode, and the shape, device and broadcasting helpers.
  *
  * A tensor is one allocation: a box holding the AcTensor, its graph node and
  * the node's context when an op records one, then the data (64-byte aligned).
@@ -25,11 +25,16 @@
  * belongs to someone else, handed back through its release callback when the
  * box is freed.
  *
- * Not here: the ops (ops/), the graph walk (autograd.c), the factories and the
- * per-thread random generator (creation.c).
+ * Callbacks set when libac loads keep the calls one way: graph.c, above, is
+ * told of each tensor made while a graph records (tensor_on_create); the
+ * arena, below, drops its scopes' holds with ac_tensor_free, which this file
+ * registers (scope_on_release).
+ *
+ * Not here: the ops (ops/; clone, copy_, fill_, zero_grad in ops/tensor.c),
+ * the graph walk (autograd.c), the factories and the per-thread random
+ * generator (creation.c).
  */
-#include "graph.h"
-#include "kernels/kernels.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +55,24 @@ typedef struct {
 } TensorBox;
 
 static size_t round_up(size_t n) { return (n + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
+
+/* ---- callbacks, and grad mode -------------------------------------------- */
+
+/* graph.c's note of each tensor made while a graph is open on some thread: the
+   count of those is one shared int, as a thread-local costs a call per read in
+   a shared library. */
+static void (*created_note)(const char *op, const AcTensor *t);
+static int created_watchers;
+
+void tensor_on_create(void (*note)(const char *op, const AcTensor *t)) { created_note = note; }
+
+void tensor_watch(int delta) { __atomic_add_fetch(&created_watchers, delta, __ATOMIC_RELAXED); }
+
+__attribute__((constructor)) static void tensor_callbacks_register(void) { scope_on_release(ac_tensor_free); }
+
+AC_THREAD_LOCAL int grad_disabled;
+
+int ac_is_grad_enabled(void) { return !grad_disabled; }
 
 /* ---- checks -------------------------------------------------------------- */
 
@@ -202,6 +225,41 @@ const char *device_name(int device, int index, char *buf, size_t n)
     return buf;
 }
 
+int kernel_missing(const char *op, const AcTensor *t)
+{
+    char name[32];
+    return error_set(AC_ERR_DEVICE, "%s: no kernel for %s", op, device_name(t->device, t->device_index, name, sizeof name));
+}
+
+int cpu_only(const char *op, const AcTensor *const *tensors, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        if (tensors[i] && tensors[i]->device != AC_CPU) return kernel_missing(op, tensors[i]);
+    return AC_OK;
+}
+
+int same_device(const char *op, const AcTensor *a, const AcTensor *b)
+{
+    char one[32], two[32];
+    if (!b || (a->device == b->device && a->device_index == b->device_index)) return AC_OK;
+    return error_set(AC_ERR_DEVICE, "%s: expected all tensors to be on the same device, but found "
+                     "at least two devices, %s and %s", op,
+                     device_name(a->device, a->device_index, one, sizeof one),
+                     device_name(b->device, b->device_index, two, sizeof two));
+}
+
+/* One more reference of t, held by the innermost scope when t is a root tensor. */
+static int hold(AcTensor *t)
+{
+    ac_tensor_retain(t);
+    if (scope_hold(t)) {
+        ac_tensor_free(t);
+        return AC_ERR_MEMORY;
+    }
+    return AC_OK;
+}
+
 AcTensor *tensor_create(const char *op, const int64_t *shape, int ndim, int dtype,
                         const AcTensor *share, size_t node_bytes, int at_root)
 {
@@ -232,7 +290,7 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
             return error_null(AC_ERR_DEVICE, "%s: %s is not a device", op,
                               device_name(device, device_index, name, sizeof name));
         device_data = device_alloc(op, device_index, (size_t)size * (size_t)item,
-                                   at_root || current_scope(&serial) == 0);
+                                   at_root ? 0 : current_scope(&serial));
         if (!device_data) return NULL;
     }
     head = round_up(sizeof(TensorBox));
@@ -259,7 +317,7 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
         AcTensor *owner = share->base ? share->base : (AcTensor *)share;
         t->data = share->data;
         t->base = owner;
-        if (scope_hold(owner)) {
+        if (hold(owner)) {
             if (!scoped) root_free(box, total);
             return NULL;
         }
@@ -272,7 +330,7 @@ AcTensor *tensor_create_on(const char *op, const int64_t *shape, int ndim, int d
         counters_tensor(1, 0);
         if (node_bytes) counters_node(1, 0);
     }
-    if (__atomic_load_n(&graphs_open, __ATOMIC_RELAXED) && graph_open) graph_note_tensor(op, t);
+    if (__atomic_load_n(&created_watchers, __ATOMIC_RELAXED)) created_note(op, t);
     return t;
 }
 
@@ -308,7 +366,7 @@ static void chain_if_dead(AcTensor *t, AcTensor **dead)
 
 int node_hold(AcTensor *t)
 {
-    if (t->scope_depth == 0) return scope_hold(t);
+    if (t->scope_depth == 0) return hold(t);
     ((TensorBox *)t)->node_uses++;
     return AC_OK;
 }
@@ -463,102 +521,6 @@ AcTensor *ac_tensor_from_external(void *data, const int64_t *shape, int ndim, in
 
 /* ---- copies, views, grads ------------------------------------------------ */
 
-static int clone_backward(AcGradNode *node, const AcTensor *gout, AcTensor **gin)
-{
-    (void)node;
-    gin[0] = (AcTensor *)gout;
-    return AC_OK;
-}
-
-int clone_replay(AcTensor **t, const double *attr)
-{
-    (void)attr;
-    return graph_made(t[1] = ac_tensor_clone(t[0]));
-}
-
-AcTensor *ac_tensor_clone(const AcTensor *t)
-{
-    if (ops_observed) return graph_op("clone", clone_replay, 1, (const AcTensor *[]){t}, NULL, 0);
-    const AcKernels *k;
-    AcTensor *out;
-    if (tensor_check_any("clone", t, "tensor")) return NULL;
-    k = kernels_for(t);
-    if (!k->copy) {
-        kernel_missing("clone", t);
-        return NULL;
-    }
-    out = op_output_as("clone", t->dtype, t->shape, t->ndim, &t, 1, clone_backward, 0);
-    if (out && k->copy(out->data, t->data, (size_t)t->size * elem_size(t))) {
-        ac_tensor_free(out);
-        return NULL;
-    }
-    return out;
-}
-
-/* Convert n elements from src's dtype to dst's. The conversions to float32 that
-   every input pipeline makes (uint8 pixels, int64 and bool) are plain loops the
-   compiler vectorises; the rest go through elem_set one element at a time. */
-static void convert(const AcTensor *src, AcTensor *dst, int64_t n)
-{
-    float *restrict out = dst->data;
-    int64_t i;
-    if (src->dtype == dst->dtype) {
-        if (dst->data != src->data) memmove(dst->data, src->data, (size_t)n * elem_size(src));
-    } else if (dst->dtype == AC_FLOAT32 && src->dtype == AC_INT64) {
-        const int64_t *restrict in = data_i64(src);
-        for (i = 0; i < n; i++) out[i] = (float)in[i];
-    } else if (dst->dtype == AC_FLOAT32 && src->dtype == AC_INT8) {
-        const int8_t *restrict in = (const int8_t *)src->data;
-        for (i = 0; i < n; i++) out[i] = (float)in[i];
-    } else if (dst->dtype == AC_FLOAT32) {   /* bool or uint8 */
-        const uint8_t *restrict in = data_u8(src);
-        for (i = 0; i < n; i++) out[i] = (float)in[i];
-    } else {
-        for (i = 0; i < n; i++) elem_set(dst->data, dst->dtype, i, elem_get(src, i));
-    }
-}
-
-AcTensor *ac_to_dtype(const AcTensor *a, int dtype)
-{
-    AcTensor *out;
-    if (tensor_check_any("to_dtype", a, "tensor") || ac_dtype_size(dtype) < 0 ||
-        cpu_only("to_dtype", &a, 1))
-        return NULL;
-    if (a->dtype == AC_FLOAT32 && dtype == AC_FLOAT32) return ac_tensor_clone(a);
-    out = tensor_create("to_dtype", a->shape, a->ndim, dtype, NULL, 0, 0);
-    if (out) convert(a, out, a->size);
-    return out;
-}
-
-int detach_replay(AcTensor **t, const double *attr)
-{
-    (void)attr;
-    return graph_made(t[1] = ac_tensor_detach(t[0]));
-}
-
-AcTensor *ac_tensor_detach(const AcTensor *t)
-{
-    if (ops_observed) return graph_op("detach", detach_replay, 1, (const AcTensor *[]){t}, NULL, 0);
-    if (tensor_check_any("detach", t, "tensor")) return NULL;
-    return tensor_create("detach", t->shape, t->ndim, t->dtype, t, 0, 0);
-}
-
-AcTensor *ac_tensor_keep(const AcTensor *t)
-{
-    AcTensor *out;
-    if (tensor_check_any("keep", t, "tensor")) return NULL;
-    if (!kernels_for(t)->copy) {
-        kernel_missing("keep", t);
-        return NULL;
-    }
-    out = tensor_create_on("keep", t->shape, t->ndim, t->dtype, NULL, 0, 1, t->device, t->device_index);
-    if (out && tensor_copy_across(out, t)) {
-        ac_tensor_free(out);
-        return NULL;
-    }
-    return out;
-}
-
 int ac_tensor_set_requires_grad(AcTensor *t, int requires_grad)
 {
     if (!t) return error_set(AC_ERR_ARG, "requires_grad: tensor is NULL");
@@ -613,15 +575,8 @@ AcTensor *grad_new(AcTensor *leaf)
     return g;
 }
 
-static int zero_grad_replay(AcTensor **t, const double *attr)
+int grad_drop(AcTensor *t)
 {
-    (void)attr;
-    return ac_tensor_zero_grad(t[0]);
-}
-
-int ac_tensor_zero_grad(AcTensor *t)
-{
-    if (ops_observed) return graph_call("zero_grad", zero_grad_replay, 1, 0, (AcTensor *[]){t}, NULL, 0);
     AcTensor *g;
     if (!t) return error_set(AC_ERR_ARG, "zero_grad: tensor is NULL");
     g = t->grad;
@@ -633,12 +588,11 @@ int ac_tensor_zero_grad(AcTensor *t)
     return AC_OK;
 }
 
-int ac_tensor_set_grad(AcTensor *leaf, AcTensor *grad)
+int grad_set_home(AcTensor *leaf, AcTensor *grad)
 {
     TensorBox *box = (TensorBox *)leaf;
     AcTensor *old_grad, *old_home;
     char a[32], b[32];
-    if (graph_recording) graph_unsupported("set_grad");
     if (!leaf) return error_set(AC_ERR_ARG, "set_grad: leaf is NULL");
     if (leaf->node)
         return error_set(AC_ERR_STATE, "set_grad: tensor of shape %s is not a leaf (made by %s)",
@@ -700,37 +654,6 @@ AcTensor *ac_tensor_view_flat(AcTensor *flat, int64_t offset, const int64_t *sha
     return view;
 }
 
-int ac_tensor_copy_(AcTensor *dst, const AcTensor *src)
-{
-    if (!dst || !src) return error_set(AC_ERR_ARG, "copy_: %s is NULL", dst ? "src" : "dst");
-    if (graph_recording) graph_note_write("copy_", dst);
-    if (dst->size != src->size)
-        return error_set(AC_ERR_SHAPE, "copy_: source %s has %lld elements, destination %s has %lld",
-                         tensor_shape_str(src), (long long)src->size, tensor_shape_str(dst),
-                         (long long)dst->size);
-    if (dst->device != AC_CPU || src->device != AC_CPU) {
-        if (!kernels_for(dst)->copy || !kernels_for(src)->copy)
-            return kernel_missing("copy_", kernels_for(dst)->copy ? src : dst);
-        if (dst->dtype != src->dtype)
-            return error_set(AC_ERR_DTYPE, "copy_: %s to %s between devices; convert the dtype on the CPU",
-                             ac_dtype_name(src->dtype), ac_dtype_name(dst->dtype));
-        return tensor_copy_across(dst, src);
-    }
-    convert(src, dst, src->size);
-    return AC_OK;
-}
-
-int ac_tensor_fill_(AcTensor *t, double value)
-{
-    const AcKernels *k;
-    if (!t) return error_set(AC_ERR_ARG, "fill_: tensor is NULL");
-    if (graph_recording) graph_note_write("fill_", t);
-    if (t->size == 0) return AC_OK;
-    k = kernels_for(t);
-    if (!k->fill) return kernel_missing("fill_", t);
-    return k->fill(t, value);
-}
-
 /* ---- broadcasting -------------------------------------------------------- */
 
 int tensors_overlap(const AcTensor *a, const AcTensor *b)
@@ -767,4 +690,84 @@ void broadcast_strides(const AcTensor *t, const int64_t *out_shape, int out_ndim
         strides[i] = (d == 1 && out_shape[i] != 1) || it < 0 ? 0 : stride;
         stride *= d;
     }
+}
+
+/* Element `at` of src converted to dtype, stored at out[i]. */
+static void store(void *out, int dtype, int64_t i, const AcTensor *src, int64_t at)
+{
+    if (src->dtype == dtype) {
+        size_t esize = elem_size(src);
+        memcpy((char *)out + (size_t)i * esize, (const char *)src->data + (size_t)at * esize, esize);
+        return;
+    }
+    elem_set(out, dtype, i, elem_get(src, at));
+}
+
+/* broadcast_into's copy for one dtype, a row of the last dim at a time: a memcpy
+   when the last dim is src's own, copies of one element doubling when it is broadcast. */
+static void broadcast_rows(const AcTensor *src, const int64_t *shape, int ndim, const int64_t *strides,
+                           void *out)
+{
+    int64_t index[AC_MAX_DIMS] = {0}, at = 0, inner = shape[ndim - 1], rows = 1, row;
+    size_t esize = elem_size(src), row_bytes = (size_t)inner * esize, done;
+    int d;
+    for (d = 0; d < ndim - 1; d++) rows *= shape[d];
+    for (row = 0; row < rows; row++) {
+        char *dst = (char *)out + (size_t)row * row_bytes;
+        const char *from = (const char *)src->data + (size_t)at * esize;
+        if (strides[ndim - 1]) {
+            memcpy(dst, from, row_bytes);
+        } else {
+            memcpy(dst, from, esize);
+            for (done = esize; done < row_bytes; done *= 2)
+                memcpy(dst + done, dst, done < row_bytes - done ? done : row_bytes - done);
+        }
+        for (d = ndim - 2; d >= 0; d--) {
+            at += strides[d];
+            if (++index[d] < shape[d]) break;
+            at -= strides[d] * shape[d];
+            index[d] = 0;
+        }
+    }
+}
+
+int broadcast_into(const char *op, const AcTensor *src, const int64_t *shape, int ndim, int dtype,
+                   void *out)
+{
+    int64_t strides[AC_MAX_DIMS], index[AC_MAX_DIMS] = {0}, stride = 1, at = 0, size = 1, i;
+    int d, extra = src->ndim - ndim;
+    for (d = 0; d < extra; d++)
+        if (src->shape[d] != 1) goto mismatch;
+    for (d = ndim - 1; d >= 0; d--) {
+        int s = d + extra;
+        size *= shape[d];
+        strides[d] = 0;
+        if (s < 0) continue;
+        if (src->shape[s] == shape[d])
+            strides[d] = stride;
+        else if (src->shape[s] != 1)
+            goto mismatch;
+        stride *= src->shape[s];
+    }
+    if (src->size == size && src->dtype == dtype) {
+        memcpy(out, src->data, (size_t)size * elem_size(src));
+        return AC_OK;
+    }
+    if (src->dtype == dtype && ndim > 0 && size > 0) {
+        broadcast_rows(src, shape, ndim, strides, out);
+        return AC_OK;
+    }
+    for (i = 0; i < size; i++) {
+        store(out, dtype, i, src, at);
+        for (d = ndim - 1; d >= 0; d--) {
+            at += strides[d];
+            if (++index[d] < shape[d]) break;
+            at -= strides[d] * shape[d];
+            index[d] = 0;
+        }
+    }
+    return AC_OK;
+mismatch:
+    return error_set(AC_ERR_SHAPE, "%s: values of shape %s cannot be broadcast to %s", op,
+                     tensor_shape_str(src), shape_str(shape, ndim));
 }

@@ -20,7 +20,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
-#include "kernels/kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>

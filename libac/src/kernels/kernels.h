@@ -169,7 +169,7 @@ typedef struct {
 } AdamArgs;
 
 typedef struct AcKernels {
-    /* tensor.c */
+    /* ops/tensor.c */
     int (*copy)(void *dst, const void *src, size_t bytes);    /* within the device; may overlap */
     int (*fill)(AcTensor *t, double value);                   /* every element, in t's dtype */
     /* autograd.c */
@@ -379,16 +379,5 @@ extern const AcKernels ac_cuda_kernels;
 /* The table of t's device; a table of NULL entries for a device this build
    has no backend for (no tensor can live there, but a caller may say so). */
 const AcKernels *kernels_for(const AcTensor *t);
-/* AC_ERR_DEVICE: "op: no kernel for cuda:0"; returns the error code. */
-int kernel_missing(const char *op, const AcTensor *t);
-/* For an op with no table entries, which reads its tensors' data on the host:
-   AC_OK when each of the n tensors is on the CPU (or NULL), else
-   kernel_missing for the first that is not. Called once per op, before it
-   touches data:  if (cpu_only(op, (const AcTensor *[]){x, h0}, 2)) ... */
-int cpu_only(const char *op, const AcTensor *const *tensors, int n);
-/* For a tensor an op reads or writes beside its inputs (running statistics,
-   optimizer state): AC_OK when b is NULL or on a's device, else the error of
-   inputs on two devices. */
-int same_device(const char *op, const AcTensor *a, const AcTensor *b);
 
 #endif /* AC_KERNELS_H */

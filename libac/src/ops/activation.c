@@ -10,6 +10,7 @@
  * Not here: the arithmetic ops (elementwise.c), the losses (loss.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 typedef int (*ActFn)(const float *x, float *out, int64_t n);

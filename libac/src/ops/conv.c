@@ -9,6 +9,7 @@
  * Not here: pooling (pool.c), Conv2d as a module (Python).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

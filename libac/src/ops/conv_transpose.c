@@ -13,6 +13,7 @@
  * Not here: conv2d (conv.c), ConvTranspose1d/2d as modules (Python).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 typedef struct {

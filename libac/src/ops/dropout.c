@@ -13,6 +13,7 @@
  * Not here: Dropout and Dropout2d as modules (Python).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 typedef struct {

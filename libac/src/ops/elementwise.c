@@ -20,6 +20,7 @@
  * Not here: activations (activation.c), reductions (reduce.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

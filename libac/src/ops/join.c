@@ -5,6 +5,7 @@
  * Not here: slicing, views and transposes (shape.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

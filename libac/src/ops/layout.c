@@ -10,6 +10,7 @@
  * other compositions are Python (aicraft/shapes.py).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

@@ -8,6 +8,7 @@
  * Not here: the GEMM itself (kernels/gemm.c), layers as modules (Python).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

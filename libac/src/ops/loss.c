@@ -12,6 +12,7 @@
  * Not here: softmax and log_softmax as ops (activation.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

@@ -7,6 +7,7 @@
  * Not here: the GEMM kernels themselves (kernels/).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

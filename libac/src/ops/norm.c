@@ -14,6 +14,7 @@
  * Not here: BatchNorm1d/2d and LayerNorm as modules (Python).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

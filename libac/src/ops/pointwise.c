@@ -18,6 +18,7 @@
  * (activation.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

@@ -13,6 +13,7 @@
  * Not here: convolution (conv.c), pooling layers as modules (Python).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

@@ -11,6 +11,7 @@
  * Not here: softmax and log_softmax (activation.c), losses (loss.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

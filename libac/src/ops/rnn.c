@@ -45,6 +45,7 @@
  * Python modules (aicraft/nn/rnn.py).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "internal.h"
 #include "kernels/kernels.h"
 #include "kernels/gemm.h"

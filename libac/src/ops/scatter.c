@@ -14,6 +14,7 @@
  * Not here: reading by index (gather, index_select: index.c).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

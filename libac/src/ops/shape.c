@@ -5,9 +5,10 @@
  * forward with its backward right under it.
  *
  * Not here: cat and stack (join.c), the view mechanism itself (tensor.c,
- * autograd.c op_view).
+ * ops/output.c op_view).
  */
 #include "graph.h"
+#include "op_table.h"
 #include "kernels/kernels.h"
 
 #include <string.h>

@@ -150,27 +150,3 @@ const AcKernels *kernels_for(const AcTensor *t)
 #endif
     return &no_kernels;
 }
-
-int kernel_missing(const char *op, const AcTensor *t)
-{
-    char name[32];
-    return error_set(AC_ERR_DEVICE, "%s: no kernel for %s", op, device_name(t->device, t->device_index, name, sizeof name));
-}
-
-int cpu_only(const char *op, const AcTensor *const *tensors, int n)
-{
-    int i;
-    for (i = 0; i < n; i++)
-        if (tensors[i] && tensors[i]->device != AC_CPU) return kernel_missing(op, tensors[i]);
-    return AC_OK;
-}
-
-int same_device(const char *op, const AcTensor *a, const AcTensor *b)
-{
-    char one[32], two[32];
-    if (!b || (a->device == b->device && a->device_index == b->device_index)) return AC_OK;
-    return error_set(AC_ERR_DEVICE, "%s: expected all tensors to be on the same device, but found "
-                     "at least two devices, %s and %s", op,
-                     device_name(a->device, a->device_index, one, sizeof one),
-                     device_name(b->device, b->device_index, two, sizeof two));
-}

@@ -1,5 +1,5 @@
 /*
- * cpu/tensor.c - the CPU's kernels for tensor.c (copies and fills) and for
+ * cpu/tensor.c - the CPU's kernels for ops/tensor.c (copies and fills) and for
  * autograd.c (adding into a leaf's grad).
  */
 #include "kernels/cpu/cpu_kernels.h"

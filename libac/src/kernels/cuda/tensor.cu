@@ -1,5 +1,5 @@
 /*
- * cuda/tensor.cu - the CUDA kernels for tensor.c (copies and fills) and for
+ * cuda/tensor.cu - the CUDA kernels for ops/tensor.c (copies and fills) and for
  * autograd.c (adding into a leaf's grad).
  */
 #include "kernels/cuda/cuda_kernels.h"
