@@ -437,13 +437,39 @@ static void copy_elem(AcTensor *out, int64_t to, const AcTensor *a, int64_t from
     memcpy((char *)out->data + (size_t)to * size, (const char *)a->data + (size_t)from * size, size);
 }
 
+/* unique's last step, in both forms: values (NULL if making it failed), then the
+   inverse (run_of, n of them, in inv_shape) and the counts (run_count, runs of them)
+   when asked for; NULL with nothing left allocated if any fails. */
+static AcTensor *unique_outputs(const char *op, AcTensor *values, const int64_t *inv_shape, int inv_ndim,
+                                const int64_t *run_of, int64_t n, const int64_t *run_count, int64_t runs,
+                                AcTensor **inverse, AcTensor **counts)
+{
+    AcTensor *inv = NULL, *cnt = NULL;
+    if (values && inverse) {
+        inv = tensor_create(op, inv_shape, inv_ndim, AC_INT64, NULL, 0, 0);
+        if (inv && n) memcpy(inv->data, run_of, (size_t)n * sizeof(int64_t));
+    }
+    if (values && (!inverse || inv) && counts) {
+        cnt = tensor_create(op, &runs, 1, AC_INT64, NULL, 0, 0);
+        if (cnt && runs) memcpy(cnt->data, run_count, (size_t)runs * sizeof(int64_t));
+    }
+    if (!values || (inverse && !inv) || (counts && !cnt)) {
+        if (values) ac_tensor_free(values);
+        if (inv) ac_tensor_free(inv);
+        return NULL;
+    }
+    if (inverse) *inverse = inv;
+    if (counts) *counts = cnt;
+    return values;
+}
+
 AcTensor *ac_unique(const AcTensor *a, int consecutive, AcTensor **inverse, AcTensor **counts)
 {
     const char *op = consecutive ? "unique_consecutive" : "unique";
     int64_t n, j, runs = 0, *pos, *tmp, *run_of, *run_count;
     uint64_t *keys;
     size_t bytes;
-    AcTensor *values = NULL, *inv = NULL, *cnt = NULL;
+    AcTensor *values = NULL;
     if (tensor_check_any(op, a, "input") || cpu_only(op, &a, 1)) return NULL;
     n = a->size;
     bytes = (size_t)(n + 1) * (4 * sizeof(int64_t) + sizeof(uint64_t));
@@ -470,22 +496,8 @@ AcTensor *ac_unique(const AcTensor *a, int consecutive, AcTensor **inverse, AcTe
     values = tensor_create(op, &runs, 1, a->dtype, NULL, 0, 0);
     if (values)
         for (j = 0; j < runs; j++) copy_elem(values, j, a, tmp[j]);
-    if (values && inverse) {
-        inv = tensor_create(op, a->shape, a->ndim, AC_INT64, NULL, 0, 0);
-        if (inv && n) memcpy(inv->data, run_of, (size_t)n * sizeof(int64_t));
-    }
-    if (values && (!inverse || inv) && counts) {
-        cnt = tensor_create(op, &runs, 1, AC_INT64, NULL, 0, 0);
-        if (cnt && runs) memcpy(cnt->data, run_count, (size_t)runs * sizeof(int64_t));
-    }
+    values = unique_outputs(op, values, a->shape, a->ndim, run_of, n, run_count, runs, inverse, counts);
     scratch_free(pos, bytes);
-    if (!values || (inverse && !inv) || (counts && !cnt)) {
-        if (values) ac_tensor_free(values);
-        if (inv) ac_tensor_free(inv);
-        return NULL;
-    }
-    if (inverse) *inverse = inv;
-    if (counts) *counts = cnt;
     return values;
 }
 
@@ -527,7 +539,7 @@ AcTensor *ac_unique_dim(const AcTensor *a, int dim, int consecutive, AcTensor **
     int64_t *pos, *tmp, *run_of, *run_count;
     uint64_t *keys;
     size_t bytes, esize;
-    AcTensor *values = NULL, *inv = NULL, *cnt = NULL;
+    AcTensor *values = NULL;
     if (check_input(op, a, &dim)) return NULL;
     split_at(a, dim, &outer, &n, &inner);
     m = outer * inner;
@@ -561,22 +573,8 @@ AcTensor *ac_unique_dim(const AcTensor *a, int dim, int consecutive, AcTensor **
             for (j = 0; j < runs; j++)
                 memcpy((char *)values->data + (size_t)((o * runs + j) * inner) * esize,
                        (const char *)a->data + (size_t)((o * n + tmp[j]) * inner) * esize, (size_t)inner * esize);
-    if (values && inverse) {
-        inv = tensor_create(op, &n, 1, AC_INT64, NULL, 0, 0);
-        if (inv && n) memcpy(inv->data, run_of, (size_t)n * sizeof(int64_t));
-    }
-    if (values && (!inverse || inv) && counts) {
-        cnt = tensor_create(op, &runs, 1, AC_INT64, NULL, 0, 0);
-        if (cnt && runs) memcpy(cnt->data, run_count, (size_t)runs * sizeof(int64_t));
-    }
+    values = unique_outputs(op, values, &n, 1, run_of, n, run_count, runs, inverse, counts);
     scratch_free(pos, bytes);
-    if (!values || (inverse && !inv) || (counts && !cnt)) {
-        if (values) ac_tensor_free(values);
-        if (inv) ac_tensor_free(inv);
-        return NULL;
-    }
-    if (inverse) *inverse = inv;
-    if (counts) *counts = cnt;
     return values;
 }
 
