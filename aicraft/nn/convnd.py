@@ -6,12 +6,9 @@ A 1-d convolution is the 2-d one on (N, C, 1, L): one C call (libac's conv.c or
 conv_transpose.c) between two views. A transposed convolution is conv2d's input
 gradient (ops/conv_transpose.c); its bias is added here.
 """
-import math
-
 from aicraft._ffi import lib
 from aicraft._wrapping import _wrap
 from aicraft.errors import ShapeError, raise_error
-from aicraft.nn import init
 from aicraft.nn._checks import _c_int, _pair, _tensor_arg, _triple
 from aicraft.nn.conv import Conv2d, _optional_arg, _set_channels, _set_weight, conv2d
 from aicraft.nn.layers import _not_a_tensor
@@ -157,14 +154,8 @@ class _ConvTranspose(Module):
         self.transposed = True
         _set_weight(self, (self.in_channels, self.out_channels // self.groups), bias, device, dtype)
 
-    def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1]
-            for k in self.kernel_size:
-                fan_in *= k
-            bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-            init.uniform_(self.bias, -bound, bound)
+    # torch's: the same init as a convolution's, fan_in from weight.shape[1] and the kernel
+    reset_parameters = Conv2d.reset_parameters
 
     def _output_padding(self, input, output_size):
         """output_padding, or the one that gives output_size (torch's rule)."""
