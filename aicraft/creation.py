@@ -79,8 +79,9 @@ def _numeric_array(data, what, dtype=None):
 
 
 def _from_array(arr, dtype, requires_grad, device=None):
-    shape = list(arr.shape)
-    p = lib.ac_tensor_from_typed(ffi.from_buffer(arr), _shape_array(shape), len(shape), dtype.code)
+    """A tensor holding a copy of arr, a C-contiguous array of dtype's type."""
+    shape = arr.shape     # a tuple: CFFI passes it as a temporary int64_t array
+    p = lib.ac_tensor_from_typed(ffi.from_buffer(arr), shape, len(shape), dtype.code)
     return _finish(p, requires_grad, device=device)
 
 
@@ -110,6 +111,10 @@ def from_numpy(array: "np.ndarray") -> Tensor:
     floats float32."""
     if not _is_numpy(array, "ndarray"):
         raise TypeError("from_numpy: expected a numpy.ndarray, got %s" % type(array).__name__)
+    # A C-contiguous float32 array (a served request's rows) is copied as it is: no
+    # conversion to ask NumPy for.
+    if array.dtype is dtypes.float32.numpy and array.flags.c_contiguous:
+        return _from_array(array, dtypes.float32, False)
     arr, dtype = _numeric_array(array, "from_numpy")
     return _from_array(arr, dtype, False)
 

@@ -235,11 +235,11 @@ class Tensor:
         if p.device != 0:
             raise TypeError("numpy: can't convert %s device type tensor to numpy. Use Tensor.cpu() to "
                             "copy the tensor to host memory first." % self.device)
-        shape = _shape_of(p)
         kind = _DTYPE[p.dtype]
-        if p.size == 0:
-            return np.zeros(shape, kind.numpy)
-        return np.frombuffer(ffi.buffer(p.data, p.size * kind.itemsize), kind.numpy).reshape(shape).copy()
+        array = np.empty(_shape_of(p), kind.numpy)
+        if p.size:
+            ffi.memmove(array, p.data, p.size * kind.itemsize)
+        return array
 
     def __array__(self, dtype: Any = None, copy: Optional[builtins.bool] = None) -> "np.ndarray":
         if copy is False:

@@ -86,6 +86,41 @@ def test_from_numpy_copies_any_numeric_dtype():
     np.testing.assert_array_equal(ac.from_numpy(strided).numpy(), strided)
 
 
+def test_from_numpy_copies_float32_arrays_of_any_layout():
+    values = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+    body = b"x" + values.tobytes()       # a request's rows: read-only, at an odd address
+    rows = np.frombuffer(memoryview(body)[1:], np.float32).reshape(3, 4)
+    cases = [rows, values[:, ::2], np.asfortranarray(values), values.astype(">f4"), values.T,
+             np.array(2.5, np.float32), np.zeros((0, 3), np.float32), values[1:2]]
+    for a in cases:
+        t = ac.from_numpy(a)
+        assert t.dtype is ac.float32 and t.shape == a.shape
+        np.testing.assert_array_equal(t.numpy(), a)
+    with ac.checkpoint():
+        t = ac.from_numpy(values)
+        values[0, 0] = 100.0                  # a copy, in the scope like any other tensor
+        assert t[0, 0].item() == -5.5
+    with pytest.raises(ac.ScopeError):
+        t.numpy()
+
+
+def test_numpy_gives_a_fresh_array_of_the_tensors_dtype():
+    for t, expected in [(ac.tensor([[1.5, -2.0], [3.0, 4.0]]), np.array([[1.5, -2.0], [3.0, 4.0]], np.float32)),
+                        (ac.tensor([2 ** 62, -3]), np.array([2 ** 62, -3], np.int64)),
+                        (ac.tensor([True, False, True]), np.array([True, False, True])),
+                        (ac.tensor([7, 255], dtype=ac.uint8), np.array([7, 255], np.uint8)),
+                        (ac.tensor(1.25), np.array(1.25, np.float32)),
+                        (ac.zeros(0, 3), np.zeros((0, 3), np.float32))]:
+        a = t.numpy()
+        assert a.dtype == expected.dtype and a.shape == expected.shape
+        np.testing.assert_array_equal(a, expected)
+        assert a.flags.writeable and a.flags.owndata and a.flags.c_contiguous
+        if a.size:
+            before = t.numpy().copy()
+            a[...] = 0                        # the tensor is not a view of it
+            np.testing.assert_array_equal(t.numpy(), before)
+
+
 def test_repr_looks_like_pytorch():
     assert repr(ac.tensor([1.0, 2.0])) == "tensor([1., 2.])"
     assert repr(ac.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
