@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
-from aicraft.serve import TensorSpec
+from aicraft.serve import TensorSpec, protocol
 from aicraft.serve.protocol import DATATYPES, ProtocolError, check_inputs, encode_infer, parse_infer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +94,21 @@ def test_json_data_that_does_not_fit_its_datatype_is_refused(data, datatype, mat
     refused(json_request(tensor("x", datatype, [2], data)), match=match)
 
 
+@pytest.mark.parametrize("values", [2, 3000])       # headers scanned with `in`, and with NumPy
+def test_a_bool_in_number_data_is_found_in_headers_of_any_size(values):
+    assert len(json_request(tensor("x", "FP32", [2], [0.5] * 2))) < protocol.NUMPY_SCAN_BYTES
+    assert len(json_request(tensor("x", "FP32", [3000], [0.5] * 3000))) > protocol.NUMPY_SCAN_BYTES
+    for place in (0, values // 2, values - 1):
+        for value in (True, False):
+            data = [0.5] * values
+            data[place] = value
+            refused(json_request(tensor("x", "FP32", [values], data)), match="true or false")
+            refused(json_request(tensor("x", "FP32", [1, values], [data])), match="true or false")
+    request = parse_infer(json_request(tensor("x", "FP32", [values], [0.5] * values),
+                                       tensor("b", "BOOL", [2], [True, False])))
+    assert request.inputs["x"].tolist() == [0.5] * values and request.inputs["b"].tolist() == [True, False]
+
+
 @pytest.mark.parametrize("change, match", [
     ({"datatype": "BYTES"}, "datatype"),
     ({"datatype": "BF16"}, "datatype"),
@@ -130,6 +145,8 @@ def test_bad_request_shapes_are_refused():
     refused(json_request(good, outputs=[{}]), match="name")
     # a deep or long nest of lists is refused before it is parsed
     refused(b'{"inputs": ' + b"[" * 5000 + b"]" * 5000 + b"}", match="lists")
+    lists = parse_infer(json_request(tensor("x", "FP32", [2047, 1], [[0]] * 2047)))   # 2049 lists
+    assert lists.inputs["x"].shape == (2047, 1)
 
 
 def test_binary_byte_counts_must_add_up():
