@@ -2,6 +2,7 @@
 calls it: what it serves, flat memory over thousands of mixed requests, the memory limit
 answered 503 with the worker going on, and the statuses of its refusals."""
 import gc
+import http
 import io
 import sys
 
@@ -24,7 +25,9 @@ def call(app, method, path, body=b"", headers=None):
     data = b"".join(result)
     if hasattr(result, "close"):
         result.close()
-    return int(started[0][0].split()[0]), dict(started[0][1]), data
+    status = int(started[0][0].split()[0])
+    assert started[0][0] == "%d %s" % (status, http.HTTPStatus(status).phrase)
+    return status, dict(started[0][1]), data
 
 
 def infer_json(x, name="input__0"):

@@ -35,6 +35,8 @@ from aicraft.serve.servable import ModuleServable, linear_specs
 
 MAX_BODY_BYTES = 1 << 20
 JSON = [("Content-Type", "application/json")]
+# "200 OK", ...: made once (HTTPStatus(status).phrase costs 0.6 us a request)
+STATUS_LINES = {status.value: "%d %s" % (status.value, status.phrase) for status in http.HTTPStatus}
 
 
 def make_app(models, *, max_batch_size=1, max_queue_delay_s=0.0, max_queue=64, memory_limit=None,
@@ -187,8 +189,7 @@ class Service:
         start = time.perf_counter()
         label, status, headers, body = self.answer(environ)
         self.metrics.observe(label, status, time.perf_counter() - start)
-        start_response("%d %s" % (status, http.HTTPStatus(status).phrase),
-                       headers + [("Content-Length", str(len(body)))])
+        start_response(STATUS_LINES[status], headers + [("Content-Length", str(len(body)))])
         return [body] if status < 400 else DrainAfter(body, environ)
 
     # ---- warm-up -----------------------------------------------------------------
