@@ -235,10 +235,10 @@ class Tensor:
         if p.device != 0:
             raise TypeError("numpy: can't convert %s device type tensor to numpy. Use Tensor.cpu() to "
                             "copy the tensor to host memory first." % self.device)
-        kind = _DTYPE[p.dtype]
-        array = np.empty(_shape_of(p), kind.numpy)
-        if p.size:
-            ffi.memmove(array, p.data, p.size * kind.itemsize)
+        kind, size = _DTYPE[p.dtype], p.size
+        array = np.empty(ffi.unpack(p.shape, p.ndim), kind.numpy)    # the shape as a list will do
+        if size:
+            ffi.memmove(array, p.data, size * kind.itemsize)
         return array
 
     def __array__(self, dtype: Any = None, copy: Optional[builtins.bool] = None) -> "np.ndarray":

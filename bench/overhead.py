@@ -3,7 +3,9 @@
 Small tensors make the time per op almost all overhead (Python wrapper, C call,
 allocation), which is what a small model pays on every op; an empty
 `with ac.checkpoint():` is what every scoped training step or request pays on
-top. Both libraries run on one thread; repetitions are interleaved (aicraft,
+top; from_numpy of a request's rows and numpy() of its answer are what a served
+request pays around its model (aicraft.serve; both copy, as do their PyTorch peers
+here: torch.from_numpy(x).clone(), t.numpy().copy()). Both libraries run on one thread; repetitions are interleaved (aicraft,
 PyTorch, aicraft, ...) so a noisy machine slows both alike, and each case
 reports the median.
 
@@ -53,6 +55,8 @@ SCOPE_C_CALLS = "  its two C calls"
 # leanest Python class possible (the operator and a __del__, no checks, no scopes).
 FLOORS = {"  add: its two C calls": "add 16", "  add: leanest wrapper": "add 16",
           "  matmul: its two C calls": "matmul 8x8", "  matmul: leanest wrapper": "matmul 8x8"}
+# Measured for scale, with no target of their own.
+NO_TARGET = {"from_numpy (1, 784) float32", "numpy() (32, 10)"}
 PROFILER_OFF_TARGET = 0.02   # profiler off: at most 2% per op
 PROFILER_ON_TARGET = 0.15    # profiler on: the MLP training loop at most 15% slower
 
@@ -64,6 +68,8 @@ def aicraft_cases():
     a, b = ac.tensor(x), ac.tensor(y)
     ag, bg = ac.tensor(x, requires_grad=True), ac.tensor(y, requires_grad=True)
     ma, mb = ac.tensor(m), ac.tensor(n)
+    rows = np.random.default_rng(2).standard_normal((1, 784)).astype(np.float32)
+    answer = ac.tensor(np.random.default_rng(3).standard_normal((32, 10)).astype(np.float32))
 
     def forward_backward():
         ((ag * bg) + ag).sum().backward()
@@ -108,6 +114,8 @@ def aicraft_cases():
         "fwd+bwd ((a*b)+a).sum()": forward_backward,
         "empty ac.checkpoint()": empty_checkpoint,
         SCOPE_C_CALLS: lambda: lib.ac_mem_restore(lib.ac_mem_checkpoint()),
+        "from_numpy (1, 784) float32": lambda: ac.from_numpy(rows),
+        "numpy() (32, 10)": answer.numpy,
     }
 
 
@@ -118,6 +126,8 @@ def torch_cases():
     a, b = torch.tensor(x), torch.tensor(y)
     ag, bg = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
     ma, mb = torch.tensor(m), torch.tensor(n)
+    rows = np.random.default_rng(2).standard_normal((1, 784)).astype(np.float32)
+    answer = torch.tensor(np.random.default_rng(3).standard_normal((32, 10)).astype(np.float32))
 
     def forward_backward():
         ((ag * bg) + ag).sum().backward()
@@ -127,6 +137,8 @@ def torch_cases():
         "add 16, grad": lambda: ag + bg,
         "matmul 8x8": lambda: ma @ mb,
         "fwd+bwd ((a*b)+a).sum()": forward_backward,
+        "from_numpy (1, 784) float32": lambda: torch.from_numpy(rows).clone(),
+        "numpy() (32, 10)": lambda: answer.numpy().copy(),
     }
 
 
@@ -286,7 +298,7 @@ def main():
         row = {"case": case, "aicraft_us": round(ours, 3),
                "torch_us": None if theirs is None else round(theirs, 3),
                "ratio": None if ratio is None else round(ratio, 3)}
-        if case == SCOPE_C_CALLS or case in FLOORS:
+        if case == SCOPE_C_CALLS or case in FLOORS or case in NO_TARGET:
             target = "-"
         elif case in TARGET_US:
             row.update(target_us=TARGET_US[case], meets_target=ours <= TARGET_US[case])
