@@ -594,14 +594,27 @@ GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64
     return packed;
 }
 
-void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
-                 float beta, float *c, int64_t ldc)
+static void run_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                       float beta, const float *bias, float *c, int64_t ldc)
 {
     GemmJob job;
     set_up_job(&job, 0, b->trans_b, m, b->n, b->k, alpha, a, lda, b->b, b->ldb, beta, c, ldc);
     job.kern = b->kern;
     job.packed_b = b->panels;
+    job.bias = bias;
     gemm_run(&job);
+}
+
+void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                 float beta, float *c, int64_t ldc)
+{
+    run_packed(m, alpha, a, lda, b, beta, NULL, c, ldc);
+}
+
+void gemm_packed_bias(int64_t m, const float *a, int64_t lda, const GemmPackedB *b,
+                      const float *bias, float *c, int64_t ldc)
+{
+    run_packed(m, 1.0f, a, lda, b, 0.0f, bias, c, ldc);
 }
 
 /* ---- the public entry ---------------------------------------------------- */

@@ -180,6 +180,10 @@ GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64
                         float *panels);
 void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
                  float beta, float *c, int64_t ldc);
+/* The same with bias added to each row of C, as gemm_bias: gemm_bias(0, trans_b,
+   m, n, k, 1, a, lda, b, ldb, bias, c, ldc) bit for bit. */
+void gemm_packed_bias(int64_t m, const float *a, int64_t lda, const GemmPackedB *b,
+                      const float *bias, float *c, int64_t ldc);
 
 /*
  * Make every later gemm() use the named kernel set ("avx512", "avx2",
