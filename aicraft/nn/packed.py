@@ -1,16 +1,19 @@
 """packed.py - Linear layers for inference whose weights libac packs once for its
 GEMM (ac_packed_linear_*), where nn.Linear packs them on every forward: at 32 rows
-of 784 inputs and 128 outputs that packing is a fifth of nn.Linear's time. The
-results are nn.Linear's, bit for bit.
+of 784 inputs and 128 outputs that packing is a fifth of nn.Linear's time. Every
+batch size runs the same kernels, so each row's output has the same bits whatever
+rows come with it (a service that joins requests into batches answers each as it
+would alone); they are nn.Linear's bits from five rows on, and its values to
+rounding below (nn.Linear sums a few rows in another order).
 
     served = ac.nn.packed.pack_linear(model)   # a copy; model stays as it is
     with ac.no_grad():
         y = served(x)
 
-A packed layer holds a copy of its float layer's weight and bias, made when it is
-made: training or loading the float model later does not reach it (pack again).
-It has no parameters or buffers and does not train: its input may not require grad
-while grad mode is on. CPU only.
+A packed layer holds a copy of its float layer's weight (as panels: about as many
+bytes) and bias, made when it is made: training or loading the float model later
+does not reach it (pack again). It has no parameters or buffers and does not train:
+its input may not require grad while grad mode is on. CPU only.
 """
 import copy
 
@@ -24,8 +27,9 @@ __all__ = ["Linear", "pack_linear"]
 
 
 class Linear(Module):
-    """y = x W^T + b, nn.Linear's forward, from a copy of W packed once. Made from a
-    float nn.Linear by from_float (or pack_linear)."""
+    """y = x W^T + b, nn.Linear's forward, from a copy of W packed once: each row the
+    same bits in a batch of any size. Made from a float nn.Linear by from_float (or
+    pack_linear)."""
 
     def __init__(self, weight, bias=None):
         """A packed copy of weight (out_features, in_features) and bias (out_features,)."""
@@ -52,7 +56,7 @@ class Linear(Module):
         return copied
 
     def nbytes(self):
-        """The bytes of the packed block: the weight, its panels and the bias."""
+        """The bytes of the packed block: the weight's panels and the bias."""
         return lib.ac_packed_linear_nbytes(self._packed)
 
     def forward(self, input):

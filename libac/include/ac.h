@@ -754,13 +754,16 @@ AcTensor *ac_qgru(const AcTensor *x, const AcTensor *h0, const AcQLinear *ih, co
 /* ---- Linear layers packed for inference ----------------------------------- */
 /* A float32 Linear layer for inference whose weight is packed once for the CPU's
    GEMM, instead of on every forward as ac_linear packs it (at 32 rows, packing a
-   128x784 weight is a fifth of ac_linear's time). The forward gives ac_linear's
-   bits for every input. An AcPackedLinear is a copy: it lives at root, whatever
-   scope is open, in one block of its own (the weight row-major, which a batch of
-   four rows or fewer reads in place, its panels and the bias); a later change to
-   the weight and bias it was made from does not reach it (make a new one). The
-   caller owns it (ac_packed_linear_free). CPU tensors only. No graph: x must not
-   require grad while grad mode is on (AC_ERR_STATE). */
+   128x784 weight is a fifth of ac_linear's time). Every batch size runs the same
+   kernels, so a row's output has the same bits whatever rows come with it (a
+   service joining requests into batches answers each as it would alone); from
+   ac_linear's it differs by rounding only for batches of four rows or fewer,
+   which ac_linear sums in another order. An AcPackedLinear is a copy: it lives at
+   root, whatever scope is open, in one block of its own (the weight's panels, a
+   little more than the weight, and the bias); a later change to the weight and
+   bias it was made from does not reach it (make a new one). The caller owns it
+   (ac_packed_linear_free). CPU tensors only. No graph: x must not require grad
+   while grad mode is on (AC_ERR_STATE). */
 
 typedef struct AcPackedLinear AcPackedLinear;
 

@@ -3,9 +3,11 @@
  * once (ac_packed_linear_*): the GEMM's panels of W^T are made when the layer is
  * made, not on each forward as ac_linear makes them.
  *
- * The block is one root allocation: this header, the weight (out, in) row-major
- * (gemm_packed reads it in place for a few rows), the panels (gemm_pack_b) and
- * the bias. It is a copy, so nothing can change the weight under its panels.
+ * The block is one root allocation: this header, the panels of W^T
+ * (gemm_pack_b) and the bias; no row-major weight, so a batch of any size runs
+ * the packed kernels, and each row's output has the same bits whatever rows
+ * come with it (ac_linear reads a few rows' weight in place, summing in another
+ * order). It is a copy, so nothing can change the weight under its panels.
  *
  * Not here: the GEMM and its packing (kernels/gemm.c), the layer that packs per
  * call (linear.c).
@@ -18,9 +20,8 @@
 struct AcPackedLinear {
     int64_t in, out;
     size_t bytes;          /* of the whole block, this header included */
-    float *weight;         /* (out, in) */
     float *bias;           /* (out), or NULL */
-    GemmPackedB packed;    /* W^T's panels, and the weight for a few rows */
+    GemmPackedB packed;    /* W^T's panels; its b is NULL */
 };
 
 static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -34,7 +35,7 @@ static int packed_check(const char *op, const AcPackedLinear *p)
 AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bias)
 {
     const char *op = "packed_linear_new";
-    size_t head = round_up64(sizeof(AcPackedLinear)), w_bytes, panel_bytes, bias_bytes, bytes;
+    size_t head = round_up64(sizeof(AcPackedLinear)), panel_bytes, bias_bytes, bytes;
     int64_t in, out;
     AcPackedLinear *p;
     char *block;
@@ -49,21 +50,19 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
     if (bias && (bias->ndim != 1 || bias->shape[0] != out))
         return error_null(AC_ERR_SHAPE, "%s: bias %s does not fit weight %s (expected (%lld,))", op,
                           tensor_shape_str(bias), tensor_shape_str(weight), (long long)out);
-    w_bytes = round_up64((size_t)(out * in) * sizeof(float));
     panel_bytes = round_up64(gemm_packed_b_floats(in, out) * sizeof(float));
     bias_bytes = bias ? round_up64((size_t)out * sizeof(float)) : 0;
-    bytes = head + w_bytes + panel_bytes + bias_bytes;
+    bytes = head + panel_bytes + bias_bytes;
     block = root_alloc(bytes);
     if (!block) return NULL;
     p = (AcPackedLinear *)(void *)block;
     p->in = in;
     p->out = out;
     p->bytes = bytes;
-    p->weight = (float *)(void *)(block + head);
-    p->bias = bias ? (float *)(void *)(block + head + w_bytes + panel_bytes) : NULL;
-    memcpy(p->weight, weight->data, (size_t)(out * in) * sizeof(float));
+    p->bias = bias ? (float *)(void *)(block + head + panel_bytes) : NULL;
     if (bias) memcpy(p->bias, bias->data, (size_t)out * sizeof(float));
-    p->packed = gemm_pack_b(1, in, out, p->weight, in, (float *)(void *)(block + head + w_bytes));
+    p->packed = gemm_pack_b(1, in, out, weight->data, in, (float *)(void *)(block + head));
+    p->packed.b = NULL;    /* the panels alone: gemm_packed never reads the weight */
     return p;
 }
 
