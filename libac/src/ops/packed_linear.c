@@ -95,21 +95,10 @@ int64_t ac_packed_linear_nbytes(const AcPackedLinear *p)
 AcTensor *ac_packed_linear_forward(const AcPackedLinear *p, const AcTensor *x)
 {
     const char *op = "packed_linear_forward";
-    int64_t shape[AC_MAX_DIMS], rows = 1;
+    int64_t rows;
     AcTensor *y;
-    int d;
-    if (packed_check(op, p) || tensor_check(op, x, "x") || cpu_only(op, &x, 1)) return NULL;
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != p->in)
-        return error_null(AC_ERR_SHAPE, "%s: x %s must be (..., %lld)", op, tensor_shape_str(x),
-                          (long long)p->in);
-    if (x->requires_grad && ac_is_grad_enabled())
-        return error_null(AC_ERR_STATE, "%s: a packed layer does not train; x requires grad (run "
-                          "under no_grad)", op);
-    memcpy(shape, x->shape, (size_t)x->ndim * sizeof(int64_t));
-    shape[x->ndim - 1] = p->out;
-    for (d = 0; d + 1 < x->ndim; d++) rows *= x->shape[d];
-    y = tensor_alloc(op, shape, x->ndim);
-    if (!y) return NULL;
-    gemm_packed_bias(rows, x->data, p->in, &p->packed, p->bias, y->data, p->out);
+    if (packed_check(op, p)) return NULL;
+    y = inference_output(op, x, p->in, p->out, "a packed layer", &rows);
+    if (y) gemm_packed_bias(rows, x->data, p->in, &p->packed, p->bias, y->data, p->out);
     return y;
 }
