@@ -35,7 +35,7 @@ LAYERS = (
     ("nn", "layers, losses, optimizers and what training uses",
      "nn nn._checks nn._integer nn.activation nn.attention nn.container nn.conv nn.convnd "
      "nn.dropouts nn.fold nn.functional nn.init nn.layers nn.loss nn.losses nn.module nn.norm "
-     "nn.padding nn.parallel nn.pooling nn.rnn nn.sparse nn.transformer nn.upsampling "
+     "nn.packed nn.padding nn.parallel nn.pooling nn.rnn nn.sparse nn.transformer nn.upsampling "
      "nn.volumetric nn.utils nn.utils.rnn nn.quantized nn.quantized.dynamic nn.modules.* "
      "optim optim.optimizer optim.sgd optim.adam optim.adaptive optim.lbfgs optim.lr_scheduler "
      "amp io quantization distributed distributed.run"),

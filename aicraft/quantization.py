@@ -17,7 +17,7 @@ import copy
 
 from aicraft._ffi import lib
 from aicraft.dtypes import qint8
-from aicraft.nn import layers, rnn
+from aicraft.nn import layers, packed, rnn
 from aicraft.nn.module import Module
 from aicraft.nn.quantized import dynamic
 
@@ -82,12 +82,16 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=qint8, mapping=None, inplac
 
 
 def weight_bytes(model):
-    """The bytes model's weights take: its parameters and buffers, the packed blocks of
-    its quantized layers (int8 weights, scales and biases) counted once."""
+    """The bytes model's weights take: its parameters and buffers, the blocks of its
+    quantized layers (int8 weights, scales and biases) and packed layers (nn.packed)
+    counted once."""
     total = 0
     for module in model.modules():
         if isinstance(module, _QUANTIZED):
             total += sum(lib.ac_qlinear_nbytes(q) for q in module._blocks())
+            continue
+        if isinstance(module, packed.Linear):
+            total += module.nbytes()
             continue
         for tensor in list(module._parameters.values()) + list(module._buffers.values()):
             if tensor is not None:

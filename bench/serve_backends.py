@@ -44,12 +44,15 @@ def random_weights(seed=0):
 
 
 def aicraft_servable(weights):
-    """The MLP as an aicraft nn.Module wrapped in aicraft.serve.ModuleServable."""
+    """The MLP as an aicraft nn.Module wrapped in aicraft.serve.ModuleServable, its Linear
+    layers packed once (nn.packed), as `python -m aicraft.serve` serves a model that does
+    not learn: the counterpart of ONNX Runtime's session, which packs its Gemm weights
+    when it loads the model."""
     from aicraft import nn
     from aicraft.serve import ModuleServable
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(1))
     model.load_state_dict({name: ac.from_numpy(w) for name, w in weights.items()})
-    return ModuleServable(model, MODEL, INPUTS, OUTPUTS)
+    return ModuleServable(nn.packed.pack_linear(model, inplace=True), MODEL, INPUTS, OUTPUTS)
 
 
 class TorchServable:

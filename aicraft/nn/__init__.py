@@ -12,7 +12,7 @@ PyTorch's names and behaviour.
 """
 import importlib
 
-from aicraft.nn import functional, init, utils
+from aicraft.nn import functional, init, packed, utils
 from aicraft.nn.conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dropout,
                              Dropout2d, MaxPool2d)
 from aicraft.nn.layers import (GELU, Flatten, Identity, Linear, LogSoftmax, ModuleList, ReLU,

@@ -153,6 +153,8 @@ def load_model(path, name=None, lr=None, quantize=False, share=False, hogwild=Fa
     module = load_mlp(path, quantize)
     inputs, outputs = linear_specs(module)
     learns = lr is not None and not is_quantized(module)
+    if not learns and not share:     # weights that never change: pack them once
+        nn.packed.pack_linear(module, inplace=True)
     loss_fn = nn.CrossEntropyLoss() if learns else None
     optimizer = ac.optim.SGD(module.parameters(), lr=lr) if learns else None
     shared = None

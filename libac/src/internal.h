@@ -387,6 +387,12 @@ AcTensor *op_output_on(const char *op, const AcTensor *a, int device, int device
    of a's dtype. */
 AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int ndim,
                   AcBackwardFn backward, size_t ctx_bytes);
+/* The output (..., out) of a layer for inference only (an int8 or packed Linear)
+   on x (..., in), float32 on the CPU, uninitialised, and x's rows in *rows; NULL
+   and an error when x is not that, or requires grad while grad mode is on (layer
+   names the kind of layer for the message). */
+AcTensor *inference_output(const char *op, const AcTensor *x, int64_t in, int64_t out,
+                           const char *layer, int64_t *rows);
 /* The saved context of out's node, or NULL when no graph was recorded. */
 void *op_context(const AcTensor *out);
 /* True when backward must produce a gradient for input i of node. */

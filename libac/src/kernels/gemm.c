@@ -225,23 +225,6 @@ static void plain_b_sums(const GemmJob *job, int64_t j0, int64_t j1)
     }
 }
 
-/* Plain loops over C[i0:i1, j0:j1], for when no pack buffer can be had. */
-static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
-{
-    int64_t i, j, p;
-    for (i = i0; i < i1; i++) {
-        for (j = j0; j < j1; j++) {
-            float sum = 0.0f, *out = c_at(job, i, j);
-            for (p = 0; p < job->k; p++) {
-                float a = job->trans_a ? job->a[p * job->lda + i] : job->a[i * job->lda + p];
-                float b = job->trans_b ? job->b[j * job->ldb + p] : job->b[p * job->ldb + j];
-                sum += a * b;
-            }
-            *out = gemm_scaled(sum, job->alpha, job->beta, out, job->bias ? job->bias + j : NULL);
-        }
-    }
-}
-
 /* The depth of a slice: k cut into equal slices that depend only on k. Small
    products are common and 64-bit divisions slow: skip or narrow them. A depth
    up to 1.5 kc is one slice, not two short ones that would each store C (and
@@ -260,6 +243,33 @@ static int64_t packed_b_offset(const GemmJob *job, int64_t s, int64_t slice, int
 {
     int64_t nr = job->kern->nr;
     return s * slice * ((job->n + nr - 1) / nr * nr) + jc * kc;
+}
+
+/* op(B)(p, j): from B, or from its gemm_pack_b panels when the job has no B. */
+static float b_at(const GemmJob *job, int64_t p, int64_t j)
+{
+    int64_t slices, slice, s, nr = job->kern->nr;
+    if (job->b) return job->trans_b ? job->b[j * job->ldb + p] : job->b[p * job->ldb + j];
+    slice = depth_slice(job, &slices);
+    s = p / slice;
+    return job->packed_b[packed_b_offset(job, s, slice, j / nr * nr, (int)min64(slice, job->k - s * slice)) +
+                         (p - s * slice) * nr + j % nr];
+}
+
+/* Plain loops over C[i0:i1, j0:j1], for when no pack buffer can be had. */
+static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    int64_t i, j, p;
+    for (i = i0; i < i1; i++) {
+        for (j = j0; j < j1; j++) {
+            float sum = 0.0f, *out = c_at(job, i, j);
+            for (p = 0; p < job->k; p++) {
+                float a = job->trans_a ? job->a[p * job->lda + i] : job->a[i * job->lda + p];
+                sum += a * b_at(job, p, j);
+            }
+            *out = gemm_scaled(sum, job->alpha, job->beta, out, job->bias ? job->bias + j : NULL);
+        }
+    }
 }
 
 /* Panels [from, panels) of the block of nc columns of op(B) at b, depth kc,
@@ -331,8 +341,9 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                            !job->trans_a, mc - in_place, tile.kc, mr, abuf);
             for (jc = j0; jc < j1; jc += job->blk.nc) {
                 int nc = (int)min64(job->blk.nc, j1 - jc);
-                const float *b = job->trans_b ? job->b + jc * job->ldb + pc
-                                              : job->b + pc * job->ldb + jc;
+                /* NULL for a job with only B's panels (gemm_packed without B) */
+                const float *b = !job->b ? NULL : job->trans_b ? job->b + jc * job->ldb + pc
+                                                               : job->b + pc * job->ldb + jc;
                 int ir, q, panels = (nc + nr - 1) / nr;
                 int split = !job->packed_b && split_last_panel(kern, nc);
                 /* the full panels the kernels pack as they go */
@@ -466,7 +477,7 @@ static void gemm_run(GemmJob *job)
         return;
     }
     if (!job->packed_b) job->kern = kernels();   /* else the set it was packed for */
-    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {   /* B as it lies */
+    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed && job->b) {   /* B as it lies */
         gemm_few_rows(job);
         return;
     }
@@ -594,14 +605,27 @@ GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64
     return packed;
 }
 
-void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
-                 float beta, float *c, int64_t ldc)
+static void run_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                       float beta, const float *bias, float *c, int64_t ldc)
 {
     GemmJob job;
     set_up_job(&job, 0, b->trans_b, m, b->n, b->k, alpha, a, lda, b->b, b->ldb, beta, c, ldc);
     job.kern = b->kern;
     job.packed_b = b->panels;
+    job.bias = bias;
     gemm_run(&job);
+}
+
+void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
+                 float beta, float *c, int64_t ldc)
+{
+    run_packed(m, alpha, a, lda, b, beta, NULL, c, ldc);
+}
+
+void gemm_packed_bias(int64_t m, const float *a, int64_t lda, const GemmPackedB *b,
+                      const float *bias, float *c, int64_t ldc)
+{
+    run_packed(m, 1.0f, a, lda, b, 0.0f, bias, c, ldc);
 }
 
 /* ---- the public entry ---------------------------------------------------- */

@@ -165,6 +165,9 @@ extern const GemmKernels gemm_avx512_kernels;
  * has no pack buffer). gemm_packed(m, alpha, a, lda, packed, beta, c, ldc) is
  * then gemm(0, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), bit
  * for bit, split over threads as gemm splits it.
+ * A caller that keeps no B sets the packed copy's b to NULL: gemm_packed then
+ * runs the packed kernels for any m, so that each row of C has the same bits
+ * however many rows come with it (not gemm's bits for a few rows).
  */
 typedef struct {
     const GemmKernels *kern;
@@ -180,6 +183,10 @@ GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64
                         float *panels);
 void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
                  float beta, float *c, int64_t ldc);
+/* The same with bias added to each row of C, as gemm_bias (when b is kept, bit
+   for bit). */
+void gemm_packed_bias(int64_t m, const float *a, int64_t lda, const GemmPackedB *b,
+                      const float *bias, float *c, int64_t ldc);
 
 /*
  * Make every later gemm() use the named kernel set ("avx512", "avx2",

@@ -7,6 +7,8 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 static size_t node_head_bytes(void) { return (sizeof(AcGradNode) + AC_ALIGN - 1) & ~(size_t)(AC_ALIGN - 1); }
 
 static const AcTensor cpu_placeholder;   /* device AC_CPU, index 0: for ops with no inputs */
@@ -94,6 +96,24 @@ AcTensor *op_view(const char *op, const AcTensor *a, const int64_t *shape, int n
                   AcBackwardFn backward, size_t ctx_bytes)
 {
     return make_output(op, a->dtype, shape, ndim, a, &a, 1, backward, ctx_bytes, NULL);
+}
+
+AcTensor *inference_output(const char *op, const AcTensor *x, int64_t in, int64_t out,
+                           const char *layer, int64_t *rows)
+{
+    int64_t shape[AC_MAX_DIMS];
+    int d;
+    if (tensor_check(op, x, "x") || cpu_only(op, &x, 1)) return NULL;
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != in)
+        return error_null(AC_ERR_SHAPE, "%s: x %s must be (..., %lld)", op, tensor_shape_str(x),
+                          (long long)in);
+    if (x->requires_grad && ac_is_grad_enabled())
+        return error_null(AC_ERR_STATE, "%s: %s does not train; x requires grad (run under "
+                          "no_grad)", op, layer);
+    memcpy(shape, x->shape, (size_t)x->ndim * sizeof(int64_t));
+    shape[x->ndim - 1] = out;
+    for (*rows = 1, d = 0; d + 1 < x->ndim; d++) *rows *= x->shape[d];
+    return tensor_alloc(op, shape, x->ndim);
 }
 
 void *op_context(const AcTensor *out) { return out->node ? out->node->context : NULL; }

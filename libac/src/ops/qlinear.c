@@ -418,22 +418,11 @@ int qlinear_rows(const AcQLinear *q, const float *x, int64_t m, float *y)
 AcTensor *ac_qlinear_forward(const AcQLinear *q, const AcTensor *x)
 {
     const char *op = "qlinear_forward";
-    int64_t shape[AC_MAX_DIMS], rows = 1;
+    int64_t rows;
     AcTensor *out;
-    int d;
-    if (qlinear_check(op, q, "layer") || tensor_check(op, x, "x") || cpu_only(op, &x, 1)) return NULL;
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != q->in)
-        return error_null(AC_ERR_SHAPE, "%s: x %s must be (..., %lld)", op, tensor_shape_str(x),
-                          (long long)q->in);
-    if (x->requires_grad && ac_is_grad_enabled())
-        return error_null(AC_ERR_STATE, "%s: int8 layers do not train; x requires grad (run under "
-                          "no_grad)", op);
-    memcpy(shape, x->shape, (size_t)x->ndim * sizeof(int64_t));
-    shape[x->ndim - 1] = q->out;
-    for (d = 0; d + 1 < x->ndim; d++) rows *= x->shape[d];
-    out = tensor_alloc(op, shape, x->ndim);
-    if (!out) return NULL;
-    if (qlinear_rows(q, x->data, rows, out->data)) {
+    if (qlinear_check(op, q, "layer")) return NULL;
+    out = inference_output(op, x, q->in, q->out, "an int8 layer", &rows);
+    if (out && qlinear_rows(q, x->data, rows, out->data)) {
         ac_tensor_free(out);
         return NULL;
     }

@@ -1,0 +1,104 @@
+/*
+ * packed_linear.c - a float32 Linear layer for inference with its weight packed
+ * once (ac_packed_linear_*): the GEMM's panels of W^T are made when the layer is
+ * made, not on each forward as ac_linear makes them.
+ *
+ * The block is one root allocation: this header, the panels of W^T
+ * (gemm_pack_b) and the bias; no row-major weight, so a batch of any size runs
+ * the packed kernels, and each row's output has the same bits whatever rows
+ * come with it (ac_linear reads a few rows' weight in place, summing in another
+ * order). It is a copy, so nothing can change the weight under its panels.
+ *
+ * Not here: the GEMM and its packing (kernels/gemm.c), the layer that packs per
+ * call (linear.c).
+ */
+#include "internal.h"
+#include "kernels/gemm.h"
+
+#include <string.h>
+
+struct AcPackedLinear {
+    int64_t in, out;
+    size_t bytes;          /* of the whole block, this header included */
+    float *bias;           /* (out), or NULL */
+    GemmPackedB packed;    /* W^T's panels; its b is NULL */
+};
+
+static size_t round_up64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static int packed_check(const char *op, const AcPackedLinear *p)
+{
+    if (!p) return error_set(AC_ERR_ARG, "%s: layer is NULL", op);
+    return AC_OK;
+}
+
+AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bias)
+{
+    const char *op = "packed_linear_new";
+    size_t head = round_up64(sizeof(AcPackedLinear)), panel_bytes, bias_bytes, bytes;
+    int64_t in, out;
+    AcPackedLinear *p;
+    char *block;
+    if (tensor_check(op, weight, "weight") || cpu_only(op, (const AcTensor *[]){weight, bias}, 2))
+        return NULL;
+    if (weight->ndim != 2)
+        return error_null(AC_ERR_SHAPE, "%s: weight %s must be (out_features, in_features)", op,
+                          tensor_shape_str(weight));
+    out = weight->shape[0];
+    in = weight->shape[1];
+    if (bias && tensor_check(op, bias, "bias")) return NULL;
+    if (bias && (bias->ndim != 1 || bias->shape[0] != out))
+        return error_null(AC_ERR_SHAPE, "%s: bias %s does not fit weight %s (expected (%lld,))", op,
+                          tensor_shape_str(bias), tensor_shape_str(weight), (long long)out);
+    panel_bytes = round_up64(gemm_packed_b_floats(in, out) * sizeof(float));
+    bias_bytes = bias ? round_up64((size_t)out * sizeof(float)) : 0;
+    bytes = head + panel_bytes + bias_bytes;
+    block = root_alloc(bytes);
+    if (!block) return NULL;
+    p = (AcPackedLinear *)(void *)block;
+    p->in = in;
+    p->out = out;
+    p->bytes = bytes;
+    p->bias = bias ? (float *)(void *)(block + head + panel_bytes) : NULL;
+    if (bias) memcpy(p->bias, bias->data, (size_t)out * sizeof(float));
+    p->packed = gemm_pack_b(1, in, out, weight->data, in, (float *)(void *)(block + head));
+    p->packed.b = NULL;    /* the panels alone: gemm_packed never reads the weight */
+    return p;
+}
+
+int ac_packed_linear_free(AcPackedLinear *p)
+{
+    if (p) root_free(p, p->bytes);
+    return AC_OK;
+}
+
+int64_t ac_packed_linear_in_features(const AcPackedLinear *p)
+{
+    return packed_check("packed_linear_in_features", p) ? ac_last_error_code() : p->in;
+}
+
+int64_t ac_packed_linear_out_features(const AcPackedLinear *p)
+{
+    return packed_check("packed_linear_out_features", p) ? ac_last_error_code() : p->out;
+}
+
+int ac_packed_linear_has_bias(const AcPackedLinear *p)
+{
+    return packed_check("packed_linear_has_bias", p) ? ac_last_error_code() : p->bias != NULL;
+}
+
+int64_t ac_packed_linear_nbytes(const AcPackedLinear *p)
+{
+    return packed_check("packed_linear_nbytes", p) ? ac_last_error_code() : (int64_t)p->bytes;
+}
+
+AcTensor *ac_packed_linear_forward(const AcPackedLinear *p, const AcTensor *x)
+{
+    const char *op = "packed_linear_forward";
+    int64_t rows;
+    AcTensor *y;
+    if (packed_check(op, p)) return NULL;
+    y = inference_output(op, x, p->in, p->out, "a packed layer", &rows);
+    if (y) gemm_packed_bias(rows, x->data, p->in, &p->packed, p->bias, y->data, p->out);
+    return y;
+}

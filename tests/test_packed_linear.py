@@ -1,0 +1,210 @@
+"""Packed Linear layers (aicraft.nn.packed, ac_packed_linear_*): each row's output the
+same bits in a batch of any size, on every SIMD path; nn.Linear's bits from five rows on
+and its values to rounding below; close to a float64 NumPy reference; a copy that later
+changes to the float layer do not reach; refused where it cannot do what nn.Linear does
+(grad, bad inputs); its block counted and freed."""
+import copy
+import gc
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import aicraft as ac
+from aicraft import nn
+from aicraft._ffi import ffi, lib
+from aicraft.errors import ShapeError
+
+SHAPES = [(784, 128), (128, 10), (7, 33), (1, 1), (0, 5), (5, 0), (1000, 130), (64, 200)]
+ROWS = [0, 1, 2, 3, 4, 5, 12, 13, 32, 100]
+
+
+@pytest.mark.parametrize("in_f,out_f", SHAPES)
+def test_packed_gives_nn_linear_results_and_each_row_the_same_bits_in_any_batch(in_f, out_f):
+    ac.manual_seed(in_f * 1000 + out_f)
+    for bias in (True, False):
+        layer = nn.Linear(in_f, out_f, bias=bias)
+        packed = nn.packed.Linear.from_float(layer)
+        x = ac.randn(max(ROWS), in_f)
+        with ac.no_grad():
+            whole = packed(x).numpy()
+            for rows in ROWS:
+                part = x[:rows]
+                want, got = layer(part).numpy(), packed(part).numpy()
+                assert got.shape == (rows, out_f)
+                assert np.array_equal(got, whole[:rows]), (rows, bias)
+                if rows > 4:    # the same kernels as nn.Linear's
+                    assert np.array_equal(got, want), (rows, bias)
+                else:           # nn.Linear sums a few rows in another order
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_packed_is_close_to_a_float64_reference():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((130, 300)).astype(np.float32)
+    b = rng.standard_normal(130).astype(np.float32)
+    x = rng.standard_normal((2, 17, 300)).astype(np.float32)
+    packed = nn.packed.Linear(ac.from_numpy(w), ac.from_numpy(b))
+    with ac.no_grad():
+        got = packed(ac.from_numpy(x)).numpy()
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    assert got.shape == (2, 17, 130)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_the_same_bits_on_one_and_two_threads():
+    ac.manual_seed(3)
+    packed = nn.packed.Linear.from_float(nn.Linear(512, 256))
+    x = ac.randn(300, 512)
+    before = ac.get_num_threads()
+    try:
+        with ac.no_grad():
+            ac.set_num_threads(1)
+            one = packed(x).numpy()
+            ac.set_num_threads(2)
+            two = packed(x).numpy()
+    finally:
+        ac.set_num_threads(before)
+    assert np.array_equal(one, two)
+
+
+_SIMD_SCRIPT = r"""
+import numpy as np, aicraft as ac
+from aicraft import nn
+ac.manual_seed(1)
+with ac.no_grad():
+    for in_f, out_f in [(784, 128), (31, 5), (65, 37), (512, 130)]:
+        layer = nn.Linear(in_f, out_f)
+        packed = nn.packed.Linear.from_float(layer)
+        x = ac.randn(64, in_f)
+        whole = packed(x).numpy()
+        assert np.array_equal(layer(x).numpy(), whole), (in_f, out_f)
+        for rows in (1, 3, 4, 5, 13):
+            assert np.array_equal(packed(x[:rows]).numpy(), whole[:rows]), (in_f, out_f, rows)
+print("same")
+"""
+
+
+@pytest.mark.parametrize("simd", ["generic", "avx2", "avx512"])
+def test_every_simd_path_gives_each_row_the_same_bits(simd):
+    run = subprocess.run([sys.executable, "-c", _SIMD_SCRIPT], env=dict(os.environ, AC_SIMD=simd),
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["same"]
+
+
+def test_pack_linear_replaces_every_linear_and_leaves_the_model_as_it_was():
+    ac.manual_seed(4)
+    model = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Sequential(nn.Linear(30, 5, bias=False)))
+    packed = nn.packed.pack_linear(model)
+    assert isinstance(packed[0], nn.packed.Linear) and isinstance(packed[2][0], nn.packed.Linear)
+    assert type(model[0]) is nn.Linear and type(model[2][0]) is nn.Linear
+    assert list(packed.parameters()) == [] and packed.state_dict() == {}
+    x = ac.randn(4, 3, 20)     # 12 rows: nn.Linear's kernels, the same bits
+    with ac.no_grad():
+        want = model(x).numpy()
+        assert np.array_equal(packed(x).numpy(), want)
+        # a copy: changing the float model afterwards does not reach the packed one
+        model[0].weight.add_(1.0)
+        assert not np.array_equal(model(x).numpy(), want)
+        assert np.array_equal(packed(x).numpy(), want)
+    assert isinstance(nn.packed.pack_linear(nn.Linear(3, 2)), nn.packed.Linear)
+    in_place = nn.Sequential(nn.Linear(3, 2))
+    assert nn.packed.pack_linear(in_place, inplace=True) is in_place
+    assert isinstance(in_place[0], nn.packed.Linear)
+
+
+def test_deepcopy_shares_the_unchanging_block():
+    packed = nn.packed.pack_linear(nn.Sequential(nn.Linear(6, 4), nn.Tanh()))
+    twin = copy.deepcopy(packed)
+    assert twin[0] is not packed[0] and twin[0]._packed is packed[0]._packed
+    x = ac.randn(3, 6)
+    with ac.no_grad():
+        assert np.array_equal(twin(x).numpy(), packed(x).numpy())
+
+
+def test_packed_layers_do_not_train():
+    packed = nn.packed.Linear.from_float(nn.Linear(4, 2))
+    x = ac.randn(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="packed_linear_forward: a packed layer does not train"):
+        packed(x)
+    with ac.no_grad():
+        assert packed(x).shape == (3, 2)
+    assert packed(ac.randn(3, 4)).requires_grad is False   # nothing asks for a gradient
+
+
+def test_bad_inputs_are_refused():
+    layer = nn.Linear(4, 2)
+    packed = nn.packed.Linear.from_float(layer)
+    with ac.no_grad():
+        with pytest.raises(ShapeError, match=r"packed_linear_forward: x \(3, 5\) must be \(\.\.\., 4\)"):
+            packed(ac.randn(3, 5))
+        with pytest.raises(ShapeError, match="must be"):
+            packed(ac.tensor(1.0))
+        with pytest.raises(TypeError, match="int64"):
+            packed(ac.zeros(3, 4, dtype=ac.int64))
+        with pytest.raises(TypeError, match="input must be a Tensor"):
+            packed(np.zeros((3, 4), np.float32))
+    with pytest.raises(TypeError, match="expected an nn.Linear, not ReLU"):
+        nn.packed.Linear.from_float(nn.ReLU())
+    with pytest.raises(TypeError, match="model must be an nn.Module"):
+        nn.packed.pack_linear(layer.weight)
+    with pytest.raises(ShapeError, match=r"weight \(4,\) must be \(out_features, in_features\)"):
+        nn.packed.Linear(ac.randn(4))
+    with pytest.raises(ShapeError, match=r"bias \(3,\) does not fit weight \(2, 4\)"):
+        nn.packed.Linear(layer.weight.detach(), ac.randn(3))
+    with pytest.raises(TypeError, match="int64"):
+        nn.packed.Linear(ac.zeros(2, 4, dtype=ac.int64))
+    # the C entry points check their arguments
+    assert lib.ac_packed_linear_new(ffi.NULL, ffi.NULL) == ffi.NULL
+    assert lib.ac_packed_linear_forward(ffi.NULL, ac.randn(1, 4)._ptr) == ffi.NULL
+    assert lib.ac_packed_linear_forward(packed._packed, ffi.NULL) == ffi.NULL
+    assert lib.ac_packed_linear_nbytes(ffi.NULL) < 0
+    assert lib.ac_packed_linear_in_features(ffi.NULL) < 0
+    assert lib.ac_packed_linear_out_features(ffi.NULL) < 0
+    assert lib.ac_packed_linear_has_bias(ffi.NULL) < 0
+    assert lib.ac_packed_linear_free(ffi.NULL) == 0
+    assert (lib.ac_packed_linear_in_features(packed._packed), lib.ac_packed_linear_out_features(packed._packed),
+            lib.ac_packed_linear_has_bias(packed._packed)) == (4, 2, 1)
+
+
+def test_the_block_is_counted_and_freed_and_forwards_leave_nothing():
+    gc.collect()
+    base = ac.memory_stats()["bytes_in_use"]
+    layer = nn.Linear(784, 128)
+    float_bytes = ac.memory_stats()["bytes_in_use"] - base
+    packed = nn.packed.Linear.from_float(layer)
+    block = ac.memory_stats()["bytes_in_use"] - base - float_bytes
+    assert packed.nbytes() == block
+    assert 784 * 128 * 4 <= block <= 784 * 128 * 4 + 4096    # the panels (128 = 4 x 32 columns), the bias
+    assert ac.quantization.weight_bytes(nn.Sequential(packed)) == block
+    x = ac.randn(32, 784)
+    with ac.no_grad():
+        for _ in range(3):
+            with ac.checkpoint():
+                packed(x)
+        steady = ac.memory_stats()["bytes_in_use"]
+        for _ in range(100):
+            with ac.checkpoint():
+                packed(x)
+        assert ac.memory_stats()["bytes_in_use"] == steady
+    del packed, x
+    gc.collect()
+    assert ac.memory_stats()["bytes_in_use"] - base == float_bytes
+    del layer
+    gc.collect()
+    assert ac.memory_stats()["bytes_in_use"] == base
+
+
+def test_a_compiled_packed_model_runs_eagerly_with_a_warning():
+    ac.manual_seed(5)
+    model = nn.packed.pack_linear(nn.Sequential(nn.Linear(8, 4), nn.ReLU()))
+    run = ac.compile(model)
+    x = ac.randn(2, 8)
+    with ac.no_grad():
+        want = model(x).numpy()
+        with pytest.warns(UserWarning, match="packed_linear_forward"):
+            got = run(x).numpy()
+        assert np.array_equal(got, want)
