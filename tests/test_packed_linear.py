@@ -54,10 +54,11 @@ def test_packed_is_close_to_a_float64_reference():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
-def test_the_same_bits_on_one_and_two_threads():
+@pytest.mark.parametrize("rows", [3, 300])     # 3 rows of 2048 x 1024: the few-rows path, split
+def test_the_same_bits_on_one_and_two_threads(rows):
     ac.manual_seed(3)
-    packed = nn.packed.Linear.from_float(nn.Linear(512, 256))
-    x = ac.randn(300, 512)
+    packed = nn.packed.Linear.from_float(nn.Linear(1024, 2048))
+    x = ac.randn(rows, 1024)
     before = ac.get_num_threads()
     try:
         with ac.no_grad():
@@ -65,6 +66,7 @@ def test_the_same_bits_on_one_and_two_threads():
             one = packed(x).numpy()
             ac.set_num_threads(2)
             two = packed(x).numpy()
+            assert np.array_equal(packed(x[:1]).numpy(), one[:1])
     finally:
         ac.set_num_threads(before)
     assert np.array_equal(one, two)

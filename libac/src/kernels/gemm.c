@@ -428,11 +428,11 @@ static void few_rows_tasks(void *ctx, int64_t begin, int64_t end)
 }
 
 /* op(A) with at most GEMM_FEW_ROWS rows, each contiguous (trans_a == 0), and
-   C not transposed. */
+   C not transposed: B read as it lies, or from its panels when the job has no B. */
 static void gemm_few_rows(const GemmJob *job)
 {
     FewRowsTasks tasks;
-    int64_t count = (job->n + FEW_ROWS_SPAN - 1) / FEW_ROWS_SPAN;
+    int64_t count = (job->n + FEW_ROWS_SPAN - 1) / FEW_ROWS_SPAN, slices;
     tasks.kern = job->kern;
     tasks.job.m = job->m;
     tasks.job.k = job->k;
@@ -448,6 +448,9 @@ static void gemm_few_rows(const GemmJob *job)
     tasks.job.alpha = job->alpha;
     tasks.job.beta = job->beta;
     tasks.job.bias = job->bias;
+    tasks.job.panels = job->b ? NULL : job->packed_b;
+    tasks.job.slice = depth_slice(job, &slices);
+    tasks.job.n_padded = (job->n + job->kern->nr - 1) / job->kern->nr * job->kern->nr;
     if ((double)job->m * job->n * job->k >= GEMM_PARALLEL_WORK)
         parallel_for(count, 1, few_rows_tasks, &tasks);
     else
@@ -477,11 +480,11 @@ static void gemm_run(GemmJob *job)
         return;
     }
     if (!job->packed_b) job->kern = kernels();   /* else the set it was packed for */
-    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed && job->b) {   /* B as it lies */
+    job->blk = blocking_for(job->kern);
+    if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {   /* B as it lies, or its panels */
         gemm_few_rows(job);
         return;
     }
-    job->blk = blocking_for(job->kern);
     /* A panel read in place must not crowd a few L1 sets: pack it when its rows
        start 4 KiB apart (all in one set; 2 KiB apart they use two, and n = 512
        runs 3% faster in place than packed, 6% slower packed at 4 KiB), or when

@@ -93,6 +93,12 @@ static inline void gemm_sum_panel(float *b_sums, const float *panel, int depth, 
  * is summed in an order that depends only on k, never on j0 or j1. When
  * beta == 0, C is only written; when bias is set (then beta == 0), bias[j]
  * is added to C(i, j) after the scaling.
+ * When panels is set, op(B) is read from gemm_pack_b's panels instead (b is
+ * not read): slices of `slice` depth steps, each holding n_padded columns in
+ * panels of nr, and j0 a multiple of nr. Each element is then summed and
+ * finished as the set's kernel sums and finishes it on those panels, so the
+ * rows have the bits the blocked product gives them (gemm_packed without B),
+ * several panels at a time (one alone is bound by its additions' latency).
  */
 #define GEMM_FEW_ROWS 4
 
@@ -107,6 +113,8 @@ typedef struct {
     int64_t ldc;
     float alpha, beta;
     const float *bias;
+    const float *panels;
+    int64_t slice, n_padded;
 } GemmFewRows;
 
 typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
@@ -166,8 +174,9 @@ extern const GemmKernels gemm_avx512_kernels;
  * then gemm(0, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), bit
  * for bit, split over threads as gemm splits it.
  * A caller that keeps no B sets the packed copy's b to NULL: gemm_packed then
- * runs the packed kernels for any m, so that each row of C has the same bits
- * however many rows come with it (not gemm's bits for a few rows).
+ * reads the panels for any m (a few rows too: GemmFewRows), so that each row of
+ * C has the same bits however many rows come with it (not gemm's bits for a
+ * few rows).
  */
 typedef struct {
     const GemmKernels *kern;

@@ -363,11 +363,59 @@ axpys_16(const GemmFewRows *f, int64_t j, const int rows)
     }
 }
 
+/*
+ * C(i, j..j+31) for `rows` rows of A from the two packed panels of those
+ * columns (GemmFewRows.panels), slice by slice as gemm_block runs the tiles:
+ * each lane's FMAs in the tile's order, finished as store_row finishes them
+ * (the bias on the first slice, then beta 1).
+ */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+panels_32(const GemmFewRows *f, int64_t j, const int rows)
+{
+    __m256 acc[4][4], va = _mm256_set1_ps(f->alpha);
+    int width = f->j1 - j < 32 ? (int)(f->j1 - j) : 32, two = width > AVX2_NR, r, v;
+    int64_t pc, p, s;
+    for (pc = 0, s = 0; pc < f->k; pc += f->slice, s++) {
+        int64_t kc = f->k - pc < f->slice ? f->k - pc : f->slice;
+        const float *b = f->panels + s * f->slice * f->n_padded + j * kc;   /* then the next panel */
+        const float *bias = pc == 0 && f->bias ? f->bias + j : NULL;
+        float beta = pc == 0 ? f->beta : 1.0f;
+        for (r = 0; r < rows; r++)
+            for (v = 0; v < 4; v++) acc[r][v] = _mm256_setzero_ps();
+        for (p = 0; p < kc; p++) {
+            const float *row = b + p * AVX2_NR;
+            __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
+            __m256 b2 = two ? _mm256_loadu_ps(row + AVX2_NR * kc) : _mm256_setzero_ps();
+            __m256 b3 = two ? _mm256_loadu_ps(row + AVX2_NR * kc + 8) : _mm256_setzero_ps();
+            for (r = 0; r < rows; r++) {
+                __m256 x = _mm256_set1_ps(f->a[r * f->lda + pc + p]);
+                acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+                acc[r][2] = _mm256_fmadd_ps(x, b2, acc[r][2]);
+                acc[r][3] = _mm256_fmadd_ps(x, b3, acc[r][3]);
+            }
+        }
+        for (r = 0; r < rows; r++) {
+            float *c = f->c + r * f->ldc + j;
+            for (v = 0; v < 4 && width > 8 * v; v++) {
+                __m256 out = _mm256_mul_ps(acc[r][v], va);
+                if (bias)
+                    out = _mm256_add_ps(out, load_lanes(bias + 8 * v, width - 8 * v));
+                else if (beta != 0.0f)
+                    out = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c + 8 * v, width - 8 * v), out);
+                store_lanes(c + 8 * v, out, width - 8 * v);
+            }
+        }
+    }
+}
+
 AVX2_TARGET static inline __attribute__((always_inline)) void
 few_rows(const GemmFewRows *f, const int rows)
 {
     int64_t j;
-    if (f->b_by_rows)
+    if (f->panels)
+        for (j = f->j0; j < f->j1; j += 32) panels_32(f, j, rows);
+    else if (f->b_by_rows)
         for (j = f->j0; j < f->j1; j += 2) dots_2(f, j, rows);
     else
         for (j = f->j0; j < f->j1; j += 16) axpys_16(f, j, rows);

@@ -324,20 +324,24 @@ dots_4(const GemmFewRows *f, int64_t j, const int rows)
     DOT_STORE(0) DOT_STORE(1) DOT_STORE(2) DOT_STORE(3)
 }
 
-/* Row r of A, one value per depth step, times a row of B. */
+/* Row r of A (at a, one value per depth step p) times four vectors of B. */
 #define AXPY_ROW(r)                                                            \
     if (rows > r) {                                                            \
-        __m512 x = _mm512_set1_ps(f->a[r * f->lda + p]);                       \
+        __m512 x = _mm512_set1_ps(a[r * f->lda + p]);                          \
         FMA_FOUR(r, x)                                                         \
     }
 
+/* Vector v of row r finished as store_row finishes a tile's: times alpha (va),
+   plus bias when there is one, else plus beta * C. */
 #define AXPY_STORE_ONE(r, v)                                                   \
-    out = _mm512_mul_ps(va, c##r##v);                                          \
-    if (f->bias)                                                               \
-        out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask[v], f->bias + j + 16 * v)); \
-    else if (f->beta != 0.0f)                                                  \
-        out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out); \
-    _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);
+    if (width > 16 * v) {                                                      \
+        out = _mm512_mul_ps(c##r##v, va);                                      \
+        if (bias)                                                              \
+            out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask[v], bias + 16 * v)); \
+        else if (beta != 0.0f)                                                 \
+            out = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out); \
+        _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);                       \
+    }
 
 #define AXPY_STORE(r)                                                          \
     if (rows > r) {                                                            \
@@ -350,8 +354,10 @@ dots_4(const GemmFewRows *f, int64_t j, const int rows)
 AVX512_TARGET static inline __attribute__((always_inline)) void
 axpys_64(const GemmFewRows *f, int64_t j, const int rows)
 {
-    __m512 va = _mm512_set1_ps(f->alpha), vb = _mm512_set1_ps(f->beta);
+    __m512 va = _mm512_set1_ps(f->alpha);
     __mmask16 mask[4];
+    const float *a = f->a, *bias = f->bias ? f->bias + j : NULL;
+    float beta = f->beta;
     int64_t p;
     int v, width = f->j1 - j < 64 ? (int)(f->j1 - j) : 64;
     FOUR_ACCUMULATORS(0) FOUR_ACCUMULATORS(1) FOUR_ACCUMULATORS(2) FOUR_ACCUMULATORS(3)
@@ -365,11 +371,47 @@ axpys_64(const GemmFewRows *f, int64_t j, const int rows)
     AXPY_STORE(0) AXPY_STORE(1) AXPY_STORE(2) AXPY_STORE(3)
 }
 
+/*
+ * C(i, j..j+63) for `rows` rows of A from the two packed panels of those
+ * columns (GemmFewRows.panels), slice by slice as gemm_block runs the tiles:
+ * each lane's FMAs in avx512_tile's order, finished as store_row finishes
+ * them (the bias on the first slice, then beta 1). Two panels give each row
+ * four chains of FMAs where a tile of one panel gives it two.
+ */
+AVX512_TARGET static inline __attribute__((always_inline)) void
+panels_64(const GemmFewRows *f, int64_t j, const int rows)
+{
+    const __m512 zero = _mm512_setzero_ps(), va = _mm512_set1_ps(f->alpha);
+    int width = f->j1 - j < 64 ? (int)(f->j1 - j) : 64, two = width > AVX512_NR, v;
+    __mmask16 mask[4];
+    int64_t pc, p, s;
+    for (v = 0; v < 4; v++) mask[v] = first_lanes(width - 16 * v);
+    for (pc = 0, s = 0; pc < f->k; pc += f->slice, s++) {
+        int64_t kc = f->k - pc < f->slice ? f->k - pc : f->slice;
+        const float *b = f->panels + s * f->slice * f->n_padded + j * kc;   /* then the next panel */
+        const float *a = f->a + pc, *bias = pc == 0 && f->bias ? f->bias + j : NULL;
+        float beta = pc == 0 ? f->beta : 1.0f;
+        FOUR_ACCUMULATORS(0) FOUR_ACCUMULATORS(1) FOUR_ACCUMULATORS(2) FOUR_ACCUMULATORS(3)
+        for (p = 0; p < kc; p++) {
+            const float *row = b + p * AVX512_NR;
+            __m512 b0 = _mm512_loadu_ps(row), b1 = _mm512_loadu_ps(row + 16), b2 = zero, b3 = zero;
+            if (two) {
+                b2 = _mm512_loadu_ps(row + AVX512_NR * kc);
+                b3 = _mm512_loadu_ps(row + AVX512_NR * kc + 16);
+            }
+            AXPY_ROW(0) AXPY_ROW(1) AXPY_ROW(2) AXPY_ROW(3)
+        }
+        AXPY_STORE(0) AXPY_STORE(1) AXPY_STORE(2) AXPY_STORE(3)
+    }
+}
+
 AVX512_TARGET static inline __attribute__((always_inline)) void
 few_rows(const GemmFewRows *f, const int rows)
 {
     int64_t j;
-    if (f->b_by_rows)
+    if (f->panels)
+        for (j = f->j0; j < f->j1; j += 64) panels_64(f, j, rows);
+    else if (f->b_by_rows)
         for (j = f->j0; j < f->j1; j += 4) dots_4(f, j, rows);
     else
         for (j = f->j0; j < f->j1; j += 64) axpys_64(f, j, rows);

@@ -69,11 +69,42 @@ static void generic_kernel(const GemmTile *t)
     }
 }
 
+/* A few rows from B's packed panels (GemmFewRows.panels): each row times each
+   panel, slice by slice, summed and finished as generic_kernel does it. */
+static void generic_few_rows_panels(const GemmFewRows *f)
+{
+    int64_t i, j, pc, s;
+    int q, width;
+    for (i = 0; i < f->m; i++) {
+        float *c = f->c + i * f->ldc;
+        for (j = f->j0; j < f->j1; j += GENERIC_NR) {
+            width = f->j1 - j < GENERIC_NR ? (int)(f->j1 - j) : GENERIC_NR;
+            for (pc = 0, s = 0; pc < f->k; pc += f->slice, s++) {
+                int kc = (int)(f->k - pc < f->slice ? f->k - pc : f->slice);
+                float acc[GENERIC_NR] = {0.0f}, beta = pc == 0 ? f->beta : 1.0f;
+                row_times_panel(acc, f->a + i * f->lda + pc, 1,
+                                f->panels + s * f->slice * f->n_padded + j * kc, kc);
+                for (q = 0; q < width; q++) {
+                    float value = f->alpha * acc[q];
+                    if (pc == 0 && f->bias)
+                        c[j + q] = value + f->bias[j + q];
+                    else
+                        c[j + q] = beta == 0.0f ? value : beta * c[j + q] + value;
+                }
+            }
+        }
+    }
+}
+
 /* A few rows, nothing packed (gemm.h: GemmFewRows), in blocks of GENERIC_NR columns. */
 static void generic_few_rows(const GemmFewRows *f)
 {
     int64_t i, j, p;
     int q, width;
+    if (f->panels) {
+        generic_few_rows_panels(f);
+        return;
+    }
     for (i = 0; i < f->m; i++) {
         const float *a = f->a + i * f->lda;
         float *c = f->c + i * f->ldc;
