@@ -67,7 +67,7 @@ def test_batched_results_equal_each_request_run_alone(packed):
         alone = infer({"x": x})
         assert np.array_equal(got["x_back"], x)               # the rows went back to their request
         assert got["y"].dtype == alone["y"].dtype
-        if packed:     # packed layers run every batch size through the same kernels
+        if packed:     # packed layers sum every batch size in the same order
             assert np.array_equal(got["y"], alone["y"])
         else:          # nn.Linear sums M <= 4 rows in another order than its blocked GEMM
             np.testing.assert_allclose(got["y"], alone["y"], rtol=1e-5, atol=1e-6)

@@ -1,7 +1,7 @@
 """packed.py - Linear layers for inference whose weights libac packs once for its
 GEMM (ac_packed_linear_*), where nn.Linear packs them on every forward: at 32 rows
 of 784 inputs and 128 outputs that packing is a fifth of nn.Linear's time. Every
-batch size runs the same kernels, so each row's output has the same bits whatever
+batch size sums each output in the same order, so each row has the same bits whatever
 rows come with it (a service that joins requests into batches answers each as it
 would alone); they are nn.Linear's bits from five rows on, and its values to
 rounding below (nn.Linear sums a few rows in another order).
