@@ -245,3 +245,21 @@ def test_a_refused_body_is_answered_first_then_read_and_dropped_within_its_bound
     assert stream.tell() == 0      # the answer does not wait for the body
     result.close()
     assert stream.tell() == min(size, MAX_DRAIN_BYTES)
+
+
+def test_the_command_reads_sizes_counts_and_seconds_and_refuses_the_rest(capsys):
+    from aicraft.serve.__main__ import parser
+    args = parser().parse_args(["m.safetensors", "--memory-limit", "512M", "--max-body", "64kb",
+                                "-w", "3", "--max-queue-delay", "0.005"])
+    assert (args.memory_limit, args.max_body, args.workers, args.max_queue_delay) == (512 << 20, 64 << 10, 3, 0.005)
+    for option, value, message in [("--memory-limit", "0", "'0' is not >= 1"),
+                                   ("--memory-limit", "inf", "'inf' is not a size such as 512M"),
+                                   ("--max-body", "12X", "'12X' is not a size such as 512M"),
+                                   ("--workers", "0", "'0' is not >= 1"),
+                                   ("--threads", "1.5", "'1.5' is not a whole number"),
+                                   ("--max-queue-delay", "-1", "'-1' is not >= 0"),
+                                   ("--max-queue-delay", "nan", "'nan' is not >= 0"),
+                                   ("--timeout", "soon", "'soon' is not a whole number")]:
+        with pytest.raises(SystemExit):
+            parser().parse_args(["m.safetensors", option, value])
+        assert message in capsys.readouterr().err

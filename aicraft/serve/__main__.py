@@ -6,6 +6,7 @@ gunicorn's master, before the workers fork (--preload); each worker warms its re
 threads before it takes connections. `--help` lists the options.
 """
 import argparse
+import math
 import os
 import sys
 
@@ -19,37 +20,33 @@ from aicraft.serve.servable import load_model
 SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
-def byte_size(text):
-    """'512M' -> 536870912; a plain number is bytes."""
+def _bytes(text):
+    """'512M' -> 536870912; a plain number is bytes. ValueError for anything else."""
     text = text.strip().upper().removesuffix("B")
     scale = SIZE_SUFFIXES.get(text[-1:], 1)
-    try:
-        value = int(float(text[:-1] if scale > 1 else text) * scale)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a size such as 512M" % text) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("a size must be > 0")
-    return value
+    value = float(text[:-1] if scale > 1 else text) * scale
+    if not math.isfinite(value):      # int() would raise OverflowError, which argparse lets through
+        raise ValueError(text)
+    return int(value)
 
 
-def positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a whole number" % text) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("%d is not >= 1" % value)
-    return value
+def _number(convert, what, least):
+    """An argparse type: the text read by convert (which raises ValueError for text
+    that is not `what`), refused below least."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not %s" % (text, what)) from None
+        if not value >= least:
+            raise argparse.ArgumentTypeError("%r is not >= %s" % (text, least))
+        return value
+    return parse
 
 
-def seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a number of seconds" % text) from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError("%r is not >= 0" % text)
-    return value
+byte_size = _number(_bytes, "a size such as 512M", 1)
+positive = _number(int, "a whole number", 1)
+seconds = _number(float, "a number of seconds", 0)
 
 
 def parser():
