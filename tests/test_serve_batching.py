@@ -47,6 +47,19 @@ class Gate:
         return {"y": inputs["x"] + 1}
 
 
+def _queue_behind_gate(batcher, gate, client, count):
+    """count threads running client(i): the first one's batch held in gate's infer, then
+    each of the others started once the one before it is queued. Returns them."""
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(count)]
+    threads[0].start()
+    assert gate.entered.wait(30)
+    for i, t in enumerate(threads[1:], 1):
+        t.start()
+        while len(batcher._queue) < i:
+            time.sleep(0.001)
+    return threads
+
+
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "float"])
 def test_batched_results_equal_each_request_run_alone(packed):
     infer, calls = _mlp_infer(packed)
@@ -118,13 +131,7 @@ def test_a_full_queue_raises_queue_full_and_the_batcher_goes_on():
     def client(i):
         results.append(batcher.submit({"x": np.full((1, 1), float(i))})["y"][0, 0])
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
-    threads[0].start()
-    assert gate.entered.wait(30)
-    for i, t in enumerate(threads[1:], 1):
-        t.start()
-        while len(batcher._queue) < i:
-            time.sleep(0.001)
+    threads = _queue_behind_gate(batcher, gate, client, 4)
     with pytest.raises(QueueFull):
         batcher.submit({"x": np.zeros((1, 1))})
     gate.opened.set()
@@ -171,13 +178,7 @@ def test_an_error_in_infer_reaches_every_request_of_its_batch_and_the_batcher_go
         except RuntimeError as exc:
             errors.append(str(exc))
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(5)]
-    threads[0].start()
-    assert gate.entered.wait(30)
-    for i, t in enumerate(threads[1:], 1):
-        t.start()
-        while len(batcher._queue) < i:
-            time.sleep(0.001)
+    threads = _queue_behind_gate(batcher, gate, client, 5)
     gate.opened.set()
     for t in threads:
         t.join(30)
