@@ -449,7 +449,7 @@ static void gemm_few_rows(const GemmJob *job)
     tasks.job.beta = job->beta;
     tasks.job.bias = job->bias;
     tasks.job.panels = job->b ? NULL : job->packed_b;
-    tasks.job.slice = depth_slice(job, &slices);
+    tasks.job.slice = job->b ? 0 : depth_slice(job, &slices);
     tasks.job.n_padded = (job->n + job->kern->nr - 1) / job->kern->nr * job->kern->nr;
     if ((double)job->m * job->n * job->k >= GEMM_PARALLEL_WORK)
         parallel_for(count, 1, few_rows_tasks, &tasks);
@@ -480,11 +480,12 @@ static void gemm_run(GemmJob *job)
         return;
     }
     if (!job->packed_b) job->kern = kernels();   /* else the set it was packed for */
-    job->blk = blocking_for(job->kern);
     if (m <= GEMM_FEW_ROWS && !job->trans_a && !job->c_transposed) {   /* B as it lies, or its panels */
+        if (!job->b) job->blk = blocking_for(job->kern);   /* the panels' depth slices */
         gemm_few_rows(job);
         return;
     }
+    job->blk = blocking_for(job->kern);
     /* A panel read in place must not crowd a few L1 sets: pack it when its rows
        start 4 KiB apart (all in one set; 2 KiB apart they use two, and n = 512
        runs 3% faster in place than packed, 6% slower packed at 4 KiB), or when
