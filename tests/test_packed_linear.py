@@ -159,6 +159,10 @@ def test_bad_inputs_are_refused():
         nn.packed.Linear(layer.weight.detach(), ac.randn(3))
     with pytest.raises(TypeError, match="int64"):
         nn.packed.Linear(ac.zeros(2, 4, dtype=ac.int64))
+    with pytest.raises(TypeError, match="weight must be a Tensor, not ndarray"):
+        nn.packed.Linear(np.zeros((2, 4), np.float32))
+    with pytest.raises(TypeError, match="bias must be a Tensor, not list"):
+        nn.packed.Linear(layer.weight.detach(), [0.0, 0.0])
     # the C entry points check their arguments
     assert lib.ac_packed_linear_new(ffi.NULL, ffi.NULL) == ffi.NULL
     assert lib.ac_packed_linear_forward(ffi.NULL, ac.randn(1, 4)._ptr) == ffi.NULL

@@ -22,6 +22,7 @@ from aicraft.errors import raise_error
 from aicraft._wrapping import _wrap
 from aicraft.nn import layers
 from aicraft.nn.module import Module
+from aicraft.tensor import Tensor
 
 __all__ = ["Linear", "pack_linear"]
 
@@ -34,12 +35,15 @@ class Linear(Module):
     def __init__(self, weight, bias=None):
         """A packed copy of weight (out_features, in_features) and bias (out_features,)."""
         super().__init__()
+        for name, t in (("weight", weight), ("bias", bias)):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError("packed Linear: %s must be a Tensor, not %s" % (name, type(t).__name__))
         p = lib.ac_packed_linear_new(weight._ptr, ffi.NULL if bias is None else bias._ptr)
         if not p:
             raise_error(weight, bias)
         self.__dict__["_packed"] = ffi.gc(p, lib.ac_packed_linear_free)
-        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
-        self.has_bias = bias is not None
+        self.in_features = lib.ac_packed_linear_in_features(p)
+        self.out_features = lib.ac_packed_linear_out_features(p)
 
     @classmethod
     def from_float(cls, mod):
@@ -70,7 +74,7 @@ class Linear(Module):
 
     def extra_repr(self):
         return "in_features=%d, out_features=%d, bias=%s, packed" % (
-            self.in_features, self.out_features, self.has_bias)
+            self.in_features, self.out_features, bool(lib.ac_packed_linear_has_bias(self._packed)))
 
 
 def pack_linear(model, inplace=False):
