@@ -10,15 +10,14 @@ no batching) and SERVE_MAX_QUEUE_DELAY_S go to make_app. Each runtime computes o
 one thread (AC_NUM_THREADS for aicraft; torch.set_num_threads and ONNX Runtime's
 intra- and inter-op pools for the others), and each worker imports only its own
 runtime: a PyTorch worker's RSS holds torch, not onnxruntime. All three hold
-aicraft too, as the WSGI code is aicraft's.
+aicraft too, as the WSGI code is aicraft's; the PyTorch and ONNX Runtime ones hold NumPy,
+which their servables take, and the aicraft one does not.
 
 The ONNX model is built with onnx.helper (Gemm, Relu, Gemm, Softmax), the graph
 torch.onnx would export for this MLP, so no exporter is needed.
 """
 import os
 import warnings
-
-import numpy as np
 
 import aicraft as ac
 from aicraft.serve import TensorSpec
@@ -30,9 +29,9 @@ BACKENDS = ("aicraft", "torch", "onnxruntime")
 
 
 def load_weights(path):
-    """{"0.weight", "0.bias", "2.weight", "2.bias"} as float32 arrays: the weights file
+    """{"0.weight", "0.bias", "2.weight", "2.bias"} as float32 tensors: the weights file
     demos/mnist_mlp.py writes (nn.Sequential's names)."""
-    return {name: t.numpy() for name, t in ac.load(path).items()}
+    return ac.load(path)
 
 
 def random_weights(seed=0):
@@ -40,7 +39,7 @@ def random_weights(seed=0):
     from aicraft import nn
     ac.manual_seed(seed)
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
-    return {name: t.numpy().copy() for name, t in model.state_dict().items()}
+    return {name: t.detach().clone() for name, t in model.state_dict().items()}
 
 
 def aicraft_servable(weights):
@@ -51,7 +50,7 @@ def aicraft_servable(weights):
     from aicraft import nn
     from aicraft.serve import ModuleServable
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(1))
-    model.load_state_dict({name: ac.from_numpy(w) for name, w in weights.items()})
+    model.load_state_dict(weights)
     return ModuleServable(nn.packed.pack_linear(model, inplace=True), MODEL, INPUTS, OUTPUTS)
 
 
@@ -68,7 +67,7 @@ class TorchServable:
         warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
         self.torch = torch
         self.model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(1))
-        self.model.load_state_dict({name: torch.from_numpy(w) for name, w in weights.items()})
+        self.model.load_state_dict({name: torch.from_numpy(w.numpy()) for name, w in weights.items()})
         self.model.eval()
 
     def infer(self, inputs):
@@ -89,7 +88,7 @@ def onnx_model(weights):
         nodes, MODEL,
         [helper.make_tensor_value_info("input__0", TensorProto.FLOAT, ["batch", 784])],
         [helper.make_tensor_value_info("output__0", TensorProto.FLOAT, ["batch", 10])],
-        [numpy_helper.from_array(np.ascontiguousarray(w), name) for name, w in weights.items()])
+        [numpy_helper.from_array(w.numpy(), name) for name, w in weights.items()])
     # opset 13 and IR 8: what ONNX Runtimes of the last years all load
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     onnx.checker.check_model(model)

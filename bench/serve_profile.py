@@ -5,15 +5,17 @@ bench/serve_load.sh: aicraft, PyTorch and ONNX Runtime (bench/serve_backends.py)
 
 Time: each of bench/serve_requests.py's four requests (JSON and binary, 1 and 32
 rows) through make_app's WSGI callable in this process, with no server and no
-socket, against the servable's infer alone on arrays of the same shape: CPU
+socket, against the servable's infer alone on the request's wire Arrays (the inputs
+made into what it takes, its outputs into wire Arrays, as make_app calls it): CPU
 microseconds per request, the median of 5 runs of N. A served request costs these
 plus what gunicorn and HTTP add, the same for all three (serve_load.sh's CPU
 ms/request minus the app's).
 
 Memory: the resident size of a fresh process that imports what every worker does
-(Python, NumPy, orjson, gunicorn's threaded worker; then aicraft.serve, whose WSGI
-code all three run), then the same plus each runtime (torch, onnxruntime) and its
-model: what each runtime adds to a worker, apart from the floor they share.
+(Python, orjson, gunicorn's threaded worker; then aicraft.serve, whose WSGI code all
+three run), then the same plus each runtime and its model, after an infer of 32 rows:
+what each runtime adds to a worker, apart from the floor they share (for PyTorch and
+ONNX Runtime, NumPy too: their servables take NumPy arrays).
 Prints a table, then one JSON line.
 """
 import argparse
@@ -25,17 +27,15 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 sys.path[:0] = [ROOT, BENCH]
 import aicraft as ac  # noqa: E402
 import serve_backends  # noqa: E402
 import serve_requests  # noqa: E402
-from aicraft.serve import make_app  # noqa: E402
+from aicraft.serve import make_app, wire  # noqa: E402
 
-BASE = "import numpy, orjson, gunicorn.app.base, gunicorn.workers.gthread"
+BASE = "import orjson, gunicorn.app.base, gunicorn.workers.gthread"
 FLOOR = BASE + ", aicraft, aicraft.serve"
 RESIDENT = "int(open('/proc/self/statm').read().split()[1]) * __import__('os').sysconf('SC_PAGE_SIZE') / 2**20"
 
@@ -68,10 +68,11 @@ def request_times(backend, weights, requests, repeats):
     """{request name: {"app_us", "model_us"}} for backend."""
     servable = serve_backends.servable(backend, weights)
     app = make_app(servable)
+    infer = app.run[servable.name]      # the servable's infer on wire Arrays
     times = {}
     for name, (environ, body) in requests.items():
         rows = 1 if name.endswith("_1") else 32
-        x = {"input__0": serve_requests.rows()[:rows].astype(np.float32)}
+        x = {"input__0": wire.from_numpy(serve_requests.rows()[:rows], "FP32")}
 
         def request():
             out = app(dict(environ, **{"wsgi.input": io.BytesIO(body)}), lambda status, headers: None)
@@ -79,7 +80,7 @@ def request_times(backend, weights, requests, repeats):
 
         def model():
             with ac.checkpoint():
-                servable.infer(x)
+                infer(x)
 
         times[name] = {"app_us": cpu_us(request, repeats), "model_us": cpu_us(model, repeats)}
     return times
@@ -92,7 +93,8 @@ def resident_mb(backend, weights_path):
     if backend not in (None, "base"):
         code += ("; import sys; sys.path.insert(0, 'bench'); import serve_backends as b; "
                  "m = b.servable(%r, b.load_weights(%r)); "
-                 "m.infer({'input__0': __import__('numpy').zeros((32, 784), 'float32')})" % (backend, weights_path))
+                 "from aicraft.serve import wire; "
+                 "m.infer({'input__0': wire.input_maker(m)(wire.zeros('FP32', (32, 784)))})" % (backend, weights_path))
     out = subprocess.run([sys.executable, "-c", code + "; print(%s)" % RESIDENT], check=True,
                          capture_output=True, text=True, env=dict(os.environ, AC_NUM_THREADS="1"),
                          cwd=ROOT)
@@ -114,7 +116,7 @@ def main():
             with open(os.path.join(directory, name + ".http"), "rb") as f:
                 requests[name] = environ_of(f.read())
         weights_path = os.path.join(directory, "mlp.safetensors")
-        ac.save({name: ac.from_numpy(w) for name, w in weights.items()}, weights_path)
+        ac.save(weights, weights_path)
         times = {b: request_times(b, weights, requests, args.repeats) for b in serve_backends.BACKENDS}
         base, floor = resident_mb("base", weights_path), resident_mb(None, weights_path)
         resident = {b: resident_mb(b, weights_path) for b in serve_backends.BACKENDS}

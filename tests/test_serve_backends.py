@@ -23,7 +23,7 @@ from aicraft.serve import make_app  # noqa: E402
 
 def numpy_mlp(weights, x):
     """The reference: the MLP in float64 NumPy."""
-    w = {name: v.astype(np.float64) for name, v in weights.items()}
+    w = {name: v.numpy().astype(np.float64) for name, v in weights.items()}
     hidden = np.maximum(x @ w["0.weight"].T + w["0.bias"], 0)
     logits = hidden @ w["2.weight"].T + w["2.bias"]
     e = np.exp(logits - logits.max(1, keepdims=True))

@@ -18,6 +18,7 @@ from aicraft._args import _scalar
 from aicraft._ffi import lib
 from aicraft._wrapping import _wrap
 from aicraft.creation import from_numpy
+from aicraft.dtypes import float32
 from aicraft.errors import ShapeError, raise_error
 from aicraft.functional import _input, _reduction, _target
 from aicraft.tensor import Tensor
@@ -180,7 +181,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     """Cross entropy of logits (N, C, d1, ...) or (C,) against class indices (N, d1, ...) or
     class probabilities (input's shape), as torch's F.cross_entropy."""
-    import numpy as np
     fn = "cross_entropy"
     _input(input, fn)
     reduction = _legacy(size_average, reduce, reduction)
@@ -196,7 +196,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if tuple(weight.shape) != (input.shape[class_dim],):
             raise ShapeError("%s: weight %s does not fit input %s (expected (%d,))"
                              % (fn, tuple(weight.shape), tuple(input.shape), input.shape[class_dim]))
-    if isinstance(target, Tensor) and target.dtype == "float32" and \
+    if isinstance(target, Tensor) and target.dtype is float32 and \
             tuple(target.shape) == tuple(input.shape):
         return _probability_cross_entropy(input, target, weight, reduction, smoothing, class_dim,
                                           fn)
@@ -221,6 +221,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         total = smooth.sum()
     else:
         kept = indices[~ignored]
+        import numpy as np
         denominator = weight.numpy().astype(np.float64)[kept].sum() if weight is not None \
             else float(kept.size)
         total = smooth.sum() / float(denominator) if denominator else smooth.sum() * float("nan")

@@ -21,12 +21,11 @@ import threading
 import time
 import traceback
 
-import numpy as np
 import orjson
 
 import aicraft as ac
 from aicraft import nn
-from aicraft.serve import protocol, rows
+from aicraft.serve import protocol, rows, wire
 from aicraft.serve.batching import Batcher, QueueFull
 from aicraft.serve.body import DrainAfter, read_body
 from aicraft.serve.metrics import Metrics
@@ -93,9 +92,9 @@ class Service:
         self.default = servables[0]
         self.max_body_bytes = max_body_bytes
         # Requests join along the first dimension: only where every input and output has it free.
-        self.run = {s.name: Batcher(s.infer, max_batch_size, max_queue_delay_s, max_queue).submit
+        self.run = {s.name: Batcher(_on_wire(s), max_batch_size, max_queue_delay_s, max_queue).submit
                     if max_batch_size > 1 and all(spec.shape[:1] == (-1,) for spec in s.inputs + s.outputs)
-                    else s.infer for s in servables}
+                    else _on_wire(s) for s in servables}
         self.metrics = Metrics({s.name: s.weight_bytes for s in servables if hasattr(s, "weight_bytes")})
         self.fixed = {
             "/v2": ("GET", lambda environ: protocol.server_metadata(ac.__version__)),
@@ -213,7 +212,7 @@ class Service:
                 if _learns_from_rows(servable):
                     inputs = {spec.name: _zeros(spec, 8) for spec in servable.inputs}
                     with ac.checkpoint():
-                        servable.learn(inputs, np.zeros(8, np.int64), step=False)
+                        rows.learn_arrays(servable, inputs, wire.zeros("INT64", (8,)), step=False)
 
         if pool is None:
             warm()
@@ -254,15 +253,28 @@ def _learns_from_rows(servable):
     return True
 
 
+def _on_wire(servable):
+    """servable's infer on wire Arrays: the inputs as it takes them (aicraft tensors when
+    its takes_tensors is true, else NumPy arrays), its outputs as wire Arrays of its specs'
+    datatypes, made before the request's scope ends (a batch's rows go to other requests)."""
+    as_input = wire.input_maker(servable)
+    specs = servable.outputs
+
+    def infer(inputs):
+        results = servable.infer({name: as_input(a) for name, a in inputs.items()})
+        return {spec.name: wire.from_result(results[spec.name], spec.datatype) for spec in specs}
+    return infer
+
+
 def _zeros(spec, batch):
-    return np.zeros([batch if d == -1 else d for d in spec.shape], protocol.DATATYPES[spec.datatype])
+    return wire.zeros(spec.datatype, [batch if d == -1 else d for d in spec.shape])
 
 
 def _infer_environ(servable, batch, body=None):
     """The WSGI environ of a JSON infer request of zeros (batch rows where the batch size is free)."""
     if body is None:
         inputs = [{"name": spec.name, "datatype": spec.datatype, "shape": list(array.shape),
-                   "data": array.ravel().tolist()}
+                   "data": wire.to_json(array)}
                   for spec, array in ((spec, _zeros(spec, batch)) for spec in servable.inputs)]
         body = orjson.dumps({"inputs": inputs})
     return {"REQUEST_METHOD": "POST", "PATH_INFO": "/v2/models/%s/infer" % servable.name,

@@ -13,7 +13,7 @@ grow with the load, and a lone request runs at once, unbatched.
 import threading
 import time
 
-import numpy as np
+from aicraft.serve import wire
 
 
 class QueueFull(Exception):
@@ -25,15 +25,15 @@ class _Request:
 
     def __init__(self, inputs):
         if not isinstance(inputs, dict) or not inputs:
-            raise TypeError("Batcher.submit: inputs must be a non-empty dict of name -> ndarray")
-        inputs = {name: np.asarray(a) for name, a in inputs.items()}
-        rows = {len(a) if a.ndim else None for a in inputs.values()}
+            raise TypeError("Batcher.submit: inputs must be a non-empty dict of name -> array")
+        inputs = {name: _array(a) for name, a in inputs.items()}
+        rows = {a.shape[0] if a.shape else None for a in inputs.values()}
         if len(rows) != 1 or None in rows:
             raise ValueError("Batcher.submit: every input needs the same number of rows (dim 0); got %s"
-                             % {name: np.shape(a) for name, a in inputs.items()})
+                             % {name: tuple(a.shape) for name, a in inputs.items()})
         self.inputs, self.rows = inputs, rows.pop()
-        # Requests join only with others whose inputs concatenate: same names, dtypes, rows' shape.
-        self.kind = tuple(sorted((name, a.dtype.str, a.shape[1:]) for name, a in inputs.items()))
+        # Requests join only with others whose inputs concatenate: same names, types, rows' shape.
+        self.kind = tuple(sorted((name, _type(a), tuple(a.shape[1:])) for name, a in inputs.items()))
         self.arrived = time.monotonic()
         self.outputs = self.error = None
         self.done = False
@@ -43,8 +43,9 @@ class _Request:
 
 class Batcher:
     """Batcher(infer, max_batch_size, max_delay_s=0.0, max_queue=64): joins concurrent
-    submits into calls of infer (dict of name -> ndarray, batched along dim 0, to the same)
-    of up to max_batch_size rows. A request with more rows runs alone."""
+    submits into calls of infer (dict of name -> array, batched along dim 0, to the same)
+    of up to max_batch_size rows. A request with more rows runs alone. The arrays are the
+    service's wire Arrays (wire.py), or NumPy arrays."""
 
     def __init__(self, infer, max_batch_size, max_delay_s=0.0, max_queue=64):
         if max_batch_size < 1 or max_delay_s < 0 or max_queue < 1:
@@ -117,13 +118,13 @@ class Batcher:
                 _check_rows(outputs, batch[0].rows)
                 batch[0].outputs = outputs
             else:
-                joined = {name: np.concatenate([r.inputs[name] for r in batch]) for name in batch[0].inputs}
+                joined = {name: _join([r.inputs[name] for r in batch]) for name in batch[0].inputs}
                 outputs = self.infer(joined)
                 _check_rows(outputs, sum(r.rows for r in batch))
                 start = 0
                 for request in batch:
                     end = start + request.rows
-                    request.outputs = {name: a[start:end] for name, a in outputs.items()}
+                    request.outputs = {name: _rows(a, start, end) for name, a in outputs.items()}
                     start = end
         except BaseException as exc:   # every request of the batch raises it (as concurrent.futures does)
             for request in batch:
@@ -135,6 +136,31 @@ class Batcher:
 
 def _check_rows(outputs, rows):
     for name, a in outputs.items():
-        if np.ndim(a) == 0 or len(a) != rows:
+        shape = tuple(getattr(a, "shape", ()))
+        if not shape or shape[0] != rows:
             raise ValueError("Batcher: infer returned output %r of shape %s for a batch of %d rows"
-                             % (name, np.shape(a), rows))
+                             % (name, shape, rows))
+
+
+# A wire Array, or a NumPy array (NumPy imported only for one).
+
+def _array(a):
+    if isinstance(a, wire.Array):
+        return a
+    import numpy as np
+    return np.asarray(a)
+
+
+def _type(a):
+    return a.datatype if isinstance(a, wire.Array) else a.dtype.str
+
+
+def _join(arrays):
+    if isinstance(arrays[0], wire.Array):
+        return wire.join(arrays)
+    import numpy as np
+    return np.concatenate(arrays)
+
+
+def _rows(a, start, end):
+    return wire.rows(a, start, end) if isinstance(a, wire.Array) else a[start:end]

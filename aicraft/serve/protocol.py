@@ -1,8 +1,8 @@
-"""protocol.py - KServe's Open Inference Protocol v2 over HTTP, as bytes in and NumPy
-arrays out: infer requests read (JSON tensors, and the binary tensor data extension: a
-JSON header of Inference-Header-Content-Length bytes, then each tensor's raw
-little-endian bytes, `"parameters": {"binary_data_size": n}`), answers written the same
-two ways, model and server metadata, and KServe's error bodies ({"error": "..."}).
+"""protocol.py - KServe's Open Inference Protocol v2 over HTTP, as bytes in and wire
+Arrays out (wire.py): infer requests read (JSON tensors, and the binary tensor data
+extension: a JSON header of Inference-Header-Content-Length bytes, then each tensor's
+raw little-endian bytes, `"parameters": {"binary_data_size": n}`), answers written the
+same two ways, model and server metadata, and KServe's error bodies ({"error": "..."}).
 
 No server and no model here: app.py routes requests and calls the servables.
 The wire format: https://kserve.github.io/website/docs/concepts/architecture/data-plane/v2-protocol
@@ -11,32 +11,19 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
 import orjson
 
-# The OIP datatypes with a fixed size, as little-endian NumPy dtypes (the binary
-# extension's byte order). BYTES (length-prefixed strings) and BF16 (no NumPy type)
-# are refused with a message rather than half-supported.
-DATATYPES = {
-    "BOOL": np.dtype(np.bool_), "UINT8": np.dtype("u1"), "UINT16": np.dtype("<u2"),
-    "UINT32": np.dtype("<u4"), "UINT64": np.dtype("<u8"), "INT8": np.dtype("i1"),
-    "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"),
-    "FP16": np.dtype("<f2"), "FP32": np.dtype("<f4"), "FP64": np.dtype("<f8"),
-}
-# The kinds of array NumPy makes of JSON data that a tensor of each kind takes: an
-# integer tensor takes no 1.5 (a cast would truncate it), none takes "1.5" (a cast would
-# parse it) or null, only BOOL takes true (data of numbers and true is checked apart).
-JSON_KINDS = {"b": "b", "u": "iu", "i": "iu", "f": "iuf"}
-KIND_NAMES = {"b": "true or false", "i": "integers", "u": "integers", "f": "fractions or integers past 64 bits",
-              "U": "strings", "O": "null, objects or integers past 64 bits"}
-MAX_DIMS = 8               # libac's AC_MAX_DIMS
+from aicraft.serve import wire
+from aicraft.serve.wire import FORMATS, ITEMSIZE, MAX_DIMS
+
 # A JSON header may nest its data lists (one per row); past this many lists it is
 # refused unparsed, so that a body of "[[[[..." never becomes Python objects.
 MAX_JSON_LISTS = 4096
-# A header past this many bytes (JSON data) is scanned with NumPy, whose scans take about
-# a microsecond to start and then a tenth of bytes' `in` (about 1 ns a byte); a smaller
-# one (a binary request's, about 200 bytes) with `in`, in 0.2 us rather than 6.
-NUMPY_SCAN_BYTES = 4096
+# What a JSON header's numbers are made of: deleted (bytes.translate, one pass at about
+# 0.3 ns a byte), a large header leaves its keys, names and brackets, counted and
+# searched in a few hundred bytes rather than in all of it.
+NUMBER_BYTES = b"0123456789.,-+eE] \n\r\t"
+SCAN_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -48,9 +35,9 @@ class TensorSpec:
     shape: tuple
 
     def __post_init__(self):
-        if self.datatype not in DATATYPES:
+        if self.datatype not in FORMATS:
             raise ValueError("TensorSpec %r: datatype %r is not one of %s"
-                             % (self.name, self.datatype, ", ".join(DATATYPES)))
+                             % (self.name, self.datatype, ", ".join(FORMATS)))
         shape = tuple(self.shape)
         if len(shape) > MAX_DIMS or not all(type(d) is int and d >= -1 for d in shape):
             raise ValueError("TensorSpec %r: shape %r must be at most %d sizes, each >= 0 or -1 (any)"
@@ -77,11 +64,11 @@ def error_body(message):
 
 @dataclass
 class InferRequest:
-    """A parsed infer request: its id (echoed back), its input arrays by name, and the
-    outputs it asks for as (name, binary) pairs; None asks for every output, in binary
+    """A parsed infer request: its id (echoed back), its inputs by name (wire Arrays), and
+    the outputs it asks for as (name, binary) pairs; None asks for every output, in binary
     when binary_output (the request's "binary_data_output" parameter)."""
     id: Optional[str]
-    inputs: Dict[str, np.ndarray]
+    inputs: Dict[str, wire.Array]
     outputs: Optional[List[Tuple[str, bool]]]
     binary_output: bool
 
@@ -113,9 +100,9 @@ def parse_infer(body, header_length=None):
             raise ProtocolError(400, "Inference-Header-Content-Length is %d; the body has %d bytes"
                                 % (size, len(body)))
         header, tail = body[:size], memoryview(body)[size:]
-    # A header of at most MAX_JSON_LISTS bytes cannot hold more lists than that.
-    if len(header) > MAX_JSON_LISTS and \
-            np.count_nonzero(np.frombuffer(header, np.uint8) == ord("[")) > MAX_JSON_LISTS:
+    # A small header (a binary request's, about 200 bytes) is searched as it is.
+    words = header if len(header) <= SCAN_BYTES else header.translate(None, NUMBER_BYTES)
+    if words.count(b"[") > MAX_JSON_LISTS:
         raise ProtocolError(400, "the request's JSON holds more than %d lists; send the data flat "
                             "or as binary" % MAX_JSON_LISTS)
     try:
@@ -132,7 +119,7 @@ def parse_infer(body, header_length=None):
     items = request.get("inputs")
     if not isinstance(items, list) or not items:
         raise ProtocolError(400, "the request must have a non-empty list of inputs")
-    may_hold_bools = _mentions(header, b"true") or _mentions(header, b"false")
+    may_hold_bools = b"tru" in words or b"fals" in words     # "true" lost its e
     inputs, offset = {}, 0
     for item in items:
         name, array, used = _read_input(_object(item, "each input"), tail, offset, may_hold_bools)
@@ -145,90 +132,41 @@ def parse_infer(body, header_length=None):
     return InferRequest(request_id, inputs, _read_outputs(request.get("outputs")), binary_output)
 
 
-def _mentions(header, token):
-    """Whether the bytes token occur in header: `token in header` for a small one; in a
-    large one, the places of its first byte narrowed by each next byte, a few NumPy scans."""
-    if len(header) <= NUMPY_SCAN_BYTES:
-        return token in header
-    buffer = np.frombuffer(header, np.uint8)
-    places = np.flatnonzero(buffer[:max(len(buffer) - len(token) + 1, 0)] == token[0])
-    for k in range(1, len(token)):
-        places = places[buffer[places + k] == token[k]]
-    return places.size > 0
-
-
 def _read_input(item, tail, offset, may_hold_bools):
-    """(name, array, bytes of the binary tail it used) of one request input."""
+    """(name, wire Array, bytes of the binary tail it used) of one request input."""
     name = item.get("name")
     if not isinstance(name, str):
         raise ProtocolError(400, "each input needs a name")
     datatype = item.get("datatype")
-    if datatype not in DATATYPES:
+    if datatype not in FORMATS:
         raise ProtocolError(400, "input %r: datatype %r is not one of %s"
-                            % (name, datatype, ", ".join(DATATYPES)))
-    dtype = DATATYPES[datatype]
+                            % (name, datatype, ", ".join(FORMATS)))
     shape = item.get("shape")
     if (not isinstance(shape, list) or len(shape) > MAX_DIMS
             or not all(type(d) is int and d >= 0 for d in shape)):
         raise ProtocolError(400, "input %r: shape must be a list of at most %d sizes >= 0" % (name, MAX_DIMS))
-    count = math.prod(shape)
     parameters = _parameters(item, "input %r" % name)
     if "shared_memory_region" in parameters:
         raise ProtocolError(400, "input %r: this server takes no shared memory regions" % name)
     size = parameters.get("binary_data_size")
-    if size is None:
-        if "data" not in item:
-            raise ProtocolError(400, "input %r has neither data nor binary_data_size" % name)
-        return name, _json_data(name, item["data"], dtype, shape, count, may_hold_bools), 0
-    if "data" in item:
-        raise ProtocolError(400, "input %r has both data and binary_data_size" % name)
-    if type(size) is not int or size < 0:
-        raise ProtocolError(400, "input %r: binary_data_size must be an integer >= 0" % name)
-    if size != count * dtype.itemsize:
-        raise ProtocolError(400, "input %r: binary_data_size is %d bytes; shape %s of %s takes %d"
-                            % (name, size, shape, datatype, count * dtype.itemsize))
-    if offset + size > len(tail):
-        raise ProtocolError(400, "input %r: its %d bytes run past the end of the body" % (name, size))
-    array = np.frombuffer(tail[offset:offset + size], dtype).reshape(shape)
-    if dtype.kind == "b" and array.view(np.uint8).max(initial=0) > 1:
-        raise ProtocolError(400, "input %r: a BOOL byte must be 0 or 1" % name)
-    return name, array, size
-
-
-def _json_data(name, data, dtype, shape, count, may_hold_bools):
-    """data (flat, or nested by rows) as an array of dtype and shape. may_hold_bools:
-    whether the request's JSON has a true or false anywhere (NumPy reads [1.5, true] as
-    [1.5, 1.0], so only then are the values' types looked at one by one)."""
-    if not isinstance(data, list):
-        raise ProtocolError(400, "input %r: data must be a list" % name)
     try:
-        values = np.asarray(data)
-    except ValueError:
-        raise ProtocolError(400, "input %r: data's nested lists are ragged" % name) from None
-    if values.size != count:
-        raise ProtocolError(400, "input %r: data has %d values; shape %s takes %d"
-                            % (name, values.size, shape, count))
-    what = _datatype_of(dtype)
-    if count and values.dtype.kind not in JSON_KINDS[dtype.kind]:
-        raise ProtocolError(400, "input %r: data for %s holds %s" % (name, what, KIND_NAMES[values.dtype.kind]))
-    if dtype.kind != "b" and may_hold_bools and _holds_bool(data):
-        raise ProtocolError(400, "input %r: data for %s holds true or false" % (name, what))
-    if count and dtype.kind in "iu" and (values.min() < np.iinfo(dtype).min or values.max() > np.iinfo(dtype).max):
-        raise ProtocolError(400, "input %r: a value is out of %s's range" % (name, what))
-    with np.errstate(over="ignore"):      # past the float type's range becomes inf, refused below
-        array = values.astype(dtype).reshape(shape)
-    if dtype.kind == "f" and not np.isfinite(array).all():   # JSON has no inf: a value overflowed
-        raise ProtocolError(400, "input %r: a value is out of %s's range" % (name, what))
-    return array
-
-
-def _holds_bool(data):
-    types = set(map(type, data))
-    return bool in types or (list in types and any(_holds_bool(v) for v in data if type(v) is list))
-
-
-def _datatype_of(dtype):
-    return next(name for name, d in DATATYPES.items() if d == dtype)
+        if size is None:
+            if "data" not in item:
+                raise ProtocolError(400, "input %r has neither data nor binary_data_size" % name)
+            return name, wire.from_json(item["data"], datatype, shape, may_hold_bools), 0
+        if "data" in item:
+            raise ProtocolError(400, "input %r has both data and binary_data_size" % name)
+        if type(size) is not int or size < 0:
+            raise ProtocolError(400, "input %r: binary_data_size must be an integer >= 0" % name)
+        expected = math.prod(shape) * ITEMSIZE[datatype]
+        if size != expected:
+            raise ProtocolError(400, "input %r: binary_data_size is %d bytes; shape %s of %s takes %d"
+                                % (name, size, shape, datatype, expected))
+        if offset + size > len(tail):
+            raise ProtocolError(400, "input %r: its %d bytes run past the end of the body" % (name, size))
+        return name, wire.from_bytes(tail[offset:offset + size], datatype, shape), size
+    except wire.WireError as exc:
+        raise ProtocolError(400, "input %r: %s" % (name, exc)) from None
 
 
 def _read_outputs(items):
@@ -254,8 +192,8 @@ def _read_outputs(items):
 
 
 def check_inputs(inputs, specs):
-    """ProtocolError (400) unless inputs (name -> array) are exactly specs' names with
-    their datatypes, and shapes that fit (-1 takes any size)."""
+    """ProtocolError (400) unless inputs (name -> wire Array) are exactly specs' names
+    with their datatypes, and shapes that fit (-1 takes any size)."""
     names = {spec.name for spec in specs}
     for name in inputs:
         if name not in names:
@@ -264,21 +202,21 @@ def check_inputs(inputs, specs):
         array = inputs.get(spec.name)
         if array is None:
             raise ProtocolError(400, "input %r is missing" % spec.name)
-        if array.dtype != DATATYPES[spec.datatype]:
-            raise ProtocolError(400, "input %r is %s; the model takes %s"
-                                % (spec.name, _datatype_of(array.dtype), spec.datatype))
-        if array.ndim != len(spec.shape) or any(want not in (-1, got) for want, got in zip(spec.shape, array.shape)):
+        if array.datatype != spec.datatype:
+            raise ProtocolError(400, "input %r is %s; the model takes %s" % (spec.name, array.datatype, spec.datatype))
+        shape = array.shape
+        if len(shape) != len(spec.shape) or any(want not in (-1, got) for want, got in zip(spec.shape, shape)):
             raise ProtocolError(400, "input %r has shape %s; the model takes %s (-1: any size)"
-                                % (spec.name, list(array.shape), list(spec.shape)))
+                                % (spec.name, list(shape), list(spec.shape)))
 
 
 # ---- writing an answer ---------------------------------------------------------
 
 def encode_infer(servable, request, results):
-    """(body, headers) of the answer to request: results (output name -> array) for the
-    outputs it asks for, as the servable's output specs type them, each in JSON or in
-    binary as asked. ProtocolError (400) for an output the servable does not have."""
-    specs = {spec.name: spec for spec in servable.outputs}
+    """(body, headers) of the answer to request: results (output name -> wire Array, as
+    the servable's output specs type them) for the outputs it asks for, each in JSON or
+    in binary as asked. ProtocolError (400) for an output the servable does not have."""
+    specs = {spec.name for spec in servable.outputs}
     wanted = request.outputs
     if wanted is None:
         wanted = [(spec.name, request.binary_output) for spec in servable.outputs]
@@ -286,19 +224,16 @@ def encode_infer(servable, request, results):
     for name, binary in wanted:
         if name not in specs:
             raise ProtocolError(400, "unknown output %r; the model gives %s" % (name, ", ".join(sorted(specs))))
-        spec = specs[name]
-        array = np.asarray(results[name]).astype(DATATYPES[spec.datatype], casting="same_kind", copy=False)
-        output = {"name": name, "datatype": spec.datatype, "shape": list(array.shape)}
+        array = results[name]
+        output = {"name": name, "datatype": array.datatype, "shape": list(array.shape)}
         if binary:
-            chunk = np.ascontiguousarray(array).tobytes()
-            output["parameters"] = {"binary_data_size": len(chunk)}
-            chunks.append(chunk)
+            output["parameters"] = {"binary_data_size": len(array.data)}
+            chunks.append(array.data)
         else:
-            if array.dtype.kind == "f" and not np.isfinite(array).all():
-                # JSON has no NaN or inf (orjson would write null): never a silent wrong answer.
-                raise ValueError("output %r holds values that are not finite; JSON cannot carry "
-                                 "them (ask for binary_data)" % name)
-            output["data"] = array.ravel().tolist()
+            try:
+                output["data"] = wire.to_json(array)
+            except ValueError as exc:    # never a silent wrong answer
+                raise ValueError("output %r holds %s" % (name, exc)) from None
         outputs.append(output)
     answer = {"model_name": servable.name, "model_version": servable.version, "outputs": outputs}
     if request.id is not None:

@@ -8,9 +8,10 @@ and whose first output is one logit per class. 1 to MAX_ROWS rows a request.
 """
 import math
 
-import numpy as np
 import orjson
 
+import aicraft as ac
+from aicraft.serve import wire
 from aicraft.serve.protocol import ProtocolError
 
 MAX_ROWS = 256
@@ -29,7 +30,7 @@ def read_json(body, keys):
         raise ProtocolError(400, "the body is not JSON: %s" % str(exc)[:200]) from None
     if not isinstance(payload, dict) or set(payload) != set(keys):
         raise ProtocolError(400, "the body must be a JSON object with the keys %s" % ", ".join(keys))
-    # NumPy would read "1.5" as 1.5 and true as 1. A valid body has no strings
+    # A string "1.5" or a true would pass for a number. A valid body has no strings
     # but its keys, and no 'r' or 'f' (the keys have neither; of JSON's other
     # tokens only true, false and Infinity do): three byte scans, not a walk
     # over every value.
@@ -39,32 +40,25 @@ def read_json(body, keys):
 
 
 def as_rows(rows, features):
-    """rows (lists of `features` numbers) as a (n, features) float32 array, in one conversion."""
+    """rows (lists of `features` numbers) as a (n, features) FP32 wire Array."""
     if not isinstance(rows, list) or not 1 <= len(rows) <= MAX_ROWS:
         raise ProtocolError(400, "inputs must be a list of 1 to %d rows" % MAX_ROWS)
     try:
-        with np.errstate(over="ignore"):      # past float32's range becomes inf, refused below
-            x = np.asarray(rows, dtype=np.float32)
-    except (ValueError, TypeError, OverflowError):
-        x = None
-    if x is None or x.ndim != 2 or x.shape[1] != features:
-        raise ProtocolError(400, "inputs must be rows of %d numbers each" % features)
-    if not np.isfinite(x).all():
-        raise ProtocolError(400, "inputs must be finite float32 numbers")
-    return x
+        if wire.flat(rows)[1] == (len(rows), features):
+            return wire.from_json(rows, "FP32", (len(rows), features), may_hold_bools=False)
+    except wire.WireError as exc:
+        if "range" in str(exc):
+            raise ProtocolError(400, "inputs must be finite float32 numbers") from None
+    raise ProtocolError(400, "inputs must be rows of %d numbers each" % features)
 
 
 def as_labels(labels, rows, classes):
-    """labels (ints in [0, classes), one per row) as an int64 array."""
+    """labels (ints in [0, classes), one per row) as an INT64 wire Array."""
     if not isinstance(labels, list) or len(labels) != rows:
         raise ProtocolError(400, "labels must be a list of %d class indices, one per row" % rows)
-    try:
-        y = np.asarray(labels)
-    except (ValueError, TypeError, OverflowError):
-        y = None
-    if y is None or y.dtype.kind not in "iu" or y.ndim != 1 or ((y < 0) | (y >= classes)).any():
+    if not all(type(v) is int and 0 <= v < classes for v in labels):
         raise ProtocolError(400, "labels must be integers in [0, %d)" % classes)
-    return y.astype(np.int64)
+    return wire.from_json(labels, "INT64", (rows,), may_hold_bools=False)
 
 
 def widths(servable):
@@ -78,16 +72,18 @@ def widths(servable):
 
 
 def predict(servable, run, body):
-    """The /predict answer: run (the servable's infer, or its batcher's submit) on the rows."""
-    features, _ = widths(servable)
+    """The /predict answer: run (the servable's infer on wire Arrays, or its batcher's
+    submit) on the rows; the probabilities are the logits' softmax, in libac."""
+    features, classes = widths(servable)
     x = as_rows(read_json(body, ("inputs",))["inputs"], features)
-    logits = run({servable.inputs[0].name: x})[servable.outputs[0].name]
-    z = logits - logits.max(1, keepdims=True)
-    probs = np.exp(z)
-    probs /= probs.sum(1, keepdims=True)
-    if not np.isfinite(probs).all():    # orjson would write NaN as null
-        raise ValueError("predict: the model's output is not finite; has /learn diverged?")
-    return {"classes": probs.argmax(1).tolist(), "probs": probs.tolist()}
+    logits = wire.to_tensor(run({servable.inputs[0].name: x})[servable.outputs[0].name])
+    probs = ac.softmax(logits, 1)
+    try:
+        values = wire.to_json(wire.from_tensor(probs, "FP32"))
+    except ValueError:    # orjson would write NaN as null
+        raise ValueError("predict: the model's output is not finite; has /learn diverged?") from None
+    return {"classes": wire.to_json(wire.from_tensor(probs.argmax(1), "INT64")),
+            "probs": [values[i:i + classes] for i in range(0, len(values), classes)]}
 
 
 def learn(servable, body):
@@ -96,7 +92,13 @@ def learn(servable, body):
     payload = read_json(body, ("inputs", "labels"))
     x = as_rows(payload["inputs"], features)
     labels = as_labels(payload["labels"], len(x), classes)
-    loss = servable.learn({servable.inputs[0].name: x}, labels)
+    loss = learn_arrays(servable, {servable.inputs[0].name: x}, labels)
     if not math.isfinite(loss):
         raise ValueError("learn: the loss is not finite; the step has diverged")
     return {"loss": loss}
+
+
+def learn_arrays(servable, inputs, targets, **options):
+    """servable.learn on wire Arrays, as it takes them (aicraft tensors or NumPy arrays)."""
+    as_input = wire.input_maker(servable)
+    return servable.learn({name: as_input(a) for name, a in inputs.items()}, as_input(targets), **options)

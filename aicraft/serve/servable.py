@@ -4,8 +4,9 @@ with the names, datatypes and shapes of its inputs and outputs; and load_model, 
 makes one of them from a file for `python -m aicraft.serve`.
 
 A servable is any object with name, version, platform, inputs, outputs and infer
-(learn optional); see docs/serving.md. Arrays in, arrays out: the protocol lives in
-protocol.py, the routes in app.py.
+(learn optional); see docs/serving.md. NumPy arrays in and out, or aicraft tensors for
+one whose takes_tensors is true (these two: no NumPy in the worker). The protocol lives
+in protocol.py, the routes in app.py.
 """
 import os
 import threading
@@ -14,8 +15,12 @@ import threading
 import aicraft as ac
 from aicraft import nn
 from aicraft.serve.protocol import TensorSpec
+from aicraft.serve.wire import DATATYPE_OF_CODE, TENSOR_DTYPES
 
-_DATATYPE_OF_DTYPE = {ac.float32: "FP32", ac.int64: "INT64", ac.bool: "BOOL", ac.uint8: "UINT8", ac.int8: "INT8"}
+
+def _tensor(value):
+    """An input as a tensor: a tensor as it is, a NumPy array copied."""
+    return value if isinstance(value, ac.Tensor) else ac.from_numpy(value)
 
 
 class ModuleServable:
@@ -26,15 +31,23 @@ class ModuleServable:
     Without `shared`, one lock serialises the module's use in this process: a step
     never interleaves with another, and a prediction sees the weights before a step
     or after it, never halfway. With a SharedModel (serve/shared.py) its read() and
-    update() do that across every worker process."""
+    update() do that across every worker process.
+
+    infer and learn take aicraft tensors (NumPy arrays are copied into tensors); infer
+    gives tensors. Its specs' datatypes are those aicraft tensors hold."""
 
     platform = "aicraft"
+    takes_tensors = True
 
     def __init__(self, module, name, inputs, outputs, loss_fn=None, optimizer=None, shared=None, version="1"):
         if (loss_fn is None) != (optimizer is None):
             raise ValueError("ModuleServable %r: learning needs both a loss_fn and an optimizer" % name)
         self.module, self.name, self.version = module, name, version
         self.inputs, self.outputs = list(inputs), list(outputs)
+        for spec in self.inputs + self.outputs:
+            if spec.datatype not in TENSOR_DTYPES:
+                raise ValueError("ModuleServable %r: %r is %s; an aicraft module takes and gives %s"
+                                 % (name, spec.name, spec.datatype, ", ".join(TENSOR_DTYPES)))
         self.loss_fn, self.optimizer, self.shared = loss_fn, optimizer, shared
         self.weight_bytes = ac.quantization.weight_bytes(module)
         self._lock = threading.Lock()
@@ -48,7 +61,7 @@ class ModuleServable:
         return self.shared.update() if self.shared is not None else self._lock
 
     def _forward(self, inputs):
-        return self.module(*[ac.from_numpy(inputs[spec.name]) for spec in self.inputs])
+        return self.module(*[_tensor(inputs[spec.name]) for spec in self.inputs])
 
     def infer(self, inputs):
         with ac.no_grad(), self._reading():
@@ -57,13 +70,13 @@ class ModuleServable:
             if len(results) != len(self.outputs):
                 raise ValueError("%s: the module returned %d outputs; the servable names %d"
                                  % (self.name, len(results), len(self.outputs)))
-            return {spec.name: t.numpy() for spec, t in zip(self.outputs, results)}
+            return dict(zip([spec.name for spec in self.outputs], results))
 
     def learn(self, inputs, targets, step=True):
         """One optimizer step on inputs and targets; the loss before the step.
         step=False stops before the weights change (make_app's warm_up)."""
         with self._updating():
-            loss = self.loss_fn(self._forward(inputs), ac.from_numpy(targets))
+            loss = self.loss_fn(self._forward(inputs), _tensor(targets))
             # Zeroed, not dropped: the gradients stay allocated once, rather than
             # made anew by whichever request thread runs the next step.
             self.optimizer.zero_grad(set_to_none=False)
@@ -86,9 +99,11 @@ def linear_specs(module):
 
 class ProgramServable:
     """A program file (ac.export) served as name: it takes inputs of the shapes it was
-    exported for (the batch size included) and gives its outputs. Predictions only."""
+    exported for (the batch size included) and gives its outputs. Predictions only.
+    Tensors in and out, as ModuleServable."""
 
     platform = "aicraft"
+    takes_tensors = True
     learn = None
 
     def __init__(self, path, name, version="1"):
@@ -101,7 +116,7 @@ class ProgramServable:
             result = []
             for i in range(count):
                 ndim = info(self.program._program, i, dtype, shape)
-                result.append(TensorSpec("%s__%d" % (prefix, i), _DATATYPE_OF_DTYPE[ac.dtypes.BY_CODE[dtype[0]]],
+                result.append(TensorSpec("%s__%d" % (prefix, i), DATATYPE_OF_CODE[dtype[0]],
                                          tuple(shape[d] for d in range(ndim))))
             return result
         self.inputs = specs(lib.ac_program_input_info, self.program.n_inputs, "input")
@@ -110,9 +125,9 @@ class ProgramServable:
 
     def infer(self, inputs):
         with self._lock:
-            results = self.program(*[ac.from_numpy(inputs[spec.name]) for spec in self.inputs])
+            results = self.program(*[_tensor(inputs[spec.name]) for spec in self.inputs])
             results = results if isinstance(results, tuple) else (results,)
-            return {spec.name: t.numpy() for spec, t in zip(self.outputs, results)}
+            return dict(zip([spec.name for spec in self.outputs], results))
 
 
 def load_mlp(path, quantize=False):

@@ -28,7 +28,6 @@ import threading
 import weakref
 from contextlib import contextmanager
 
-import numpy as np
 
 from aicraft import optim
 from aicraft._shared import share_memory_, share_module_memory
@@ -177,8 +176,9 @@ class SharedModel:
                     counts.append(self._share_state(optimizer, group, param))
         # Python ints would be per process: the counts live in an anonymous MAP_SHARED mapping.
         self._counts_map = mmap.mmap(-1, 8 * max(len(counts), 1))
-        self._counts = np.frombuffer(self._counts_map, dtype=np.int64)
-        self._counts[:len(counts)] = counts
+        self._counts = memoryview(self._counts_map).cast("q")
+        for i, count in enumerate(counts):
+            self._counts[i] = count
         self._thread_lock = threading.Lock() if self.hogwild else None
         self._lock = None if self.hogwild else _ReadWriteLock()
 
