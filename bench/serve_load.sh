@@ -85,7 +85,7 @@ import sys
 sys.path.insert(0, "bench")
 import aicraft as ac
 from serve_backends import random_weights
-ac.save({name: ac.from_numpy(w) for name, w in random_weights().items()}, sys.argv[1])
+ac.save(random_weights(), sys.argv[1])
 EOF
 fi
 "$PY" bench/serve_requests.py write "$WORK"

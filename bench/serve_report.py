@@ -110,7 +110,7 @@ def main(path):
         for s in SERVICES:
             print(("%-12s  %-22s %-22s %s" % (s, *(" ".join("%.1f" % v for v in memory[kind][s][w])
                                                     for w in ("start", "warm", "end")))))
-    print("fresh process, MB: Python, NumPy, orjson, gunicorn %.1f; with aicraft.serve %.1f; then with each "
+    print("fresh process, MB: Python, orjson, gunicorn %.1f; with aicraft.serve %.1f; then with each "
           "runtime and its model: %s" % (profile["base_rss_mb"], profile["floor_rss_mb"], ", ".join(
               "%s %.1f" % (s, profile["rss_mb"][s]) for s in SERVICES)))
     print("\nthroughput, median of the per-round ratios:")
