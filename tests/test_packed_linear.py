@@ -56,10 +56,11 @@ def test_packed_is_close_to_a_float64_reference():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", [nn.packed.Linear, nn.packed.LinearReLU])
 @pytest.mark.parametrize("rows", [3, 300])     # 3 rows of 2048 x 1024: the few-rows path, split
-def test_the_same_bits_on_one_and_two_threads(rows):
+def test_the_same_bits_on_one_and_two_threads(rows, kind):
     ac.manual_seed(3)
-    packed = nn.packed.Linear.from_float(nn.Linear(1024, 2048))
+    packed = kind.from_float(nn.Linear(1024, 2048))
     x = ac.randn(rows, 1024)
     before = ac.get_num_threads()
     try:
