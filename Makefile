@@ -268,6 +268,7 @@ bench: all build/bench/replay_step
 	$(PY) bench/lstm.py
 	$(PY) bench/cnn.py
 	$(PY) bench/quant.py
+	$(PY) bench/packed_fusion.py
 	$(PY) bench/ddp.py
 	build/bench/replay_step
 

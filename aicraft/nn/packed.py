@@ -14,6 +14,13 @@ A packed layer holds a copy of its float layer's weight (as panels: about as man
 bytes) and bias, made when it is made: training or loading the float model later
 does not reach it (pack again). It has no parameters or buffers and does not train:
 its input may not require grad while grad mode is on. CPU only.
+
+An nn.Linear directly followed by an nn.ReLU in an nn.Sequential becomes one
+LinearReLU (PyTorch's name for the fused module), whose GEMM applies the ReLU as it
+stores the output, where it adds the bias: no pass of its own over the output, and
+the bits of a packed Linear followed by ac.relu. The ReLU's place holds an
+nn.Identity, as torch.ao.quantization.fuse_modules leaves it, so the indices and
+state_dict keys of the other modules stay as they were.
 """
 import copy
 
@@ -24,7 +31,7 @@ from aicraft.nn import layers
 from aicraft.nn.module import Module
 from aicraft.tensor import Tensor
 
-__all__ = ["Linear", "pack_linear"]
+__all__ = ["Linear", "LinearReLU", "pack_linear"]
 
 
 class Linear(Module):
@@ -32,13 +39,17 @@ class Linear(Module):
     same bits in a batch of any size. Made from a float nn.Linear by from_float (or
     pack_linear)."""
 
+    _activation = lib.AC_ACTIVATION_NONE
+
     def __init__(self, weight, bias=None):
         """A packed copy of weight (out_features, in_features) and bias (out_features,)."""
         super().__init__()
         for name, t in (("weight", weight), ("bias", bias)):
             if t is not None and not isinstance(t, Tensor):
-                raise TypeError("packed Linear: %s must be a Tensor, not %s" % (name, type(t).__name__))
-        p = lib.ac_packed_linear_new(weight._ptr, ffi.NULL if bias is None else bias._ptr)
+                raise TypeError("packed %s: %s must be a Tensor, not %s"
+                                % (type(self).__name__, name, type(t).__name__))
+        p = lib.ac_packed_linear_new(weight._ptr, ffi.NULL if bias is None else bias._ptr,
+                                     self._activation)
         if not p:
             raise_error(weight, bias)
         self.__dict__["_packed"] = ffi.gc(p, lib.ac_packed_linear_free)
@@ -49,7 +60,8 @@ class Linear(Module):
     def from_float(cls, mod):
         """The packed copy of a float nn.Linear."""
         if type(mod) is not layers.Linear:
-            raise TypeError("packed Linear.from_float: expected an nn.Linear, not %s" % type(mod).__name__)
+            raise TypeError("packed %s.from_float: expected an nn.Linear, not %s"
+                            % (cls.__name__, type(mod).__name__))
         return cls(mod.weight, mod.bias)
 
     def __deepcopy__(self, memo):
@@ -77,9 +89,22 @@ class Linear(Module):
             self.in_features, self.out_features, bool(lib.ac_packed_linear_has_bias(self._packed)))
 
 
+class LinearReLU(Linear):
+    """y = relu(x W^T + b): a packed Linear followed by ReLU, one GEMM that applies
+    the ReLU as it stores the output (the bits of the packed Linear and then ac.relu).
+    Made from the float nn.Linear by from_float, or by pack_linear from an nn.Linear
+    directly followed by an nn.ReLU in an nn.Sequential."""
+
+    _activation = lib.AC_ACTIVATION_RELU
+
+
 def pack_linear(model, inplace=False):
     """model with each nn.Linear in it (or model itself, if it is one) replaced by a
     packed Linear: for inference, as ac.quantization.quantize_dynamic but in float32.
+    An nn.Linear directly followed by an nn.ReLU in an nn.Sequential (anywhere in the
+    model) becomes one packed LinearReLU, and the ReLU an nn.Identity, as
+    torch.ao.quantization.fuse_modules fuses them: the other modules keep their
+    indices and state_dict keys. A ReLU after anything else stays as it is.
     A copy unless inplace (packing in place drops the float weights)."""
     if not isinstance(model, Module):
         raise TypeError("pack_linear: model must be an nn.Module, not %s" % type(model).__name__)
@@ -88,7 +113,15 @@ def pack_linear(model, inplace=False):
     if not inplace:
         model = copy.deepcopy(model)
     for module in list(model.modules()):
-        for name, child in list(module._modules.items()):
-            if type(child) is layers.Linear:
+        children = list(module._modules.items())
+        for index, (name, child) in enumerate(children):
+            if type(child) is not layers.Linear:
+                continue
+            # only a Sequential runs its children in order, each on the one before's output
+            after = children[index + 1] if index + 1 < len(children) else (None, None)
+            if type(module) is layers.Sequential and type(after[1]) is layers.ReLU:
+                setattr(module, name, LinearReLU.from_float(child))
+                setattr(module, after[0], layers.Identity())
+            else:
                 setattr(module, name, Linear.from_float(child))
     return model

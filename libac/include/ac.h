@@ -763,18 +763,24 @@ AcTensor *ac_qgru(const AcTensor *x, const AcTensor *h0, const AcQLinear *ih, co
    little more than the weight, and the bias); a later change to the weight and
    bias it was made from does not reach it (make a new one). The caller owns it
    (ac_packed_linear_free). CPU tensors only. No graph: x must not require grad
-   while grad mode is on (AC_ERR_STATE). */
+   while grad mode is on (AC_ERR_STATE). A layer made with AC_ACTIVATION_RELU
+   applies ReLU as the GEMM stores its output, where the bias is added (a Linear
+   layer followed by ReLU, with no pass of its own): the bits of the layer made
+   with AC_ACTIVATION_NONE and then ac_relu. */
 
 typedef struct AcPackedLinear AcPackedLinear;
+typedef enum { AC_ACTIVATION_NONE = 0, AC_ACTIVATION_RELU = 1 } AcActivation;
 
-/* weight (out, in) float32, bias (out) or NULL. */
-AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bias);
+/* weight (out, in) float32, bias (out) or NULL, activation an AcActivation
+   (another value: AC_ERR_ARG). */
+AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bias, int activation);
 int ac_packed_linear_free(AcPackedLinear *p);
 int64_t ac_packed_linear_in_features(const AcPackedLinear *p);
 int64_t ac_packed_linear_out_features(const AcPackedLinear *p);
 int ac_packed_linear_has_bias(const AcPackedLinear *p);    /* 1 or 0; < 0 for NULL */
 int64_t ac_packed_linear_nbytes(const AcPackedLinear *p);  /* the bytes of its block */
-/* x (..., in) float32 -> (..., out) = x W^T + b, in the current scope. */
+/* x (..., in) float32 -> (..., out) = x W^T + b, then the layer's activation, in
+   the current scope. */
 AcTensor *ac_packed_linear_forward(const AcPackedLinear *p, const AcTensor *x);
 
 /* ---- Programs: graphs saved for C programs -------------------------------- */

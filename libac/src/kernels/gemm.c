@@ -19,7 +19,9 @@
  * dW = (x^T g)^T, whose product runs faster with the long side as columns)
  * and can sum op(B)'s columns as it packs them (that layer's db). A right
  * operand multiplied many times (a recurrent layer's W_hh, once per time
- * step) is packed once by gemm_pack_b, and gemm_packed multiplies from it.
+ * step) is packed once by gemm_pack_b, and gemm_packed multiplies from it;
+ * gemm_packed_bias can also apply ReLU as the tiles are stored (a packed Linear
+ * layer followed by ReLU).
  * This file also holds ac_sgemm, the checked public entry.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -171,6 +173,7 @@ typedef struct {
     float alpha, beta;
     const float *a, *b;
     const float *bias;  /* NULL, or added to each row of C in place of beta * C */
+    int relu;           /* C stored as gemm_relu leaves it (gemm_packed_bias) */
     float *c;
     int64_t lda, ldb, ldc;
     int c_transposed;   /* C(i, j) is c[j*ldc + i] */
@@ -267,7 +270,8 @@ static void gemm_unpacked(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0
                 float a = job->trans_a ? job->a[p * job->lda + i] : job->a[i * job->lda + p];
                 sum += a * b_at(job, p, j);
             }
-            *out = gemm_scaled(sum, job->alpha, job->beta, out, job->bias ? job->bias + j : NULL);
+            *out = gemm_scaled(sum, job->alpha, job->beta, out, job->bias ? job->bias + j : NULL,
+                               job->relu);
         }
     }
 }
@@ -384,6 +388,7 @@ static void gemm_block(const GemmJob *job, int64_t i0, int64_t i1, int64_t j0, i
                         tile.n = panel_start(q + 1, panels, nc, nr, split) - j;
                         tile.c = c_at(job, ic + ir, jc + j);
                         tile.bias = pc == 0 && job->bias ? job->bias + jc + j : NULL;
+                        tile.relu = job->relu && pc + tile.kc == job->k;
                         kern->kernel(&tile);
                         tile.next_from = tile.next_to;
                     }
@@ -448,6 +453,7 @@ static void gemm_few_rows(const GemmJob *job)
     tasks.job.alpha = job->alpha;
     tasks.job.beta = job->beta;
     tasks.job.bias = job->bias;
+    tasks.job.relu = job->relu;
     tasks.job.panels = job->b ? NULL : job->packed_b;
     tasks.job.slice = job->b ? 0 : depth_slice(job, &slices);
     tasks.job.n_padded = (job->n + job->kern->nr - 1) / job->kern->nr * job->kern->nr;
@@ -457,7 +463,8 @@ static void gemm_few_rows(const GemmJob *job)
         few_rows_tasks(&tasks, 0, count);
 }
 
-/* C = bias in every row, or beta * C, where beta == 0 clears C whatever it held. */
+/* C = bias in every row, or beta * C, where beta == 0 clears C whatever it held;
+   then gemm_relu when the job asks for it. */
 static void scale_c(const GemmJob *job)
 {
     int64_t i, j;
@@ -465,6 +472,7 @@ static void scale_c(const GemmJob *job)
         for (j = 0; j < job->n; j++) {
             float *out = c_at(job, i, j);
             *out = job->bias ? job->bias[j] : job->beta == 0.0f ? 0.0f : job->beta * *out;
+            if (job->relu) *out = gemm_relu(*out);
         }
     }
 }
@@ -532,6 +540,7 @@ static void set_up_job(GemmJob *job, int trans_a, int trans_b, int64_t m, int64_
     job->a = a;
     job->b = b;
     job->bias = NULL;
+    job->relu = 0;
     job->c = c;
     job->lda = lda;
     job->ldb = ldb;
@@ -610,26 +619,27 @@ GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64
 }
 
 static void run_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
-                       float beta, const float *bias, float *c, int64_t ldc)
+                       float beta, const float *bias, int relu, float *c, int64_t ldc)
 {
     GemmJob job;
     set_up_job(&job, 0, b->trans_b, m, b->n, b->k, alpha, a, lda, b->b, b->ldb, beta, c, ldc);
     job.kern = b->kern;
     job.packed_b = b->panels;
     job.bias = bias;
+    job.relu = relu;
     gemm_run(&job);
 }
 
 void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
                  float beta, float *c, int64_t ldc)
 {
-    run_packed(m, alpha, a, lda, b, beta, NULL, c, ldc);
+    run_packed(m, alpha, a, lda, b, beta, NULL, 0, c, ldc);
 }
 
 void gemm_packed_bias(int64_t m, const float *a, int64_t lda, const GemmPackedB *b,
-                      const float *bias, float *c, int64_t ldc)
+                      const float *bias, int relu, float *c, int64_t ldc)
 {
-    run_packed(m, 1.0f, a, lda, b, 0.0f, bias, c, ldc);
+    run_packed(m, 1.0f, a, lda, b, 0.0f, bias, relu, c, ldc);
 }
 
 /* ---- the public entry ---------------------------------------------------- */

@@ -32,7 +32,9 @@ typedef void (*GemmPackFn)(const float *x, int64_t ld, int depth_contiguous,
  * stored to the panel at b. When beta == 0, C is only written, never read
  * (it may hold NaN). C(i, j) is c[i*ldc + j], or c[j*ldc + i] when
  * c_transposed. When bias is set (then beta == 0 and C is not transposed),
- * C(i, j) = alpha * (A * B)(i, j) + bias[j]. When b_sums is set (only with
+ * C(i, j) = alpha * (A * B)(i, j) + bias[j]. When relu is set (then C is not
+ * transposed; gemm.c sets it for the depth's last slice only), each element is
+ * then stored as gemm_relu leaves it. When b_sums is set (only with
  * b_source), the kernel also adds the sum of each column of the panel over
  * its kc depth steps, summed in depth order, to b_sums[0:nr]. a_next is the
  * next A-panel when it is packed, else NULL; a kernel may fetch its depth
@@ -50,6 +52,7 @@ typedef struct {
     int c_transposed;
     float alpha, beta;
     const float *bias;
+    int relu;
     float *b_sums;
     const float *a_next;
     int next_from, next_to;
@@ -92,7 +95,8 @@ static inline void gemm_sum_panel(float *b_sums, const float *panel, int depth, 
  * rows), else b[p*ldb + j]. m is at most GEMM_FEW_ROWS. Each element of C
  * is summed in an order that depends only on k, never on j0 or j1. When
  * beta == 0, C is only written; when bias is set (then beta == 0), bias[j]
- * is added to C(i, j) after the scaling.
+ * is added to C(i, j) after the scaling; when relu is set, each element is
+ * then stored as gemm_relu leaves it.
  * When panels is set, op(B) is read from gemm_pack_b's panels instead (b is
  * not read): slices of `slice` depth steps, each holding n_padded columns in
  * panels of nr, and j0 a multiple of nr. Each element is then summed and
@@ -113,6 +117,7 @@ typedef struct {
     int64_t ldc;
     float alpha, beta;
     const float *bias;
+    int relu;
     const float *panels;
     int64_t slice, n_padded;
 } GemmFewRows;
@@ -136,13 +141,21 @@ typedef void (*GemmFewRowsFn)(const GemmFewRows *job);
         by_rows[f->m - 1](f);                                                   \
     }
 
+/* ReLU as ac_relu computes it: a negative value becomes 0, NaN and -0 stay.
+   (A SIMD set's max(0, v), with 0 as the first operand, gives the same bits.) */
+static inline float gemm_relu(float v) { return v < 0.0f ? 0.0f : v; }
+
 /* One finished element of C: alpha * sum, plus *bias when there is one, else
-   plus beta * c, reading c only when beta != 0. */
+   plus beta * c, reading c only when beta != 0; then gemm_relu when relu. */
 static inline float gemm_scaled(float sum, float alpha, float beta, const float *c,
-                                const float *bias)
+                                const float *bias, int relu)
 {
-    if (bias) return alpha * sum + *bias;
-    return beta == 0.0f ? alpha * sum : alpha * sum + beta * *c;
+    float v;
+    if (bias)
+        v = alpha * sum + *bias;
+    else
+        v = beta == 0.0f ? alpha * sum : alpha * sum + beta * *c;
+    return relu ? gemm_relu(v) : v;
 }
 
 typedef struct {
@@ -192,10 +205,12 @@ GemmPackedB gemm_pack_b(int trans_b, int64_t k, int64_t n, const float *b, int64
                         float *panels);
 void gemm_packed(int64_t m, float alpha, const float *a, int64_t lda, const GemmPackedB *b,
                  float beta, float *c, int64_t ldc);
-/* The same with bias added to each row of C, as gemm_bias (when b is kept, bit
-   for bit). */
+/* The same with bias (or NULL) added to each row of C, as gemm_bias (when b is
+   kept, bit for bit); with relu, each element of C is then stored as gemm_relu
+   leaves it, as the tiles store it, with no pass of its own (a Linear layer
+   followed by ReLU: the bits of the product and then ac_relu). */
 void gemm_packed_bias(int64_t m, const float *a, int64_t lda, const GemmPackedB *b,
-                      const float *bias, float *c, int64_t ldc);
+                      const float *bias, int relu, float *c, int64_t ldc);
 
 /*
  * Make every later gemm() use the named kernel set ("avx512", "avx2",

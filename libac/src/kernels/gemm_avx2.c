@@ -145,24 +145,29 @@ AVX2_TARGET static void avx2_pack(const float *x, int64_t ld, int depth_contiguo
     }
 }
 
+/* gemm_relu on every lane: max(0, v) keeps v where v is NaN or -0, as the
+   second operand is kept where the comparison fails. */
+AVX2_TARGET static inline __m256 relu_lanes(__m256 v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
+
 /* c[0:16] = alpha * (lo, hi) + bias[0:16] when there is a bias, else + beta *
-   c[0:16], touching only the first n lanes. */
+   c[0:16], then ReLU when relu, touching only the first n lanes. */
 AVX2_TARGET static inline void store_row(float *c, __m256 lo, __m256 hi, int wide,
-                                         __m256 alpha, float beta, const float *bias, int n)
+                                         __m256 alpha, float beta, const float *bias, int relu,
+                                         int n)
 {
     lo = _mm256_mul_ps(lo, alpha);
     if (bias)
         lo = _mm256_add_ps(lo, load_lanes(bias, n));
     else if (beta != 0.0f)
         lo = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c, n), lo);
-    store_lanes(c, lo, n);
+    store_lanes(c, relu ? relu_lanes(lo) : lo, n);
     if (!wide) return;
     hi = _mm256_mul_ps(hi, alpha);
     if (bias)
         hi = _mm256_add_ps(hi, load_lanes(bias + 8, n - 8));
     else if (beta != 0.0f)
         hi = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c + 8, n - 8), hi);
-    store_lanes(c + 8, hi, n - 8);
+    store_lanes(c + 8, relu ? relu_lanes(hi) : hi, n - 8);
 }
 
 /*
@@ -202,7 +207,7 @@ AVX2_TARGET static inline void store_half_transposed(const GemmTile *t, __m256 b
 
 #define ROW_STORE(i)                                                           \
     if (rows > i && t->m > i)                                                  \
-        store_row(c + i * ldc, c##i##0, c##i##1, wide, va, t->beta, t->bias, t->n);
+        store_row(c + i * ldc, c##i##0, c##i##1, wide, va, t->beta, t->bias, t->relu, t->n);
 
 /*
  * The micro-kernel, specialised below for the rows of A it multiplies (6, 4
@@ -326,10 +331,10 @@ dots_2(const GemmFewRows *f, int64_t j, const int rows)
     for (r = 0; r < rows; r++) {
         float *c = f->c + r * f->ldc + j;
         const float *bias = f->bias ? f->bias + j : NULL;
-        c[0] = gemm_scaled(sum_lanes(acc[r][0]), f->alpha, f->beta, c, bias);
+        c[0] = gemm_scaled(sum_lanes(acc[r][0]), f->alpha, f->beta, c, bias, f->relu);
         if (f->j1 - j > 1)
             c[1] = gemm_scaled(sum_lanes(acc[r][1]), f->alpha, f->beta, c + 1,
-                               bias ? bias + 1 : NULL);
+                               bias ? bias + 1 : NULL, f->relu);
     }
 }
 
@@ -358,6 +363,7 @@ axpys_16(const GemmFewRows *f, int64_t j, const int rows)
                 out = _mm256_add_ps(out, load_lanes(f->bias + j + 8 * v, width - 8 * v));
             else if (f->beta != 0.0f)
                 out = _mm256_fmadd_ps(vb, load_lanes(c + 8 * v, width - 8 * v), out);
+            if (f->relu) out = relu_lanes(out);
             if (width > 8 * v) store_lanes(c + 8 * v, out, width - 8 * v);
         }
     }
@@ -367,7 +373,7 @@ axpys_16(const GemmFewRows *f, int64_t j, const int rows)
  * C(i, j..j+31) for `rows` rows of A from the two packed panels of those
  * columns (GemmFewRows.panels), slice by slice as gemm_block runs the tiles:
  * each lane's FMAs in the tile's order, finished as store_row finishes them
- * (the bias on the first slice, then beta 1).
+ * (the bias on the first slice, then beta 1; ReLU on the last).
  */
 AVX2_TARGET static inline __attribute__((always_inline)) void
 panels_32(const GemmFewRows *f, int64_t j, const int rows)
@@ -380,6 +386,7 @@ panels_32(const GemmFewRows *f, int64_t j, const int rows)
         const float *b = f->panels + s * f->slice * f->n_padded + j * kc;   /* then the next panel */
         const float *bias = pc == 0 && f->bias ? f->bias + j : NULL;
         float beta = pc == 0 ? f->beta : 1.0f;
+        int relu = f->relu && pc + kc == f->k;
         for (r = 0; r < rows; r++)
             for (v = 0; v < 4; v++) acc[r][v] = _mm256_setzero_ps();
         for (p = 0; p < kc; p++) {
@@ -403,7 +410,7 @@ panels_32(const GemmFewRows *f, int64_t j, const int rows)
                     out = _mm256_add_ps(out, load_lanes(bias + 8 * v, width - 8 * v));
                 else if (beta != 0.0f)
                     out = _mm256_fmadd_ps(_mm256_set1_ps(beta), load_lanes(c + 8 * v, width - 8 * v), out);
-                store_lanes(c + 8 * v, out, width - 8 * v);
+                store_lanes(c + 8 * v, relu ? relu_lanes(out) : out, width - 8 * v);
             }
         }
     }

@@ -86,10 +86,14 @@ AVX512_TARGET static void avx512_pack(const float *x, int64_t ld, int depth_cont
     }
 }
 
+/* gemm_relu on every lane: max(0, v) keeps v where v is NaN or -0, as the
+   second operand is kept where the comparison fails. */
+AVX512_TARGET static inline __m512 relu_lanes(__m512 v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
+
 /* c[0:32] = alpha * (lo, hi) + bias[0:32] when there is a bias, else + beta *
-   c[0:32], touching only the lanes in the masks. */
+   c[0:32], then ReLU when relu, touching only the lanes in the masks. */
 AVX512_TARGET static inline void store_row(float *c, __m512 lo, __m512 hi, int wide,
-                                           __m512 alpha, float beta, const float *bias,
+                                           __m512 alpha, float beta, const float *bias, int relu,
                                            __mmask16 mask_lo, __mmask16 mask_hi)
 {
     lo = _mm512_mul_ps(lo, alpha);
@@ -97,14 +101,14 @@ AVX512_TARGET static inline void store_row(float *c, __m512 lo, __m512 hi, int w
         lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(mask_lo, bias));
     else if (beta != 0.0f)
         lo = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask_lo, c), lo);
-    _mm512_mask_storeu_ps(c, mask_lo, lo);
+    _mm512_mask_storeu_ps(c, mask_lo, relu ? relu_lanes(lo) : lo);
     if (!wide) return;
     hi = _mm512_mul_ps(hi, alpha);
     if (bias)
         hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(mask_hi, bias + 16));
     else if (beta != 0.0f)
         hi = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask_hi, c + 16), hi);
-    _mm512_mask_storeu_ps(c + 16, mask_hi, hi);
+    _mm512_mask_storeu_ps(c + 16, mask_hi, relu ? relu_lanes(hi) : hi);
 }
 
 /*
@@ -159,7 +163,7 @@ AVX512_TARGET static inline void store_half_transposed(const GemmTile *t, __m512
 
 #define ROW_STORE(i)                                                           \
     if (rows > i && t->m > i)                                                  \
-        store_row(c + i * ldc, c##i##a, c##i##b, wide, va, t->beta, t->bias, lo, hi);
+        store_row(c + i * ldc, c##i##a, c##i##b, wide, va, t->beta, t->bias, t->relu, lo, hi);
 
 #define ACCUMULATORS(i) __m512 c##i##a = zero, c##i##b = zero; __m256 c##i##y = half_zero;
 
@@ -300,7 +304,8 @@ static void avx512_kernel(const GemmTile *t)
         sum[2] = _mm512_reduce_add_ps(c##r##2);                                \
         sum[3] = _mm512_reduce_add_ps(c##r##3);                                \
         for (q = 0; q < cols; q++)                                             \
-            c[q] = gemm_scaled(sum[q], f->alpha, f->beta, c + q, f->bias ? f->bias + j + q : NULL); \
+            c[q] = gemm_scaled(sum[q], f->alpha, f->beta, c + q,                \
+                               f->bias ? f->bias + j + q : NULL, f->relu);      \
     }
 
 /*
@@ -332,7 +337,7 @@ dots_4(const GemmFewRows *f, int64_t j, const int rows)
     }
 
 /* Vector v of row r finished as store_row finishes a tile's: times alpha (va),
-   plus bias when there is one, else plus beta * C. */
+   plus bias when there is one, else plus beta * C; then ReLU when relu. */
 #define AXPY_STORE_ONE(r, v)                                                   \
     if (width > 16 * v) {                                                      \
         out = _mm512_mul_ps(c##r##v, va);                                      \
@@ -340,7 +345,7 @@ dots_4(const GemmFewRows *f, int64_t j, const int rows)
             out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask[v], bias + 16 * v)); \
         else if (beta != 0.0f)                                                 \
             out = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask[v], c + 16 * v), out); \
-        _mm512_mask_storeu_ps(c + 16 * v, mask[v], out);                       \
+        _mm512_mask_storeu_ps(c + 16 * v, mask[v], relu ? relu_lanes(out) : out); \
     }
 
 #define AXPY_STORE(r)                                                          \
@@ -359,7 +364,7 @@ axpys_64(const GemmFewRows *f, int64_t j, const int rows)
     const float *a = f->a, *bias = f->bias ? f->bias + j : NULL;
     float beta = f->beta;
     int64_t p;
-    int v, width = f->j1 - j < 64 ? (int)(f->j1 - j) : 64;
+    int v, relu = f->relu, width = f->j1 - j < 64 ? (int)(f->j1 - j) : 64;
     FOUR_ACCUMULATORS(0) FOUR_ACCUMULATORS(1) FOUR_ACCUMULATORS(2) FOUR_ACCUMULATORS(3)
     for (v = 0; v < 4; v++) mask[v] = first_lanes(width - 16 * v);
     for (p = 0; p < f->k; p++) {
@@ -375,8 +380,9 @@ axpys_64(const GemmFewRows *f, int64_t j, const int rows)
  * C(i, j..j+63) for `rows` rows of A from the two packed panels of those
  * columns (GemmFewRows.panels), slice by slice as gemm_block runs the tiles:
  * each lane's FMAs in avx512_tile's order, finished as store_row finishes
- * them (the bias on the first slice, then beta 1). Two panels give each row
- * four chains of FMAs where a tile of one panel gives it two.
+ * them (the bias on the first slice, then beta 1; ReLU on the last). Two
+ * panels give each row four chains of FMAs where a tile of one panel gives
+ * it two.
  */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 panels_64(const GemmFewRows *f, int64_t j, const int rows)
@@ -391,6 +397,7 @@ panels_64(const GemmFewRows *f, int64_t j, const int rows)
         const float *b = f->panels + s * f->slice * f->n_padded + j * kc;   /* then the next panel */
         const float *a = f->a + pc, *bias = pc == 0 && f->bias ? f->bias + j : NULL;
         float beta = pc == 0 ? f->beta : 1.0f;
+        int relu = f->relu && pc + kc == f->k;
         FOUR_ACCUMULATORS(0) FOUR_ACCUMULATORS(1) FOUR_ACCUMULATORS(2) FOUR_ACCUMULATORS(3)
         for (p = 0; p < kc; p++) {
             const float *row = b + p * AVX512_NR;

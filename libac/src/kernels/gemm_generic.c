@@ -62,9 +62,10 @@ static void generic_kernel(const GemmTile *t)
             float value = t->alpha * acc[i * GENERIC_NR + j];
             float *out = t->c_transposed ? t->c + j * t->ldc + i : t->c + i * t->ldc + j;
             if (t->bias)
-                *out = value + t->bias[j];
-            else
-                *out = t->beta == 0.0f ? value : t->beta * *out + value;
+                value += t->bias[j];
+            else if (t->beta != 0.0f)
+                value = t->beta * *out + value;
+            *out = t->relu ? gemm_relu(value) : value;
         }
     }
 }
@@ -82,14 +83,16 @@ static void generic_few_rows_panels(const GemmFewRows *f)
             for (pc = 0, s = 0; pc < f->k; pc += f->slice, s++) {
                 int kc = (int)(f->k - pc < f->slice ? f->k - pc : f->slice);
                 float acc[GENERIC_NR] = {0.0f}, beta = pc == 0 ? f->beta : 1.0f;
+                int relu = f->relu && pc + kc == f->k;
                 row_times_panel(acc, f->a + i * f->lda + pc, 1,
                                 f->panels + s * f->slice * f->n_padded + j * kc, kc);
                 for (q = 0; q < width; q++) {
                     float value = f->alpha * acc[q];
                     if (pc == 0 && f->bias)
-                        c[j + q] = value + f->bias[j + q];
-                    else
-                        c[j + q] = beta == 0.0f ? value : beta * c[j + q] + value;
+                        value += f->bias[j + q];
+                    else if (beta != 0.0f)
+                        value = beta * c[j + q] + value;
+                    c[j + q] = relu ? gemm_relu(value) : value;
                 }
             }
         }
@@ -117,7 +120,7 @@ static void generic_few_rows(const GemmFewRows *f)
                                                    : f->b[p * f->ldb + j + q]);
             for (q = 0; q < width; q++)
                 c[j + q] = gemm_scaled(acc[q], f->alpha, f->beta, c + j + q,
-                                       f->bias ? f->bias + j + q : NULL);
+                                       f->bias ? f->bias + j + q : NULL, f->relu);
         }
     }
 }

@@ -1,7 +1,9 @@
 /*
  * packed_linear.c - a float32 Linear layer for inference with its weight packed
  * once (ac_packed_linear_*): the GEMM's panels of W^T are made when the layer is
- * made, not on each forward as ac_linear makes them.
+ * made, not on each forward as ac_linear makes them. A layer followed by ReLU
+ * has the GEMM apply it as it stores the output (gemm_packed_bias), with no
+ * pass of its own over the output.
  *
  * The block is one root allocation: this header, the panels of W^T
  * (gemm_pack_b) and the bias; no row-major weight, so a batch of any size reads
@@ -20,6 +22,7 @@
 struct AcPackedLinear {
     int64_t in, out;
     size_t bytes;          /* of the whole block, this header included */
+    int relu;              /* activation AC_ACTIVATION_RELU */
     float *bias;           /* (out), or NULL */
     GemmPackedB packed;    /* W^T's panels; its b is NULL */
 };
@@ -32,7 +35,7 @@ static int packed_check(const char *op, const AcPackedLinear *p)
     return AC_OK;
 }
 
-AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bias)
+AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bias, int activation)
 {
     const char *op = "packed_linear_new";
     size_t head = round_up64(sizeof(AcPackedLinear)), panel_bytes, bias_bytes, bytes;
@@ -50,6 +53,10 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
     if (bias && (bias->ndim != 1 || bias->shape[0] != out))
         return error_null(AC_ERR_SHAPE, "%s: bias %s does not fit weight %s (expected (%lld,))", op,
                           tensor_shape_str(bias), tensor_shape_str(weight), (long long)out);
+    if (activation != AC_ACTIVATION_NONE && activation != AC_ACTIVATION_RELU)
+        return error_null(AC_ERR_ARG,
+                          "%s: activation must be AC_ACTIVATION_NONE (0) or AC_ACTIVATION_RELU (1), "
+                          "got %d", op, activation);
     panel_bytes = round_up64(gemm_packed_b_floats(in, out) * sizeof(float));
     bias_bytes = bias ? round_up64((size_t)out * sizeof(float)) : 0;
     bytes = head + panel_bytes + bias_bytes;
@@ -59,6 +66,7 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
     p->in = in;
     p->out = out;
     p->bytes = bytes;
+    p->relu = activation == AC_ACTIVATION_RELU;
     p->bias = bias ? (float *)(void *)(block + head + panel_bytes) : NULL;
     if (bias) memcpy(p->bias, bias->data, (size_t)out * sizeof(float));
     p->packed = gemm_pack_b(1, in, out, weight->data, in, (float *)(void *)(block + head));
@@ -99,6 +107,6 @@ AcTensor *ac_packed_linear_forward(const AcPackedLinear *p, const AcTensor *x)
     AcTensor *y;
     if (packed_check(op, p)) return NULL;
     y = inference_output(op, x, p->in, p->out, "a packed layer", &rows);
-    if (y) gemm_packed_bias(rows, x->data, p->in, &p->packed, p->bias, y->data, p->out);
+    if (y) gemm_packed_bias(rows, x->data, p->in, &p->packed, p->bias, p->relu, y->data, p->out);
     return y;
 }

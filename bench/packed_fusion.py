@@ -1,0 +1,94 @@
+"""bench/packed_fusion.py - the served 784-128-10 MLP (Linear, ReLU, Linear, Softmax)
+packed (nn.packed.Linear, the ReLU a module of its own) against packed with the ReLU
+fused into the first layer's GEMM (nn.packed.LinearReLU, what pack_linear makes), and
+the float model (nn.Linear) for scale: a forward of 1 row and of 32 rows.
+
+Forwards run under ac.no_grad() on fixed inputs. Batches of calls alternate between the
+models, so a noisy machine slows all alike; each cell is the median time per call. The
+fused model's outputs are checked to be the unfused one's bits first.
+
+    python bench/packed_fusion.py [--repeats 15] [--quick] [--threads 1]
+
+Prints a table, then one JSON line.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import timeit
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import aicraft as ac  # noqa: E402
+from aicraft import nn  # noqa: E402
+from common import host, host_line  # noqa: E402
+
+ROWS = (1, 32)
+BATCH_SECONDS = 0.02
+
+
+def models():
+    """{"float": the MLP, "packed": its Linear layers packed, the ReLU apart,
+    "fused": pack_linear's, the ReLU in the first layer's GEMM}."""
+    ac.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(dim=1))
+    packed = nn.Sequential(nn.packed.Linear.from_float(mlp[0]), nn.ReLU(),
+                           nn.packed.Linear.from_float(mlp[2]), nn.Softmax(dim=1))
+    fused = nn.packed.pack_linear(mlp)
+    assert type(fused[0]) is nn.packed.LinearReLU and type(fused[1]) is nn.Identity
+    return {"float": mlp, "packed": packed, "fused": fused}
+
+
+def calls_for(fn):
+    n = 1
+    while timeit.timeit(fn, number=n) < BATCH_SECONDS and n < 1 << 16:
+        n *= 2
+    return n
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="3 batches (a smoke run)")
+    parser.add_argument("--threads", type=int, default=1, help="libac's threads (default 1, as served)")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else args.repeats
+    ac.set_num_threads(args.threads)
+    table = models()
+    inputs = {rows: ac.randn(rows, 784) for rows in ROWS}
+    with ac.no_grad():
+        for x in inputs.values():
+            unfused, got = table["packed"](x).numpy(), table["fused"](x).numpy()
+            assert np.array_equal(unfused.view(np.uint32), got.view(np.uint32))
+        calls, samples = {}, {}
+        for _ in range(repeats):
+            for rows, x in inputs.items():
+                for name, model in table.items():
+                    fn = lambda model=model, x=x: model(x)  # noqa: E731
+                    key = (rows, name)
+                    if key not in calls:
+                        calls[key] = calls_for(fn)
+                    n = calls[key]
+                    samples.setdefault(key, []).append(timeit.timeit(fn, number=n) / n * 1e6)
+    med = {key: statistics.median(v) for key, v in samples.items()}
+    print(host_line())
+    print("784-128-10 MLP forward, %d thread(s), us per call (median of %d interleaved batches); "
+          "speedup = packed / fused (> 1: the fusion is faster)" % (args.threads, repeats))
+    header = "%5s %9s %9s %9s %8s" % ("rows", "float", "packed", "fused", "speedup")
+    print(header)
+    print("-" * len(header))
+    results = []
+    for rows in ROWS:
+        f, p, u = med[(rows, "float")], med[(rows, "packed")], med[(rows, "fused")]
+        results.append({"rows": rows, "float_us": f, "packed_us": p, "fused_us": u, "speedup": p / u,
+                        "saved_us": p - u})
+        print("%5d %9.2f %9.2f %9.2f %7.3fx" % (rows, f, p, u, p / u))
+    print(json.dumps({"bench": "packed_fusion", **host(), "threads": args.threads, "repeats": repeats,
+                      "aicraft": ac.__version__, "results": results}))
+
+
+if __name__ == "__main__":
+    main()
