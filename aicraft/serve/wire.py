@@ -175,17 +175,19 @@ def from_tensor(tensor, datatype):
     """A CPU tensor's values as an Array of datatype: its own dtype's, or cast to datatype
     where NumPy's same_kind casting allows (bool to any, integers to integers or FP32);
     TypeError for another cast or a tensor on a device."""
-    if _live(tensor).device != 0:
+    p = _live(tensor)
+    if p.device != 0:
         raise TypeError("the output is on %s; a served output must be on the CPU" % tensor.device)
-    own = DATATYPE_OF_CODE[tensor.dtype.code]
+    own = DATATYPE_OF_CODE[p.dtype]
     if own != datatype:
         if own not in CASTS_FROM.get(datatype, ()):
             raise TypeError("the output is %s; the servable names %s, which it does not cast to" % (own, datatype))
-        tensor = tensor.to(TENSOR_DTYPES[datatype])
-    if not LITTLE_ENDIAN and tensor.dtype.itemsize > 1:
+        tensor = tensor.to(TENSOR_DTYPES[datatype])     # held: p is its memory
+        p = _live(tensor)
+    itemsize = ITEMSIZE[datatype]
+    if not LITTLE_ENDIAN and itemsize > 1:
         raise TypeError("this host is big-endian: %s needs a byte swap aicraft does not do" % datatype)
-    p = tensor._ptr
-    return Array(datatype, tuple(tensor.shape), ffi.buffer(p.data, p.size * tensor.dtype.itemsize)[:])
+    return Array(datatype, ffi.unpack(p.shape, p.ndim), ffi.buffer(p.data, p.size * itemsize)[:])
 
 
 # ---- NumPy arrays (imported only here) -------------------------------------------
