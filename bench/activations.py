@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 import aicraft as ac  # noqa: E402
 import aicraft.nn.functional as F  # noqa: E402
-from common import host, host_line  # noqa: E402
+from common import calls_for, host, host_line  # noqa: E402
 
 N = 1 << 20
 BATCH_SECONDS = 0.02
@@ -65,13 +65,6 @@ def cases():
     return table
 
 
-def calls_for(fn):
-    n = 1
-    while timeit.timeit(fn, number=n) < BATCH_SECONDS and n < 1 << 14:
-        n *= 2
-    return n
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=15)
@@ -88,7 +81,7 @@ def main():
         for key, fns in table.items():
             for lib, fn in fns.items():
                 if (key, lib) not in calls:
-                    calls[(key, lib)] = calls_for(fn)
+                    calls[(key, lib)] = calls_for(fn, BATCH_SECONDS, 1 << 14)
                 n = calls[(key, lib)]
                 samples.setdefault((key, lib), []).append(timeit.timeit(fn, number=n) / n * 1e3)
     med = {k: statistics.median(v) for k, v in samples.items()}

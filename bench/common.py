@@ -1,5 +1,5 @@
 """common.py - what the benchmarks share: the host line every bench prints (CPU
-model and SIMD path), and for the training benchmarks the MNIST images as uint8,
+model and SIMD path), the calls that make a timed batch, and for the training benchmarks the MNIST images as uint8,
 batches over them, timed runs, RSS and libac's peak bytes inside a worker
 process, and the driver that interleaves runs of long-lived worker processes
 and takes medians."""
@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
+import timeit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MNIST_RAW = os.path.join(ROOT, "data", "MNIST", "raw")
@@ -78,6 +79,15 @@ class Batches:
             self.start = 0
         s, self.start = self.start, self.start + self.batch
         return self.images[s:s + self.batch], self.labels[s:s + self.batch]
+
+
+def calls_for(fn, seconds, most=1 << 16):
+    """How many calls of fn make a timed batch: the least power of two that takes
+    `seconds` (at most `most`)."""
+    n = 1
+    while timeit.timeit(fn, number=n) < seconds and n < most:
+        n *= 2
+    return n
 
 
 def timed_steps(work, seconds, warmup, min_steps):

@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 import aicraft as ac  # noqa: E402
 from aicraft import nn  # noqa: E402
-from common import host, host_line  # noqa: E402
+from common import calls_for, host, host_line  # noqa: E402
 
 ROWS = (1, 32)
 BATCH_SECONDS = 0.02
@@ -40,13 +40,6 @@ def models():
     fused = nn.packed.pack_linear(mlp)
     assert type(fused[0]) is nn.packed.LinearReLU and type(fused[1]) is nn.Identity
     return {"float": mlp, "packed": packed, "fused": fused}
-
-
-def calls_for(fn):
-    n = 1
-    while timeit.timeit(fn, number=n) < BATCH_SECONDS and n < 1 << 16:
-        n *= 2
-    return n
 
 
 def main():
@@ -70,7 +63,7 @@ def main():
                     fn = lambda model=model, x=x: model(x)  # noqa: E731
                     key = (rows, name)
                     if key not in calls:
-                        calls[key] = calls_for(fn)
+                        calls[key] = calls_for(fn, BATCH_SECONDS)
                     n = calls[key]
                     samples.setdefault(key, []).append(timeit.timeit(fn, number=n) / n * 1e6)
     med = {key: statistics.median(v) for key, v in samples.items()}
