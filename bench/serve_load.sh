@@ -17,7 +17,10 @@
 # (POST /v2/models/mnist_mlp/infer). First the three must give the same
 # probabilities for each (within 1e-5); then, after a warm-up, they take turns,
 # ROUNDS rounds of DURATION/ROUNDS seconds per request kind and service, so that a
-# machine whose load drifts slows all alike. Reported per service and request:
+# machine whose load drifts slows all alike (this shared host's cores run at about
+# half speed for stretches of several seconds: 20 rounds of 3 s, and the medians of
+# the per-round ratios, keep a stretch from landing on one service). Reported per
+# service and request:
 # requests/s, the median over rounds of p50 and p99 latency, the CPU time its
 # workers spent per request; per service, each worker's RSS (and PSS: its share of
 # the pages it shares with the master and the other worker) after start-up, after
@@ -50,7 +53,7 @@ cd "$(dirname "$0")/.."
 
 PY=${PY:-.venv/bin/python}
 DURATION=${DURATION:-60}
-ROUNDS=${ROUNDS:-6}
+ROUNDS=${ROUNDS:-20}
 WARMUP=${WARMUP:-20}
 CONNECTIONS=${CONNECTIONS:-8}
 SOAK_REQUESTS=${SOAK_REQUESTS:-100000}
