@@ -34,6 +34,8 @@ def test_json_data_packs_as_numpy_casts_it_and_reads_back(datatype):
         assert wire.to_json(array) == expected.ravel().tolist()
         np.testing.assert_array_equal(np.asarray(array), expected)
     assert wire.from_numpy(expected, datatype).data == expected.tobytes()
+    view, copied = np.asarray(array), np.array(array, copy=True)
+    assert not view.flags.writeable and copied.flags.writeable and copied.base is None
 
 
 def test_json_floats_not_finite_are_refused_on_the_way_out():

@@ -57,10 +57,12 @@ class Array:
         return "Array(%s, %s)" % (self.datatype, list(self.shape))
 
     def __array__(self, dtype=None, copy=None):
-        """A NumPy view (np.asarray(a)), read-only when data is bytes."""
+        """A NumPy view (np.asarray(a)), read-only when data is bytes; a copy when asked."""
         import numpy as np
         array = np.frombuffer(self.data, NUMPY_TYPES[self.datatype]).reshape(self.shape)
-        return array if dtype is None else array.astype(dtype, copy=False)
+        if dtype is not None:
+            return array.astype(dtype, copy=bool(copy))
+        return array.copy() if copy else array
 
 
 def count(shape):
