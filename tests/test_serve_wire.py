@@ -44,6 +44,15 @@ def test_json_floats_not_finite_are_refused_on_the_way_out():
         wire.to_json(array)
 
 
+def test_numbers_past_the_range_are_out_of_range():
+    for data, datatype in (([1e39], "FP32"), ([70000.0], "FP16"), ([2 ** 64], "UINT64"), ([-1], "UINT8")):
+        with pytest.raises(wire.OutOfRange, match="range"):
+            wire.from_json(data, datatype, (1,))
+    with pytest.raises(wire.WireError) as info:
+        wire.from_json([1.5], "INT32", (1,))
+    assert not isinstance(info.value, wire.OutOfRange)
+
+
 def test_deep_or_ragged_nests_are_refused():
     deep = [0.5]
     for _ in range(9):

@@ -46,9 +46,10 @@ def as_rows(rows, features):
     try:
         if wire.flat(rows)[1] == (len(rows), features):
             return wire.from_json(rows, "FP32", (len(rows), features), may_hold_bools=False)
-    except wire.WireError as exc:
-        if "range" in str(exc):
-            raise ProtocolError(400, "inputs must be finite float32 numbers") from None
+    except wire.OutOfRange:
+        raise ProtocolError(400, "inputs must be finite float32 numbers") from None
+    except wire.WireError:
+        pass
     raise ProtocolError(400, "inputs must be rows of %d numbers each" % features)
 
 

@@ -41,6 +41,10 @@ class WireError(ValueError):
     """Data that does not make an Array of its datatype and shape (the app answers 400)."""
 
 
+class OutOfRange(WireError):
+    """A number past its datatype's range."""
+
+
 class Array:
     """datatype's values of shape as bytes: little-endian, row-major, count * itemsize
     of them (bytes, bytearray or a memoryview of one)."""
@@ -96,7 +100,7 @@ def from_json(data, datatype, shape, may_hold_bools=True):
         # A string, null or an object; a fraction for an integer type; or a number out of range.
         kinds = set(map(type, values))
         if kinds <= ({int, float} if datatype in FLOATS else {int}):
-            raise WireError("a value is out of %s's range" % datatype) from None
+            raise OutOfRange("a value is out of %s's range" % datatype) from None
         raise WireError("data for %s holds %s" % (datatype, _kinds(values, datatype))) from None
     return Array(datatype, shape, packed)
 
