@@ -263,3 +263,28 @@ def test_the_command_reads_sizes_counts_and_seconds_and_refuses_the_rest(capsys)
         with pytest.raises(SystemExit):
             parser().parse_args(["m.safetensors", option, value])
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rows, match", [
+    ([[1.0] * 7 + [1e39]], "finite float32"),                 # past float32's range
+    ([[1.0] * 7], "rows of 8 numbers"),                       # a short row
+    ([[1.0] * 8, [1.0] * 7], "rows of 8 numbers"),            # ragged
+    ([1.0] * 8, "rows of 8 numbers"),                          # flat, not rows
+    ([[1.0] * 7 + [[2.0]]], "rows of 8 numbers"),             # a list among the numbers
+])
+def test_predict_names_what_is_wrong_with_its_rows(rows, match):
+    status, _, body = call(make_app(mlp()), "POST", "/predict", orjson.dumps({"inputs": rows}))
+    assert status == 400 and match in orjson.loads(body)["error"]
+
+
+def test_predict_gives_the_softmax_of_the_logits_and_its_argmax():
+    model = mlp(seed=4)
+    x = np.random.default_rng(4).normal(0, 3, (5, 8)).astype(np.float32)
+    status, _, body = call(make_app(model), "POST", "/predict", orjson.dumps({"inputs": x.tolist()}))
+    w = {name: t.numpy().astype(np.float64) for name, t in model.state_dict().items()}
+    logits = np.maximum(x @ w["0.weight"].T + w["0.bias"], 0) @ w["2.weight"].T + w["2.bias"]
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    answer = orjson.loads(body)
+    assert status == 200 and answer["classes"] == probs.argmax(1).tolist()
+    np.testing.assert_allclose(answer["probs"], probs, rtol=0, atol=1e-6)
