@@ -45,6 +45,8 @@ class dtype:
         """Equal to itself, and to the NumPy dtype or name it stands for (np.float32, "int64")."""
         if isinstance(other, dtype):
             return other is self or other.name == self.name
+        if isinstance(other, str) and other == self.name:    # "float32": no NumPy to import
+            return True
         import numpy as np
         try:
             return np.dtype(other) == self.numpy

@@ -34,6 +34,13 @@ def test_a_model_runs_without_numpy():
     assert out == ["float", "False"]
 
 
+def test_a_dtype_compared_with_its_own_name_needs_no_numpy():
+    out = run("import sys, aicraft as ac\n"
+              "print(ac.float32 == 'float32', ac.ones(2).dtype == 'float32', 'numpy' in sys.modules)\n"
+              "print(ac.float32 == 'int64', ac.float32 == 'f4', ac.float32 == [1])")
+    assert out == ["True", "True", "False", "False", "True", "False"]
+
+
 def test_numpy_and_the_lazy_modules_load_on_first_use():
     out = run("import sys, aicraft as ac\n"
               "t = ac.tensor([[1, 2], [3, 4]])\n"
