@@ -7,7 +7,6 @@ same two ways, model and server metadata, and KServe's error bodies ({"error": "
 No server and no model here: app.py routes requests and calls the servables.
 The wire format: https://kserve.github.io/website/docs/concepts/architecture/data-plane/v2-protocol
 """
-import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -158,7 +157,7 @@ def _read_input(item, tail, offset, may_hold_bools):
             raise ProtocolError(400, "input %r has both data and binary_data_size" % name)
         if type(size) is not int or size < 0:
             raise ProtocolError(400, "input %r: binary_data_size must be an integer >= 0" % name)
-        expected = math.prod(shape) * ITEMSIZE[datatype]
+        expected = wire.count(shape) * ITEMSIZE[datatype]
         if size != expected:
             raise ProtocolError(400, "input %r: binary_data_size is %d bytes; shape %s of %s takes %d"
                                 % (name, size, shape, datatype, expected))

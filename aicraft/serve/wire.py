@@ -14,8 +14,8 @@ import sys
 
 import aicraft as ac
 from aicraft._ffi import ffi, lib
-from aicraft._wrapping import _live, _wrap
-from aicraft.errors import raise_error
+from aicraft._wrapping import _live
+from aicraft.creation import _finish
 
 # The OIP datatypes with a fixed size: each value's struct format (standard size, read
 # little-endian). BYTES (length-prefixed strings) and BF16 (no struct or NumPy type)
@@ -170,11 +170,8 @@ def to_tensor(array):
     if not LITTLE_ENDIAN and dtype.itemsize > 1:
         raise TypeError("this host is big-endian: the protocol's little-endian %s needs a byte swap "
                         "aicraft does not do" % array.datatype)
-    shape = array.shape
-    p = lib.ac_tensor_from_typed(ffi.from_buffer(array.data), shape, len(shape), dtype.code)
-    if p == ffi.NULL:
-        raise_error()
-    return _wrap(p)
+    p = lib.ac_tensor_from_typed(ffi.from_buffer(array.data), array.shape, len(array.shape), dtype.code)
+    return _finish(p, False)
 
 
 def from_tensor(tensor, datatype):
