@@ -755,8 +755,9 @@ AcTensor *ac_qgru(const AcTensor *x, const AcTensor *h0, const AcQLinear *ih, co
 /* A float32 Linear layer for inference whose weight is packed once for the CPU's
    GEMM, instead of on every forward as ac_linear packs it (at 32 rows, packing a
    128x784 weight is a fifth of ac_linear's time). Every batch size sums each
-   output in the same order, so a row's output has the same bits whatever rows come with it (a
-   service joining requests into batches answers each as it would alone); from
+   output in the same order, so a row's output has the same bits whatever rows
+   come with it (a service joining requests into batches answers each as it
+   would alone); from
    ac_linear's it differs by rounding only for batches of four rows or fewer,
    which ac_linear sums in another order. An AcPackedLinear is a copy: it lives at
    root, whatever scope is open, in one block of its own (the weight's panels, a

@@ -9,7 +9,8 @@
  * (gemm_pack_b) and the bias; no row-major weight, so a batch of any size reads
  * the panels, each output summed in the same order, and a row's output has the
  * same bits whatever rows come with it (ac_linear reads a few rows' weight in
- * place, summing in another order). It is a copy, so nothing can change the weight under its panels.
+ * place, summing in another order). It is a copy, so nothing can change the
+ * weight under its panels.
  *
  * Not here: the GEMM and its packing (kernels/gemm.c), the layer that packs per
  * call (linear.c).
