@@ -51,7 +51,7 @@ def aicraft_servable(weights):
     from aicraft.serve import ModuleServable
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(1))
     model.load_state_dict(weights)
-    return ModuleServable(nn.packed.pack_linear(model, inplace=True), MODEL, INPUTS, OUTPUTS)
+    return ModuleServable(nn.packed.pack_linear(model, inplace=True), MODEL, INPUTS, OUTPUTS, compile=True)
 
 
 class TorchServable:

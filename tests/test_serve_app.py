@@ -5,6 +5,7 @@ import gc
 import http
 import io
 import sys
+import warnings
 
 import numpy as np
 import orjson
@@ -47,10 +48,10 @@ def mlp(seed=0, hidden=16):
     return nn.Sequential(nn.Linear(8, hidden), nn.ReLU(), nn.Linear(hidden, 3))
 
 
-def learner(module, lr=0.1):
+def learner(module, lr=0.1, compile=False):
     return ModuleServable(module, "clf", [TensorSpec("input__0", "FP32", (-1, 8))],
                           [TensorSpec("output__0", "FP32", (-1, 3))], nn.CrossEntropyLoss(),
-                          ac.optim.SGD(module.parameters(), lr=lr))
+                          ac.optim.SGD(module.parameters(), lr=lr), compile=compile)
 
 
 def test_a_module_is_served_with_widths_from_its_linear_layers():
@@ -103,8 +104,24 @@ def test_learn_takes_one_step_equal_to_the_same_step_in_process():
                                   reference.infer({"input__0": x})["output__0"])
 
 
-def test_memory_is_flat_over_thousands_of_mixed_requests():
-    app = make_app(learner(mlp(5, hidden=64)))
+def test_a_compiled_servable_gives_the_eager_bits_and_sees_each_step():
+    eager, compiled = learner(mlp(7)), learner(mlp(7), compile=True)
+    rng = np.random.default_rng(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # every batch size recorded, none run eagerly
+        for step in range(3):
+            for rows in (1, 5, 1, 32, 0):
+                x = ac.from_numpy(rng.standard_normal((rows, 8)).astype(np.float32))
+                want, got = eager.infer({"input__0": x}), compiled.infer({"input__0": x})
+                assert np.array_equal(got["output__0"].numpy(), want["output__0"].numpy()), (step, rows)
+            x = rng.standard_normal((6, 8)).astype(np.float32)
+            labels = ac.from_numpy(np.array([0, 1, 2, 0, 1, 2]))
+            assert compiled.learn({"input__0": x}, labels) == eager.learn({"input__0": x}, labels)
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_memory_is_flat_over_thousands_of_mixed_requests(compile):
+    app = make_app(learner(mlp(5, hidden=64), compile=compile))
     rng = np.random.default_rng(2)
     one, batch = rng.standard_normal((1, 8)).astype(np.float32), rng.standard_normal((32, 8)).astype(np.float32)
     binary, headers = infer_binary(batch)

@@ -8,6 +8,7 @@ A servable is any object with name, version, platform, inputs, outputs and infer
 one whose takes_tensors is true (these two: no NumPy in the worker). The protocol lives
 in protocol.py, the routes in app.py.
 """
+import contextlib
 import os
 import threading
 
@@ -34,12 +35,19 @@ class ModuleServable:
     update() do that across every worker process.
 
     infer and learn take aicraft tensors (NumPy arrays are copied into tensors); infer
-    gives tensors. Its specs' datatypes are those aicraft tensors hold."""
+    gives tensors. Its specs' datatypes are those aicraft tensors hold.
+
+    compile: infer runs the module through ac.compile, one C call a forward once a
+    batch size has been seen (up to 8 sizes; others run eagerly). Only for a module
+    whose forward takes the same path whatever the values (ac.compile records the
+    path of its first call, as torch.jit.trace does): load_model's MLPs. A module
+    it cannot record runs eagerly, with compile's warning."""
 
     platform = "aicraft"
     takes_tensors = True
 
-    def __init__(self, module, name, inputs, outputs, loss_fn=None, optimizer=None, shared=None, version="1"):
+    def __init__(self, module, name, inputs, outputs, loss_fn=None, optimizer=None, shared=None, version="1",
+                 compile=False):
         if (loss_fn is None) != (optimizer is None):
             raise ValueError("ModuleServable %r: learning needs both a loss_fn and an optimizer" % name)
         self.module, self.name, self.version = module, name, version
@@ -51,6 +59,9 @@ class ModuleServable:
         self.loss_fn, self.optimizer, self.shared = loss_fn, optimizer, shared
         self.weight_bytes = ac.quantization.weight_bytes(module)
         self._lock = threading.Lock()
+        self._run = ac.compile(module) if compile else module
+        # A compiled forward runs one call at a time; without `shared`, _lock sees to that.
+        self._replaying = threading.Lock() if compile and shared is not None else contextlib.nullcontext()
         if optimizer is None:
             self.learn = None       # the app answers /learn with 409
 
@@ -60,12 +71,12 @@ class ModuleServable:
     def _updating(self):
         return self.shared.update() if self.shared is not None else self._lock
 
-    def _forward(self, inputs):
-        return self.module(*[_tensor(inputs[spec.name]) for spec in self.inputs])
+    def _forward(self, run, inputs):
+        return run(*[_tensor(inputs[spec.name]) for spec in self.inputs])
 
     def infer(self, inputs):
-        with ac.no_grad(), self._reading():
-            results = self._forward(inputs)
+        with ac.no_grad(), self._reading(), self._replaying:
+            results = self._forward(self._run, inputs)
             results = results if isinstance(results, (tuple, list)) else (results,)
             if len(results) != len(self.outputs):
                 raise ValueError("%s: the module returned %d outputs; the servable names %d"
@@ -76,7 +87,7 @@ class ModuleServable:
         """One optimizer step on inputs and targets; the loss before the step.
         step=False stops before the weights change (make_app's warm_up)."""
         with self._updating():
-            loss = self.loss_fn(self._forward(inputs), _tensor(targets))
+            loss = self.loss_fn(self._forward(self.module, inputs), _tensor(targets))
             # Zeroed, not dropped: the gradients stay allocated once, rather than
             # made anew by whichever request thread runs the next step.
             self.optimizer.zero_grad(set_to_none=False)
@@ -176,5 +187,6 @@ def load_model(path, name=None, lr=None, quantize=False, share=False, hogwild=Fa
     if share:
         from aicraft.serve.shared import SharedModel
         shared = SharedModel(module, optimizer, hogwild=hogwild)
-    return ModuleServable(module, name, inputs, outputs, loss_fn, optimizer, shared)
+    return ModuleServable(module, name, inputs, outputs, loss_fn, optimizer, shared,
+                          compile=not is_quantized(module))   # int8 layers are not recorded
 

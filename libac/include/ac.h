@@ -763,8 +763,10 @@ AcTensor *ac_qgru(const AcTensor *x, const AcTensor *h0, const AcQLinear *ih, co
    root, whatever scope is open, in one block of its own (the weight's panels, a
    little more than the weight, and the bias); a later change to the weight and
    bias it was made from does not reach it (make a new one). The caller owns it
-   (ac_packed_linear_free). CPU tensors only. No graph: x must not require grad
-   while grad mode is on (AC_ERR_STATE). A layer made with AC_ACTIVATION_RELU
+   (ac_packed_linear_free). CPU tensors only. No autograd graph: x must not
+   require grad while grad mode is on (AC_ERR_STATE). A recorded graph (Graphs,
+   below) records its forward and holds its block, so the layer lives while such
+   a graph does; a program cannot hold it. A layer made with AC_ACTIVATION_RELU
    applies ReLU as the GEMM stores its output, where the bias is added (a Linear
    layer followed by ReLU, with no pass of its own): the bits of the layer made
    with AC_ACTIVATION_NONE and then ac_relu. */
@@ -956,7 +958,8 @@ int ac_clip_grads_with_norm(AcTensor *const *tensors, int count, double max_norm
 /* ---- Graphs ---------------------------------------------------------------- */
 /* Between ac_graph_begin and ac_graph_end, the calls this thread makes to the ops
    below are recorded into an AcGraph while they run (they still give their real
-   results): linear, matmul, the elementwise ops and activations, softmax and
+   results): linear, the packed Linear layer's forward (whose block is then state:
+   a program cannot hold it), matmul, the elementwise ops and activations, softmax and
    log_softmax, the reductions, reshape / flatten / transpose / permute / squeeze /
    unsqueeze, ac_slice, cat and stack (of up to AC_GRAPH_MAX_TENSORS - 1 tensors),
    detach and clone, dropout, conv2d, the 2-D poolings, batch_norm, the losses,

@@ -191,8 +191,9 @@ static int save_check(const AcGraph *g)
         const char *why;
         if (!op || op->fn != node->replay)
             return error_set(AC_ERR_ARG, "program_save: node %d is %s, which a program cannot hold "
-                             "(a program is a forward pass for inference: no backward, zero_grad or "
-                             "optimizer step)", k, node->op);
+                             "(a program is a forward pass for inference: no backward, zero_grad, "
+                             "optimizer step or packed layer, whose block holds pointers; export "
+                             "the model before packing it)", k, node->op);
         if ((why = attrs_misfit(op, node->attr, node->n_attr)))
             return error_set(AC_ERR_ARG, "program_save: node %d (%s): %s%s", k, node->op, why, save_hint(node->op));
     }

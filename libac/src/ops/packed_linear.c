@@ -5,22 +5,27 @@
  * has the GEMM apply it as it stores the output (gemm_packed_bias), with no
  * pass of its own over the output.
  *
- * The block is one root allocation: this header, the panels of W^T
- * (gemm_pack_b) and the bias; no row-major weight, so a batch of any size reads
- * the panels, each output summed in the same order, and a row's output has the
- * same bits whatever rows come with it (ac_linear reads a few rows' weight in
- * place, summing in another order). It is a copy, so nothing can change the
- * weight under its panels.
+ * The block is the data of one root uint8 tensor: this header, the panels of
+ * W^T (gemm_pack_b) and the bias; no row-major weight, so a batch of any size
+ * reads the panels, each output summed in the same order, and a row's output
+ * has the same bits whatever rows come with it (ac_linear reads a few rows'
+ * weight in place, summing in another order). It is a copy, so nothing can
+ * change the weight under its panels. Being a tensor, the block is what a graph
+ * holds of the layer: the forward records itself with the block as its second
+ * input, which the graph keeps as state, so the layer lives while a graph that
+ * ran it does (its header holds pointers: a program file cannot hold it, and
+ * op_table.h does not list it).
  *
  * Not here: the GEMM and its packing (kernels/gemm.c), the layer that packs per
  * call (linear.c).
  */
-#include "internal.h"
+#include "graph.h"
 #include "kernels/gemm.h"
 
 #include <string.h>
 
 struct AcPackedLinear {
+    AcTensor *block;       /* the root tensor whose data this header begins */
     int64_t in, out;
     size_t bytes;          /* of the whole block, this header included */
     int relu;              /* activation AC_ACTIVATION_RELU */
@@ -42,6 +47,7 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
     size_t head = round_up64(sizeof(AcPackedLinear)), panel_bytes, bias_bytes, bytes;
     int64_t in, out;
     AcPackedLinear *p;
+    AcTensor *t;
     char *block;
     if (tensor_check(op, weight, "weight") || cpu_only(op, (const AcTensor *[]){weight, bias}, 2))
         return NULL;
@@ -61,9 +67,13 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
     panel_bytes = round_up64(gemm_packed_b_floats(in, out) * sizeof(float));
     bias_bytes = bias ? round_up64((size_t)out * sizeof(float)) : 0;
     bytes = head + panel_bytes + bias_bytes;
-    block = root_alloc(bytes);
-    if (!block) return NULL;
+    if (bytes > (size_t)INT64_MAX)
+        return error_null(AC_ERR_SHAPE, "%s: weight %s is too large to pack", op, tensor_shape_str(weight));
+    t = tensor_create(op, (const int64_t[]){(int64_t)bytes}, 1, AC_UINT8, NULL, 0, 1);
+    if (!t) return NULL;
+    block = (char *)t->data;
     p = (AcPackedLinear *)(void *)block;
+    p->block = t;
     p->in = in;
     p->out = out;
     p->bytes = bytes;
@@ -77,8 +87,8 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
 
 int ac_packed_linear_free(AcPackedLinear *p)
 {
-    if (p) root_free(p, p->bytes);
-    return AC_OK;
+    /* a graph that ran the layer holds its block until the graph is freed */
+    return p ? ac_tensor_free(p->block) : AC_OK;
 }
 
 int64_t ac_packed_linear_in_features(const AcPackedLinear *p)
@@ -101,13 +111,25 @@ int64_t ac_packed_linear_nbytes(const AcPackedLinear *p)
     return packed_check("packed_linear_nbytes", p) ? ac_last_error_code() : (int64_t)p->bytes;
 }
 
-AcTensor *ac_packed_linear_forward(const AcPackedLinear *p, const AcTensor *x)
+static AcTensor *packed_forward(const AcPackedLinear *p, const AcTensor *x)
 {
-    const char *op = "packed_linear_forward";
     int64_t rows;
-    AcTensor *y;
-    if (packed_check(op, p)) return NULL;
-    y = inference_output(op, x, p->in, p->out, "a packed layer", &rows);
+    AcTensor *y = inference_output("packed_linear_forward", x, p->in, p->out, "a packed layer", &rows);
     if (y) gemm_packed_bias(rows, x->data, p->in, &p->packed, p->bias, p->relu, y->data, p->out);
     return y;
+}
+
+/* t[1] is the layer's block, its data the layer. */
+static int packed_linear_replay(AcTensor **t, const double *attr)
+{
+    (void)attr;
+    return graph_made(t[2] = packed_forward((const AcPackedLinear *)(const void *)t[1]->data, t[0]));
+}
+
+AcTensor *ac_packed_linear_forward(const AcPackedLinear *p, const AcTensor *x)
+{
+    if (packed_check("packed_linear_forward", p)) return NULL;
+    if (ops_observed)
+        return graph_op("packed_linear", packed_linear_replay, 2, (const AcTensor *[]){x, p->block}, NULL, 0);
+    return packed_forward(p, x);
 }
