@@ -1,11 +1,12 @@
 """bench/packed_fusion.py - the served 784-128-10 MLP (Linear, ReLU, Linear, Softmax)
 packed (nn.packed.Linear, the ReLU a module of its own) against packed with the ReLU
-fused into the first layer's GEMM (nn.packed.LinearReLU, what pack_linear makes), and
-the float model (nn.Linear) for scale: a forward of 1 row and of 32 rows.
+fused into the first layer's GEMM (nn.packed.LinearReLU, what pack_linear makes), that
+fused model through ac.compile (one C call a forward, as `python -m aicraft.serve` runs
+it), and the float model (nn.Linear) for scale: a forward of 1 row and of 32 rows.
 
 Forwards run under ac.no_grad() on fixed inputs. Batches of calls alternate between the
 models, so a noisy machine slows all alike; each cell is the median time per call. The
-fused model's outputs are checked to be the unfused one's bits first.
+fused and compiled models' outputs are checked to be the unfused one's bits first.
 
     python bench/packed_fusion.py [--repeats 15] [--quick] [--threads 1]
 
@@ -32,14 +33,15 @@ BATCH_SECONDS = 0.02
 
 def models():
     """{"float": the MLP, "packed": its Linear layers packed, the ReLU apart,
-    "fused": pack_linear's, the ReLU in the first layer's GEMM}."""
+    "fused": pack_linear's, the ReLU in the first layer's GEMM, "compiled": that
+    through ac.compile}."""
     ac.manual_seed(0)
     mlp = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(dim=1))
     packed = nn.Sequential(nn.packed.Linear.from_float(mlp[0]), nn.ReLU(),
                            nn.packed.Linear.from_float(mlp[2]), nn.Softmax(dim=1))
     fused = nn.packed.pack_linear(mlp)
     assert type(fused[0]) is nn.packed.LinearReLU and type(fused[1]) is nn.Identity
-    return {"float": mlp, "packed": packed, "fused": fused}
+    return {"float": mlp, "packed": packed, "fused": fused, "compiled": ac.compile(fused)}
 
 
 def main():
@@ -54,8 +56,9 @@ def main():
     inputs = {rows: ac.randn(rows, 784) for rows in ROWS}
     with ac.no_grad():
         for x in inputs.values():
-            unfused, got = table["packed"](x).numpy(), table["fused"](x).numpy()
-            assert np.array_equal(unfused.view(np.uint32), got.view(np.uint32))
+            unfused = table["packed"](x).numpy().view(np.uint32)
+            for name in ("fused", "compiled", "compiled"):   # compiled: recorded, then replayed
+                assert np.array_equal(table[name](x).numpy().view(np.uint32), unfused), name
         calls, samples = {}, {}
         for _ in range(repeats):
             for rows, x in inputs.items():
@@ -69,16 +72,17 @@ def main():
     med = {key: statistics.median(v) for key, v in samples.items()}
     print(host_line())
     print("784-128-10 MLP forward, %d thread(s), us per call (median of %d interleaved batches); "
-          "speedup = packed / fused (> 1: the fusion is faster)" % (args.threads, repeats))
-    header = "%5s %9s %9s %9s %8s" % ("rows", "float", "packed", "fused", "speedup")
+          "fusion = packed / fused, compiling = fused / compiled (> 1: faster)" % (args.threads, repeats))
+    header = "%5s %9s %9s %9s %9s %8s %9s" % ("rows", "float", "packed", "fused", "compiled", "fusion",
+                                             "compiling")
     print(header)
     print("-" * len(header))
     results = []
     for rows in ROWS:
-        f, p, u = med[(rows, "float")], med[(rows, "packed")], med[(rows, "fused")]
-        results.append({"rows": rows, "float_us": f, "packed_us": p, "fused_us": u, "speedup": p / u,
-                        "saved_us": p - u})
-        print("%5d %9.2f %9.2f %9.2f %7.3fx" % (rows, f, p, u, p / u))
+        f, p, u, c = (med[(rows, name)] for name in ("float", "packed", "fused", "compiled"))
+        results.append({"rows": rows, "float_us": f, "packed_us": p, "fused_us": u, "compiled_us": c,
+                        "fusion": p / u, "compiling": u / c})
+        print("%5d %9.2f %9.2f %9.2f %9.2f %7.3fx %8.3fx" % (rows, f, p, u, c, p / u, u / c))
     print(json.dumps({"bench": "packed_fusion", **host(), "threads": args.threads, "repeats": repeats,
                       "aicraft": ac.__version__, "results": results}))
 
