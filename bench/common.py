@@ -1,8 +1,8 @@
 """common.py - what the benchmarks share: the host line every bench prints (CPU
-model and SIMD path), the calls that make a timed batch, and for the training benchmarks the MNIST images as uint8,
-batches over them, timed runs, RSS and libac's peak bytes inside a worker
-process, and the driver that interleaves runs of long-lived worker processes
-and takes medians."""
+model and SIMD path), the calls that make a timed batch, and for the training
+benchmarks the MNIST images as uint8, batches over them, timed runs, RSS and
+libac's peak bytes inside a worker process, and the driver that interleaves runs
+of long-lived worker processes and takes medians."""
 import contextlib
 import os
 import platform

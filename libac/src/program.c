@@ -190,10 +190,11 @@ static int save_check(const AcGraph *g)
         const OpEntry *op = op_find(node->op);
         const char *why;
         if (!op || op->fn != node->replay)
-            return error_set(AC_ERR_ARG, "program_save: node %d is %s, which a program cannot hold "
-                             "(a program is a forward pass for inference: no backward, zero_grad, "
-                             "optimizer step or packed layer, whose block holds pointers; export "
-                             "the model before packing it)", k, node->op);
+            return error_set(AC_ERR_ARG, "program_save: node %d is %s, which a program cannot hold (%s)", k,
+                             node->op, strcmp(node->op, "packed_linear") == 0
+                             ? "its block holds pointers: export the model before packing it"
+                             : "a program is a forward pass for inference: no backward, zero_grad or "
+                               "optimizer step");
         if ((why = attrs_misfit(op, node->attr, node->n_attr)))
             return error_set(AC_ERR_ARG, "program_save: node %d (%s): %s%s", k, node->op, why, save_hint(node->op));
     }

@@ -25,9 +25,8 @@
 #include <string.h>
 
 struct AcPackedLinear {
-    AcTensor *block;       /* the root tensor whose data this header begins */
+    AcTensor *block;       /* the root tensor whose data this header begins: its size is the block's */
     int64_t in, out;
-    size_t bytes;          /* of the whole block, this header included */
     int relu;              /* activation AC_ACTIVATION_RELU */
     float *bias;           /* (out), or NULL */
     GemmPackedB packed;    /* W^T's panels; its b is NULL */
@@ -67,8 +66,6 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
     panel_bytes = round_up64(gemm_packed_b_floats(in, out) * sizeof(float));
     bias_bytes = bias ? round_up64((size_t)out * sizeof(float)) : 0;
     bytes = head + panel_bytes + bias_bytes;
-    if (bytes > (size_t)INT64_MAX)
-        return error_null(AC_ERR_SHAPE, "%s: weight %s is too large to pack", op, tensor_shape_str(weight));
     t = tensor_create(op, (const int64_t[]){(int64_t)bytes}, 1, AC_UINT8, NULL, 0, 1);
     if (!t) return NULL;
     block = (char *)t->data;
@@ -76,7 +73,6 @@ AcPackedLinear *ac_packed_linear_new(const AcTensor *weight, const AcTensor *bia
     p->block = t;
     p->in = in;
     p->out = out;
-    p->bytes = bytes;
     p->relu = activation == AC_ACTIVATION_RELU;
     p->bias = bias ? (float *)(void *)(block + head + panel_bytes) : NULL;
     if (bias) memcpy(p->bias, bias->data, (size_t)out * sizeof(float));
@@ -108,7 +104,7 @@ int ac_packed_linear_has_bias(const AcPackedLinear *p)
 
 int64_t ac_packed_linear_nbytes(const AcPackedLinear *p)
 {
-    return packed_check("packed_linear_nbytes", p) ? ac_last_error_code() : (int64_t)p->bytes;
+    return packed_check("packed_linear_nbytes", p) ? ac_last_error_code() : p->block->size;
 }
 
 static AcTensor *packed_forward(const AcPackedLinear *p, const AcTensor *x)
